@@ -1,0 +1,1 @@
+"""One module per ``commscope`` subcommand, each with ``register(subparsers)`` and ``run(args)``."""

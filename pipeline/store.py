@@ -1,0 +1,389 @@
+"""The store: Parquet per table and run, a commit log, and a DuckDB catalog of views.
+
+Layout::
+
+    <store>/STORE.json                          store format and schema version
+    <store>/tables/<table>/<run_id>/<batch>.parquet
+    <store>/tables/<table>/_schema/_schema.parquet   zero rows: gives every view its columns
+    <store>/catalog.duckdb                      one view per table (opens in the duckdb CLI)
+    <store>/.staging/<batch>.<pid>/             batches being written
+    <store>/.lock                               serialises commits between processes
+
+Guarantees:
+
+* **Atomic visibility.** A batch (everything one file contributed) becomes visible only when its
+  row in ``ingested_files`` is written, by one ``os.replace``. Every view filters data files to
+  committed batches, so a killed ingest leaves nothing half-visible.
+* **Exactly once.** A batch id is derived from (run, content hash, byte range); the commit checks
+  the log under an exclusive file lock, so concurrent or repeated ingests of the same bytes add
+  nothing twice. A re-run after a crash rewrites the same file names, so orphans are replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
+
+STORE_FORMAT = 1
+CATALOG_NAME = "catalog.duckdb"
+_RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+class StoreError(Exception):
+    """A store operation failed; the message says what and where."""
+
+
+def validate_run_id(run_id: str) -> str:
+    """Return ``run_id`` if it is a safe single path component, else raise StoreError."""
+    if not _RUN_ID.match(run_id) or run_id in {".", ".."}:
+        raise StoreError(
+            f"invalid run id {run_id!r}: use letters, digits, '.', '_' or '-' "
+            "(at most 128, starting with a letter or digit)"
+        )
+    return run_id
+
+
+def batch_id_for(run_id: str, sha256: str, byte_start: int, byte_end: int, fmt: str) -> str:
+    """Deterministic id of the batch that ingests these bytes into this run."""
+    key = f"{run_id}\0{sha256}\0{byte_start}\0{byte_end}\0{fmt}".encode()
+    return hashlib.sha256(key).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Store:
+    """A commscope store rooted at ``root``."""
+
+    root: Path
+
+    @property
+    def tables_dir(self) -> Path:
+        """Folder of the Parquet tables."""
+        return self.root / "tables"
+
+    @property
+    def catalog_path(self) -> Path:
+        """The DuckDB catalog file."""
+        return self.root / CATALOG_NAME
+
+    # ------------------------------------------------------------------ setup
+
+    @classmethod
+    def open(cls, root: Path, *, create: bool = True) -> Store:
+        """Open (and by default create) the store at ``root``."""
+        root = root.expanduser().resolve()
+        store = cls(root)
+        meta = root / "STORE.json"
+        if not meta.exists():
+            if not create:
+                raise StoreError(f"{root}: no commscope store here (run `commscope ingest` first)")
+            try:
+                root.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(f"{root}: cannot create store: {exc.strerror}") from exc
+            with store.lock():
+                if not meta.exists():
+                    store._init_layout()
+        store._check_version()
+        return store
+
+    def _init_layout(self) -> None:
+        for name in TABLES:
+            schema_dir = self.tables_dir / name / "_schema"
+            schema_dir.mkdir(parents=True, exist_ok=True)
+            _write_atomic(conform(empty_frame(name), name), schema_dir / "_schema.parquet")
+        (self.root / ".staging").mkdir(exist_ok=True)
+        _write_text_atomic(
+            self.root / "STORE.json",
+            json.dumps({"store_format": STORE_FORMAT, "schema_version": SCHEMA_VERSION}, indent=2),
+        )
+
+    def _check_version(self) -> None:
+        meta = json.loads((self.root / "STORE.json").read_text())
+        major = str(meta.get("schema_version", "0")).split(".")[0]
+        if major != SCHEMA_VERSION.split(".")[0]:
+            raise StoreError(
+                f"{self.root}: store schema {meta.get('schema_version')} is not readable by "
+                f"schema {SCHEMA_VERSION} (major version differs)"
+            )
+        # Minor versions add columns: refresh the zero-row schema files so views show them.
+        if meta.get("schema_version") != SCHEMA_VERSION:
+            with self.lock():
+                for name in TABLES:
+                    d = self.tables_dir / name / "_schema"
+                    d.mkdir(parents=True, exist_ok=True)
+                    _write_atomic(conform(empty_frame(name), name), d / "_schema.parquet")
+                meta["schema_version"] = SCHEMA_VERSION
+                _write_text_atomic(self.root / "STORE.json", json.dumps(meta, indent=2))
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the store's exclusive lock (between processes) for the block."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / ".lock").open("a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    # ------------------------------------------------------------------ commit log
+
+    def committed(self, run_id: str | None = None) -> pl.DataFrame:
+        """The commit log (``ingested_files``), optionally for one run."""
+        base = self.tables_dir / "ingested_files"
+        if run_id is not None:
+            dirs = [base / run_id]
+        else:
+            dirs = [d for d in base.glob("*") if d.is_dir() and d.name != "_schema"]
+        files = [f for d in dirs for f in sorted(d.glob("*.parquet"))]
+        if not files:
+            return empty_frame("ingested_files")
+        return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+
+    def is_committed(self, run_id: str, batch_id: str) -> bool:
+        """True if this batch of this run is already in the commit log."""
+        return (self.tables_dir / "ingested_files" / run_id / f"{batch_id}.parquet").exists()
+
+    def has_content(self, run_id: str, sha256: str) -> bool:
+        """True if a full-file batch with this content hash is committed in this run."""
+        log = self.committed(run_id)
+        if log.is_empty():
+            return False
+        return bool(log.filter(pl.col("sha256") == sha256).height)
+
+    # ------------------------------------------------------------------ batches
+
+    def begin(self, run_id: str, batch_id: str) -> Batch:
+        """Start writing a batch into a private staging folder."""
+        validate_run_id(run_id)
+        staging = self.root / ".staging" / f"{batch_id}.{os.getpid()}"
+        if staging.exists():
+            shutil.rmtree(staging)
+        staging.mkdir(parents=True)
+        return Batch(self, run_id, batch_id, staging)
+
+    def runs(self) -> list[str]:
+        """Runs with at least one committed batch."""
+        base = self.tables_dir / "ingested_files"
+        if not base.exists():
+            return []
+        return sorted(
+            p.name
+            for p in base.iterdir()
+            if p.is_dir() and p.name != "_schema" and any(p.iterdir())
+        )
+
+    def clean_staging(self) -> int:
+        """Remove staging folders of processes that no longer exist; return how many."""
+        removed = 0
+        staging = self.root / ".staging"
+        if not staging.exists():
+            return 0
+        for d in staging.iterdir():
+            pid = d.suffix.lstrip(".")
+            if pid.isdigit() and not _pid_alive(int(pid)):
+                shutil.rmtree(d, ignore_errors=True)
+                removed += 1
+        return removed
+
+    # ------------------------------------------------------------------ catalog
+
+    def table_glob(self, table: str) -> str:
+        """Glob of every Parquet file of a table (committed or not; views filter)."""
+        return str(self.tables_dir / table / "*" / "*.parquet")
+
+    def view_sql(self, table: str) -> str:
+        """The CREATE VIEW statement that exposes a table's committed rows."""
+        glob = self.table_glob(table).replace("'", "''")
+        src = f"read_parquet('{glob}', union_by_name = true, filename = true)"
+        if table == "ingested_files":
+            return (
+                f"CREATE OR REPLACE VIEW ingested_files AS SELECT * EXCLUDE (filename) "
+                f"FROM {src} WHERE parse_filename(filename, true) <> '_schema'"
+            )
+        return (
+            f"CREATE OR REPLACE VIEW {table} AS SELECT * EXCLUDE (filename) FROM {src} "
+            f"WHERE parse_filename(filename, true) IN (SELECT batch_id FROM ingested_files)"
+        )
+
+    def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create a view per canonical table on ``con`` (commit log first)."""
+        con.execute(self.view_sql("ingested_files"))
+        for name in TABLES:
+            if name != "ingested_files":
+                con.execute(self.view_sql(name))
+        for name, spec in TABLES.items():
+            con.execute(
+                f"COMMENT ON VIEW {name} IS '{_sql_str(spec.description + ' Grain: ' + spec.grain)}'"
+            )
+            for col in spec.columns:
+                con.execute(f"COMMENT ON COLUMN {name}.{col.name} IS '{_sql_str(col.description)}'")
+
+    def refresh_catalog(self) -> None:
+        """(Re)write the DuckDB catalog file with a view per table.
+
+        The views read Parquet by absolute glob, so the catalog stays current as batches
+        are committed; it is rewritten only when missing or when the store moved.
+        """
+        with self.lock():
+            tmp = self.root / f".{CATALOG_NAME}.{os.getpid()}.tmp"
+            tmp.unlink(missing_ok=True)
+            con = duckdb.connect(str(tmp))
+            try:
+                self.create_views(con)
+                con.execute(
+                    "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS store_root, ? AS schema_version",
+                    [str(self.root), SCHEMA_VERSION],
+                )
+            finally:
+                con.close()
+            tmp.replace(self.catalog_path)
+
+    def catalog_current(self) -> bool:
+        """True if the catalog exists and was written for this store path and schema."""
+        if not self.catalog_path.exists():
+            return False
+        try:
+            con = duckdb.connect(str(self.catalog_path), read_only=True)
+        except duckdb.Error:
+            return False
+        try:
+            row = con.execute("SELECT store_root, schema_version FROM _commscope_meta").fetchone()
+        except duckdb.Error:
+            return False
+        finally:
+            con.close()
+        return row == (str(self.root), SCHEMA_VERSION)
+
+    def ensure_catalog(self) -> None:
+        """Write the catalog if it is missing or stale."""
+        if not self.catalog_current():
+            self.refresh_catalog()
+
+    def connect(self, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+        """Open the catalog (created if needed) with every table as a view."""
+        self.ensure_catalog()
+        return duckdb.connect(str(self.catalog_path), read_only=read_only)
+
+
+class Batch:
+    """The Parquet files of one ingest batch, staged until :meth:`commit`."""
+
+    def __init__(self, store: Store, run_id: str, batch_id: str, staging: Path) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.batch_id = batch_id
+        self.staging = staging
+        self._writers: dict[str, pq.ParquetWriter] = {}
+        self.rows: dict[str, int] = {}
+
+    def write(self, table: str, df: pl.DataFrame) -> None:
+        """Append rows to a table of this batch (one Parquet row group per call)."""
+        if df.is_empty():
+            return
+        arrow = conform(df, table)
+        writer = self._writers.get(table)
+        if writer is None:
+            writer = pq.ParquetWriter(
+                str(self.staging / f"{table}.parquet"), arrow.schema, compression="zstd"
+            )
+            self._writers[table] = writer
+        writer.write_table(arrow)
+        self.rows[table] = self.rows.get(table, 0) + arrow.num_rows
+
+    def abort(self) -> None:
+        """Drop everything staged."""
+        for w in self._writers.values():
+            with contextlib.suppress(Exception):
+                w.close()
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+    def commit(self, log_row: dict[str, object]) -> bool:
+        """Publish the batch; return False (and drop it) if it was already committed.
+
+        Data files are moved into place first, then the commit-log row is written with one
+        atomic rename: that rename is the moment the batch becomes visible.
+        """
+        for w in self._writers.values():
+            w.close()
+        self._writers.clear()
+        with self.store.lock():
+            if self.store.is_committed(self.run_id, self.batch_id):
+                shutil.rmtree(self.staging, ignore_errors=True)
+                return False
+            sha = log_row.get("sha256")
+            if (
+                log_row.get("byte_start") == 0
+                and sha
+                and self.store.has_content(self.run_id, str(sha))
+            ):
+                shutil.rmtree(self.staging, ignore_errors=True)
+                return False
+            for f in sorted(self.staging.glob("*.parquet")):
+                dest_dir = self.store.tables_dir / f.stem / self.run_id
+                dest_dir.mkdir(parents=True, exist_ok=True)
+                _fsync_file(f)
+                f.replace(dest_dir / f"{self.batch_id}.parquet")
+                _fsync_dir(dest_dir)
+            log = pl.DataFrame([{**log_row, "run_id": self.run_id, "batch_id": self.batch_id}])
+            dest_dir = self.store.tables_dir / "ingested_files" / self.run_id
+            dest_dir.mkdir(parents=True, exist_ok=True)
+            _write_atomic(conform(log, "ingested_files"), dest_dir / f"{self.batch_id}.parquet")
+            shutil.rmtree(self.staging, ignore_errors=True)
+        return True
+
+
+def _sql_str(s: str) -> str:
+    return s.replace("'", "''")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        _fsync_file(path)
+
+
+def _write_atomic(table: pa.Table, dest: Path) -> None:
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    pq.write_table(table, str(tmp), compression="zstd")
+    _fsync_file(tmp)
+    tmp.replace(dest)
+    _fsync_dir(dest.parent)
+
+
+def _write_text_atomic(dest: Path, text: str) -> None:
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(dest)
