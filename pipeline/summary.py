@@ -1,0 +1,64 @@
+"""A short per-run summary of what the store holds (what ``commscope summary`` prints)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import duckdb
+import polars as pl
+
+from pipeline.store import Store
+
+
+@dataclass
+class RunSummary:
+    """Headline facts of one run."""
+
+    run_id: str
+    files: pl.DataFrame
+    ops: pl.DataFrame
+    tables: dict[str, int]
+
+
+def summarize(
+    store: Store, run_id: str, con: duckdb.DuckDBPyConnection | None = None
+) -> RunSummary:
+    """Collect files, line accounting, per-op traffic and table sizes of one run."""
+    own = con is None
+    con = con or store.connect(read_only=True)
+    try:
+        files = con.execute(
+            """
+            SELECT format, count(*) AS files, sum(lines_total) AS lines,
+                   sum(lines_parsed) AS parsed, sum(lines_ignored) AS ignored,
+                   sum(lines_rejected) AS rejected, sum(rows_written) AS rows
+            FROM ingested_files WHERE run_id = ? GROUP BY format ORDER BY format
+            """,
+            [run_id],
+        ).pl()
+        ops = con.execute(
+            """
+            SELECT op, count(*) AS calls, count(DISTINCT rank) AS ranks,
+                   sum(msg_bytes) AS bytes, median(msg_bytes) AS median_msg_bytes,
+                   sum(dur_ns) / 1e6 AS total_ms
+            FROM comm_ops WHERE run_id = ? GROUP BY op ORDER BY calls DESC, op
+            """,
+            [run_id],
+        ).pl()
+        tables = {}
+        for name in (
+            "comm_ops",
+            "comm_summaries",
+            "communicators",
+            "topology",
+            "kernels",
+            "markers",
+            "rejects",
+        ):
+            tables[name] = int(
+                con.execute(f"SELECT count(*) FROM {name} WHERE run_id = ?", [run_id]).fetchone()[0]  # type: ignore[index]
+            )
+    finally:
+        if own:
+            con.close()
+    return RunSummary(run_id, files, ops, tables)
