@@ -1,0 +1,222 @@
+"""The SQL modules in ``sql/``: discovery, documentation, load order and layering.
+
+One object per file; the file stem is the object name. Layers, in load order:
+``macros`` → ``staging`` → ``intermediate`` → ``marts``. A file's header is its first comment
+lines: line 1 a one-sentence description, line 2 the grain. A ``-- comment`` line directly
+above each name in the view's column list documents that column; both are applied as DuckDB
+``COMMENT ON`` so ad-hoc users can read them from ``duckdb_views()``/``duckdb_columns()``.
+
+Direction (checked by tests): staging reads canonical tables only; intermediate reads staging,
+intermediate and macros; marts read intermediate, staging and macros (and the ``predicted_*``
+tables the analytical model writes). Nothing in ``sql/`` reads marts.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import duckdb
+
+from parsers.schema import TABLES
+
+SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+LAYERS: tuple[str, ...] = ("macros", "staging", "intermediate", "marts")
+
+EXTERNAL_INPUTS: frozenset[str] = frozenset(TABLES) | frozenset(
+    {"run_config", "predicted_traffic", "predicted_matrix", "predicted_times"}
+)
+"""Relations SQL may read that are not defined in sql/: canonical tables and model outputs."""
+
+_CREATE = re.compile(
+    r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMP\s+)?(?P<kind>VIEW|MACRO|TABLE)\s+(?P<name>\w+)",
+    re.IGNORECASE,
+)
+_REF = re.compile(r"\b(?:FROM|JOIN)\s+(?P<name>[A-Za-z_]\w*)\b(?!\s*\()", re.IGNORECASE)
+_MACRO_CALL = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*\(", re.IGNORECASE)
+
+
+class SqlModuleError(ValueError):
+    """A SQL file breaks the module rules (name, header, layering, references)."""
+
+
+@dataclass(frozen=True)
+class SqlModule:
+    """One SQL file and what it declares."""
+
+    path: Path
+    layer: str
+    name: str
+    kind: str
+    description: str
+    grain: str
+    column_docs: dict[str, str] = field(hash=False, compare=False)
+    references: frozenset[str] = frozenset()
+
+    @property
+    def text(self) -> str:
+        """The file's SQL."""
+        return self.path.read_text()
+
+
+def _strip_comments(sql: str) -> str:
+    sql = re.sub(r"--[^\n]*", "", sql)
+    sql = re.sub(r"'(?:[^']|'')*'", "''", sql)
+    return sql
+
+
+def _ctes(sql: str) -> set[str]:
+    return {
+        m.group(1).lower() for m in re.finditer(r"\b(\w+)\s+AS\s*(?:MATERIALIZED\s*)?\(", sql, re.I)
+    }
+
+
+def parse_module(path: Path, layer: str) -> SqlModule:
+    """Read one SQL file and check its header and name."""
+    text = path.read_text()
+    lines = text.splitlines()
+    header = []
+    for ln in lines:
+        if ln.startswith("--"):
+            header.append(ln[2:].strip())
+        else:
+            break
+    if len(header) < 2 or not header[0] or not header[1]:
+        raise SqlModuleError(f"{path}: first two lines must be '-- description' and '-- grain'")
+    m = _CREATE.search(text, pos=sum(len(ln) + 1 for ln in lines[: len(header)]))
+    if m is None:
+        raise SqlModuleError(f"{path}: no CREATE VIEW/MACRO/TABLE statement")
+    name = m.group("name")
+    if name != path.stem:
+        raise SqlModuleError(f"{path}: creates {name!r} but the file stem is {path.stem!r}")
+    docs: dict[str, str] = {}
+    body_start = text.find("(", m.end()) if m.group("kind").upper() == "VIEW" else -1
+    if body_start >= 0 and text[m.end() : body_start].strip() == "":
+        depth = 0
+        end = body_start
+        for i in range(body_start, len(text)):
+            if text[i] == "(":
+                depth += 1
+            elif text[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    end = i
+                    break
+        pending: list[str] = []
+        for raw in text[body_start + 1 : end].splitlines():
+            s = raw.strip()
+            if s.startswith("--"):
+                pending.append(s[2:].strip())
+            elif s:
+                col = s.rstrip(",").strip()
+                if re.fullmatch(r"\w+", col):
+                    docs[col] = " ".join(pending)
+                pending = []
+    code = _strip_comments(text)
+    ctes = _ctes(code)
+    refs = {r.group("name").lower() for r in _REF.finditer(code)} - ctes - {name.lower()}
+    refs |= {
+        c.group("name").lower()
+        for c in _MACRO_CALL.finditer(code)
+        if c.group("name").lower().startswith("interval_")
+    } - {name.lower()}
+    return SqlModule(
+        path=path,
+        layer=layer,
+        name=name,
+        kind=m.group("kind").upper(),
+        description=header[0],
+        grain=header[1],
+        column_docs=docs,
+        references=frozenset(refs),
+    )
+
+
+@cache
+def discover(sql_dir: Path = SQL_DIR) -> tuple[SqlModule, ...]:
+    """Every module in ``sql_dir``, in load order (layer order, then dependencies)."""
+    modules: list[SqlModule] = []
+    for layer in LAYERS:
+        for path in sorted((sql_dir / layer).glob("*.sql")):
+            modules.append(parse_module(path, layer))
+    names = [m.name for m in modules]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise SqlModuleError(f"objects defined twice: {sorted(dup)}")
+    return tuple(_order(modules))
+
+
+def _order(modules: list[SqlModule]) -> list[SqlModule]:
+    by_name = {m.name.lower(): m for m in modules}
+    done: list[SqlModule] = []
+    state: dict[str, int] = {}
+
+    def visit(m: SqlModule, stack: tuple[str, ...]) -> None:
+        key = m.name.lower()
+        if state.get(key) == 2:
+            return
+        if state.get(key) == 1:
+            raise SqlModuleError(f"dependency cycle: {' -> '.join((*stack, m.name))}")
+        state[key] = 1
+        for ref in sorted(m.references):
+            if ref in by_name:
+                visit(by_name[ref], (*stack, m.name))
+        state[key] = 2
+        done.append(m)
+
+    for layer in LAYERS:
+        for m in modules:
+            if m.layer == layer:
+                visit(m, ())
+    return done
+
+
+ALLOWED_READS: dict[str, frozenset[str]] = {
+    "macros": frozenset({"macros"}),
+    "staging": frozenset({"macros", "external"}),
+    "intermediate": frozenset({"macros", "staging", "intermediate", "external_model"}),
+    "marts": frozenset({"macros", "staging", "intermediate", "external_model"}),
+}
+
+
+def check_layering(modules: tuple[SqlModule, ...]) -> list[str]:
+    """Return every reference that breaks the layer direction or names nothing known."""
+    layer_of = {m.name.lower(): m.layer for m in modules}
+    model_inputs = {"run_config", "predicted_traffic", "predicted_matrix", "predicted_times"}
+    problems: list[str] = []
+    for m in modules:
+        allowed = ALLOWED_READS[m.layer]
+        for ref in sorted(m.references):
+            if ref in layer_of:
+                kind = layer_of[ref]
+            elif ref in model_inputs:
+                kind = "external_model"
+            elif ref in EXTERNAL_INPUTS:
+                kind = "external"
+            else:
+                problems.append(f"{m.path.name}: reads unknown relation {ref!r}")
+                continue
+            ok = kind in allowed or (kind == "external_model" and "external" in allowed)
+            if not ok:
+                problems.append(f"{m.path.name} ({m.layer}) may not read {ref!r} ({kind})")
+    return problems
+
+
+def apply(con: duckdb.DuckDBPyConnection, modules: tuple[SqlModule, ...] | None = None) -> None:
+    """Create every SQL object on ``con`` in load order, with its comments."""
+    for m in modules if modules is not None else discover():
+        try:
+            con.execute(m.text)
+        except duckdb.Error as exc:
+            raise SqlModuleError(f"{m.path}: {exc}") from exc
+        if m.kind == "VIEW":
+            con.execute(f"COMMENT ON VIEW {m.name} IS '{_q(m.description + ' Grain: ' + m.grain)}'")
+            for col, doc in m.column_docs.items():
+                if doc:
+                    con.execute(f"COMMENT ON COLUMN {m.name}.{col} IS '{_q(doc)}'")
+
+
+def _q(s: str) -> str:
+    return s.replace("'", "''")
