@@ -22,6 +22,7 @@ import polars as pl
 from parsers._io import Source
 from parsers.registry import REGISTRY, LineCounts, ParseError, load_all, sniff
 from parsers.schema import DATA_TABLES, SCHEMA_VERSION
+from pipeline import run_config as rc
 from pipeline.store import Store, StoreError, batch_id_for, validate_run_id
 
 log = logging.getLogger(__name__)
@@ -276,6 +277,7 @@ def ingest_paths(
     rank: int | None = None,
     jobs: int = 1,
     progress: ProgressFn | None = None,
+    config: Path | None = None,
 ) -> list[FileResult]:
     """Ingest files and directories into one run; per-file outcomes in input order.
 
@@ -287,6 +289,8 @@ def ingest_paths(
         rank: rank for files that do not say.
         jobs: parse this many files in parallel processes.
         progress: called after each file with (result, files done, files total).
+        config: the run's model/parallel config (TOML); without it, a ``manifest.json`` in an
+            input folder is recorded as the run's config.
     """
     validate_run_id(run_id)
     files, results = discover(paths)
@@ -311,6 +315,14 @@ def ingest_paths(
             results.append(res)
             if progress:
                 progress(res, n, total)
+    if any(r.ok for r in results):
+        if config is not None:
+            rc.save(
+                store,
+                rc.StoredConfig(run_id, rc.read_config_file(config), f"config:{config.resolve()}"),
+            )
+        elif rc.load(store, run_id) is None:
+            rc.record_from_inputs(store, run_id, list(paths))
     store.ensure_catalog()
     return results
 

@@ -221,6 +221,40 @@ class Store:
             f"WHERE parse_filename(filename, true) IN (SELECT batch_id FROM ingested_files)"
         )
 
+    def marts_dir(self) -> Path:
+        """Folder of materialised marts: ``marts/<mart>/<run_id>.parquet``."""
+        return self.root / "marts"
+
+    def materialised_marts(self) -> list[str]:
+        """Marts with at least one materialised run."""
+        d = self.marts_dir()
+        if not d.is_dir():
+            return []
+        return sorted(m.name for m in d.iterdir() if m.is_dir() and any(m.glob("*.parquet")))
+
+    def signature(self) -> str:
+        """Fingerprint of what the catalog must contain (path, schema, SQL, marts)."""
+        from pipeline.sql_modules import SQL_DIR
+
+        h = hashlib.sha256(f"{self.root}\0{SCHEMA_VERSION}".encode())
+        for f in sorted(SQL_DIR.rglob("*.sql")):
+            h.update(f.read_bytes())
+        h.update("\0".join(self.materialised_marts()).encode())
+        return h.hexdigest()[:16]
+
+    def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Canonical tables, live staging/intermediate SQL, and materialised marts."""
+        from pipeline.sql_modules import apply, discover
+
+        self.create_views(con)
+        apply(con, tuple(m for m in discover() if m.layer != "marts"))
+        for mart in self.materialised_marts():
+            glob = str(self.marts_dir() / mart / "*.parquet").replace("'", "''")
+            con.execute(
+                f"CREATE OR REPLACE VIEW {mart} AS SELECT * FROM "
+                f"read_parquet('{glob}', union_by_name = true)"
+            )
+
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create a view per canonical table on ``con`` (commit log first)."""
         con.execute(self.view_sql("ingested_files"))
@@ -245,10 +279,10 @@ class Store:
             tmp.unlink(missing_ok=True)
             con = duckdb.connect(str(tmp))
             try:
-                self.create_views(con)
+                self.create_all_views(con)
                 con.execute(
-                    "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS store_root, ? AS schema_version",
-                    [str(self.root), SCHEMA_VERSION],
+                    "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS signature",
+                    [self.signature()],
                 )
             finally:
                 con.close()
@@ -263,12 +297,12 @@ class Store:
         except duckdb.Error:
             return False
         try:
-            row = con.execute("SELECT store_root, schema_version FROM _commscope_meta").fetchone()
+            row = con.execute("SELECT signature FROM _commscope_meta").fetchone()
         except duckdb.Error:
             return False
         finally:
             con.close()
-        return row == (str(self.root), SCHEMA_VERSION)
+        return row == (self.signature(),)
 
     def ensure_catalog(self) -> None:
         """Write the catalog if it is missing or stale."""

@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", dest="fmt", default=None, help="force a parser (default: sniff)")
     p.add_argument("--rank", type=int, default=None, help="rank for traces that do not say")
     p.add_argument("--jobs", type=int, default=1, help="files parsed in parallel (processes)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the run's model/parallel/platform config (TOML, see configs/); default: a "
+        "manifest.json found in an input folder",
+    )
     p.set_defaults(func=run)
 
 
@@ -45,8 +52,9 @@ def run(args: argparse.Namespace) -> int:
             rank=args.rank,
             jobs=max(1, args.jobs),
             progress=stderr_progress(total),
+            config=args.config,
         )
-    except StoreError as exc:
+    except (StoreError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2
     print(render_results(results))

@@ -1,0 +1,49 @@
+"""``commscope derive``: compute a run's metrics (the marts) and store them as Parquet."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from pipeline.commands._format import table
+from pipeline.derive import derive_run
+from pipeline.sql_modules import SqlModuleError
+from pipeline.store import Store, StoreError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``derive`` subcommand."""
+    p = sub.add_parser(
+        "derive",
+        help="compute a run's marts (iterations, traffic matrix, bandwidth, ...) into the store",
+        description="Run the SQL in sql/ over a run's ingested data and materialise every mart "
+        "to Parquet; `commscope query` then sees them as views. The run's configuration comes "
+        "from --config, else from what ingest recorded (a manifest beside the logs), else it is "
+        "inferred from the communicators.",
+    )
+    p.add_argument("run_id", nargs="+", help="run id(s)")
+    p.add_argument("--config", type=Path, default=None, help="model/parallel config (TOML)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Derive each run and print mart sizes."""
+    try:
+        store = Store.open(args.store, create=False)
+        for run_id in args.run_id:
+            if run_id not in store.runs():
+                print(f"commscope: error: run {run_id!r} not in {store.root}", file=sys.stderr)
+                return 2
+            res = derive_run(store, run_id, config=args.config)
+            print(f"run {run_id} (config: {res.config_source or 'none, inferred'})")
+            print(
+                table(
+                    ("mart", "rows", "seconds"),
+                    [(k, v, res.seconds[k]) for k, v in res.marts.items()],
+                )
+            )
+    except (StoreError, SqlModuleError, OSError, ValueError) as exc:
+        print(f"commscope: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
