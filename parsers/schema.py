@@ -141,6 +141,12 @@ COMM_OPS = Table(
         Column("dur_ns", I64, "Duration in ns; null when the source logs no duration (NCCL)."),
         Column("algbw_gbps", F64, "Algorithm bandwidth as logged by the source, Gbit/s."),
         Column("busbw_gbps", F64, "Bus bandwidth as logged by the source, Gbit/s."),
+        Column(
+            "latency_logged_ms",
+            F64,
+            "Latency exactly as logged (DeepSpeed 'time (ms)'; a running sum per op name "
+            "from DeepSpeed 0.18.3, which dur_ns undoes).",
+        ),
         Column("algorithm", STR, "NCCL algorithm (RING, TREE, NVLS, ...) when the source says."),
         Column("protocol", STR, "NCCL protocol (LL, LL128, SIMPLE) when the source says."),
         Column("iteration", I32, "Training iteration (step) when the source says."),

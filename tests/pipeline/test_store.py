@@ -62,8 +62,12 @@ def test_uncommitted_files_are_invisible(store_dir: Path, lines_file: Path) -> N
 
 
 def _ingest_worker(args: tuple[str, str]) -> str:
-    import tests.pipeline.conftest  # noqa: F401  (registers the test parser in the child)
+    import importlib.util
 
+    # Register the test parser in the child (a fresh interpreter) from the conftest file.
+    spec = importlib.util.spec_from_file_location("_cs_test_lines", Path(__file__).with_name("conftest.py"))
+    assert spec and spec.loader
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
     root, path = args
     return ingest_file(Store.open(Path(root)), Path(path), run_id="r", fmt="test_lines").status
 

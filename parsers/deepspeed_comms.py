@@ -1,0 +1,709 @@
+"""DeepSpeed comms-logger output: verbose per-op lines and ``log_summary()`` tables.
+
+Input is any text stream that holds DeepSpeed's comms-logger output (usually rank 0's stdout,
+mixed with everything else the job printed). Two things are read (formats: FORMATS_text_logs.md
+§1, from ``deepspeed/utils/comms_logging.py`` v0.7.0 → HEAD):
+
+* **Verbose lines** (``comms_logger.verbose``), one per timed op, printed by global rank 0 via
+  ``log_dist``. Both shapes are accepted: v0.7.0-v0.10.0
+  ``[Rank 0] rank=0 | comm op: X | time (ms): … | msg size: … | algbw (Gbps): …  | busbw (Gbps): … ``
+  and v0.10.1+ ``[Rank 0] comm op: X | time (ms): … | … | busbw (Gbps): …``, with or without the
+  ``[<asctime>] [LEVEL] [file:line:func] `` logging prefix, with ``X`` optionally followed by
+  ``| [Caller Func: <name>]`` (``debug: true``). The line is found with a *search* (tqdm
+  progress bars and other text get glued in front) after ANSI escapes are removed; it must end
+  the line or be followed by ``\\r``. Each becomes one ``comm_ops`` row. This hot path is
+  vectorised with Polars ``str.extract_groups`` over whole line blocks.
+* **Summary tables** (``deepspeed.comm.log_summary()``): the latency table and, with
+  ``show_straggler=True``, the straggler table. Each data row becomes one ``comm_summaries`` row.
+  Cells are 20 characters wide (``f"{x: <20}"``); rows are cut at fixed offsets from the
+  20-space indent, and a row whose cells do not all validate (a cell of 20+ characters runs into
+  the next one) is re-read with a regex that relies on every float having exactly two decimals.
+  A small Python state machine walks the few lines from each header to the table's end.
+
+Line accounting (``total = parsed + ignored + rejected``; total = ``\\n``-delimited lines, a final
+line without newline counts):
+
+* parsed: verbose lines that produced a ``comm_ops`` row; summary header lines, record-name lines
+  and data rows.
+* rejected: lines containing ``comm op:`` that do not match the full verbose regex (cut, spliced,
+  or a number out of range), and row-like lines (20 spaces then a digit) inside a summary table
+  that do not parse, or come before any record-name line.
+* ignored: everything else (other output of the job, the straggler banner lines).
+
+Table boundaries: a table starts at its header line. Inside it, a line with 20 spaces then a digit
+is a data row; any other non-empty line is the next record name *if the line after it is a data
+row*; anything else (and any ``comm op:`` line or another header) ends the table. Launcher and
+logging prefixes (``[..]`` tokens such as ``[Rank 0]``, ``[1,0]<stdout>:``, ``host: ``,
+``srun -l`` labels, tqdm bars) are stripped from record-name lines; data rows are located by
+search, so a prefix does not matter there.
+
+Columns and choices:
+
+* ``rank``: the printing rank from ``[Rank N]`` (else ``rank=N``, else the ``rank`` argument).
+  Summaries: 0, the only rank DeepSpeed prints them on.
+* ``op``: the record name normalised (see ``OP_MAP``), 'other' when unknown (user ``log_name``).
+  ``raw_op`` is the record name without the caller part; ``caller`` the debug-mode caller.
+* ``msg_bytes``: ``round(value * 1024**unit_index)`` from the printed size (``_ds_sizes``);
+  the printed size is lossy (two decimals), this is the exact inverse of the printing.
+* ``ts_ns``: ``asctime`` is local time without a zone; it is read as naive and converted as if it
+  were UTC (epoch ns of the wall-clock reading). It has millisecond resolution and is taken
+  *after* the op finished (the line is logged once the timer stops), so it marks the op's end.
+* ``dur_ns``: the op's latency in ns. ``time (ms)`` has exactly two decimals, converted exactly
+  (``9.46`` → 9 460 000). ``algbw_gbps``/``busbw_gbps`` stay as logged.
+
+Cumulative latencies (DeepSpeed ≥ 0.18.3): ``timed_op`` reads ``timers(log_name).elapsed(
+reset=False)`` and since v0.18.3 the timer no longer clears itself, so ``time (ms)`` is the running
+sum over all earlier calls with the same record name (the timer key: ``log_name``, plus the caller
+in debug mode). The parser decides once per file whether latencies are cumulative:
+
+1. Evidence: for each verbose line, its value is compared with the previous line of the same
+   record name (file order). ``pairs`` = such comparisons, ``inc``/``dec`` = strict increases and
+   decreases.
+2. Data verdict: with ``pairs >= MIN_PAIRS`` (8), *cumulative* iff ``dec <= 1 %`` of pairs and
+   ``inc >= 90 %`` of pairs (per-op latencies fluctuate or repeat the same rounded value, so they
+   fail one test or the other; a cumulative timer only grows, apart from process restarts); with
+   fewer pairs, any decrease means *per-op*, otherwise there is no data verdict.
+3. Version hint: the ``DeepSpeed info: version=X.Y.Z`` line that the engine logs at start-up;
+   cumulative iff the version is ≥ 0.18.3.
+4. The data verdict wins (a warning is added when the hint disagrees), then the hint, then
+   per-op (with a warning when repeated records existed but could not decide it).
+
+The decision is taken at the end of the first line block in which ``pairs >= MIN_PAIRS`` (blocks
+are 32 MiB, so usually with the whole file's evidence), else at end of file; chunks are held back
+until then. In cumulative mode ``dur_ns`` = value minus the previous value of the same record
+(the first call: the value itself); a value below its predecessor is read as a timer restart
+(new process writing to the same log) and taken as is. A warning on the chunk says so.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+
+from parsers._ds_sizes import SIZE_PATTERN, size_to_bytes, sizes_to_bytes
+from parsers._io import BLOCK_BYTES, LineBlock, Source, iter_line_blocks
+from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+
+_BLOCK_BYTES = BLOCK_BYTES
+"""Block size used by :meth:`DeepSpeedCommsParser.parse` (tests shrink it to cross blocks)."""
+
+MIN_PAIRS = 8
+"""Repeated-record comparisons needed before the data alone decides cumulative vs per-op."""
+
+CUMULATIVE_SINCE: tuple[int, int, int] = (0, 18, 3)
+"""First DeepSpeed release whose verbose latencies are cumulative per record name."""
+
+OP_MAP: dict[str, str] = {
+    "all_reduce": "all_reduce",
+    "all_reduce_coalesced": "all_reduce",
+    "inference_all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "all_gather_into_tensor": "all_gather",
+    "all_gather_base": "all_gather",
+    "all_gather_object": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "reduce_scatter_tensor": "reduce_scatter",
+    "reduce_scatter_base": "reduce_scatter",
+    "broadcast": "broadcast",
+    "broadcast_object_list": "broadcast",
+    "reduce": "reduce",
+    "all_to_all": "all_to_all",
+    "all_to_all_single": "all_to_all",
+    "send": "send",
+    "isend": "send",
+    "recv": "recv",
+    "irecv": "recv",
+    "barrier": "barrier",
+    "monitored_barrier": "barrier",
+    "log_summary_barrier": "barrier",
+    "gather": "gather",
+    "scatter": "scatter",
+}
+"""Record name (DeepSpeed ``log_name``) → normalised op; anything else is 'other'."""
+
+_ANSI = r"\x1b\[[0-9;?]*[A-Za-z]"
+_ANSI_RE = re.compile(_ANSI)
+_F2 = r"[0-9]+\.[0-9]{2}"
+
+VERBOSE_RE = (
+    r"(?:\[(?P<ts>[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3})\] "
+    r"\[(?P<lvl>[A-Z]+)\] \[(?P<src>[^\]]+)\] )?"
+    r"(?:\[Rank (?P<prank>-?[0-9]+)\] )?(?:rank=(?P<orank>-?[0-9]+) \| )?"
+    r"comm op: (?P<rec>[^|\r]+?)(?: \| \[Caller Func: (?P<caller>[^\]\r]*)\])?"
+    rf" \| time \(ms\): (?P<ms>{_F2}) \| msg size: (?P<size>{SIZE_PATTERN})"
+    rf" \| algbw \(Gbps\): (?P<algbw>{_F2}) +\| busbw \(Gbps\): (?P<busbw>{_F2})[ \t]*(?:\r|$)"
+)
+"""The verbose line (Rust regex, searched, not anchored at the start); both DeepSpeed shapes."""
+
+_VERSION_RE = r"DeepSpeed info: version=([0-9]+)\.([0-9]+)\.([0-9]+)"
+
+_HDR_LAT = re.compile(
+    r"Comm\. Op +Message Size +Count +Total Latency\(ms\) +Avg Latency\(ms\) "
+    r"+tput_avg \(Gbps\) +busbw_avg \(Gbps\)\s*$"
+)
+_HDR_STRAG = re.compile(
+    r"Comm\. Op +Message Size +Count +Total comm lat\(ms\) +Total straggler\(ms\) "
+    r"+Avg comm lat\(ms\) +Avg straggler\(ms\)\s*$"
+)
+_HDR_HINT = r"Comm\. Op +Message Size +Count "
+_ROWLIKE = re.compile(r" {20}[0-9]")
+_ROW_START = re.compile(r" {20}(?=[0-9])")
+"""Where a data row's 20-space first cell starts: exactly 20 spaces before the size."""
+_FLOAT = r"-?[0-9]+\.[0-9]{2}"
+_SIZE_FULL = re.compile(rf"(?:{SIZE_PATTERN})")
+_COUNT_FULL = re.compile(r"[0-9]+")
+_FLOAT_FULL = re.compile(_FLOAT)
+_ROW_RE = re.compile(
+    rf" {{20}}(?P<size>{SIZE_PATTERN}) +(?P<count>[0-9]+) +(?P<c3>{_FLOAT}) *(?P<c4>{_FLOAT})"
+    rf" *(?P<c5>{_FLOAT}) *(?P<c6>{_FLOAT})\s*$"
+)
+"""Fallback for rows whose cells overflowed: floats have exactly two decimals, so they split."""
+_CALLER_RE = re.compile(r"(?P<op>.*?) \| \[Caller Func: (?P<caller>[^\]]*)\]\s*$")
+_PREFIX_RE = re.compile(
+    r"^(?:\[[^\]]*\](?:<std(?:out|err)>)?:?[ \t]*"  # [ts] [INFO] [Rank 0] [1,0]<stdout>:
+    r"| *[0-9]+: "  # srun -l label
+    r"|[A-Za-z0-9_.-]+: "  # pdsh host:
+    r"|\([^)]*\) "  # (RayTrainWorker pid=.., ip=..)
+    r"|[^|\r]*[0-9]+%\|[^|]*\|[^\[\r]*\[[^\]]*\]"  # tqdm bar glued in front
+    r")+"
+)
+
+_COMM_OPS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8(),
+    "rank": pl.Int32(),
+    "source_line": pl.Int64(),
+    "op": pl.Utf8(),
+    "raw_op": pl.Utf8(),
+    "caller": pl.Utf8(),
+    "msg_bytes": pl.Int64(),
+    "ts_ns": pl.Int64(),
+    "dur_ns": pl.Int64(),
+    "algbw_gbps": pl.Float64(),
+    "busbw_gbps": pl.Float64(),
+    "latency_logged_ms": pl.Float64(),
+}
+_SUMMARY_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8(),
+    "source_line": pl.Int64(),
+    "rank": pl.Int32(),
+    "summary_index": pl.Int32(),
+    "table_kind": pl.Utf8(),
+    "op": pl.Utf8(),
+    "raw_op": pl.Utf8(),
+    "caller": pl.Utf8(),
+    "msg_bytes": pl.Int64(),
+    "msg_size_text": pl.Utf8(),
+    "count": pl.Int64(),
+    "total_latency_ms": pl.Float64(),
+    "avg_latency_ms": pl.Float64(),
+    "algbw_gbps": pl.Float64(),
+    "busbw_gbps": pl.Float64(),
+    "total_straggler_ms": pl.Float64(),
+    "avg_straggler_ms": pl.Float64(),
+}
+_REJECTS_SCHEMA: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8(),
+    "path": pl.Utf8(),
+    "line_no": pl.Int64(),
+    "raw": pl.Utf8(),
+    "reason": pl.Utf8(),
+}
+_RAW_MAX = 4096
+
+PER_OP = "per_op"
+CUMULATIVE = "cumulative"
+
+
+@dataclass
+class _Segment:
+    """Lines to process together, with the line after them for one line of lookahead."""
+
+    lines: list[str]
+    first_line_no: int
+    peek: str | None
+
+
+@dataclass
+class _Table:
+    """The summary table being read."""
+
+    kind: str
+    index: int
+    raw_op: str | None = None
+    caller: str | None = None
+
+
+@dataclass
+class _State:
+    """What one parse carries from segment to segment."""
+
+    version: tuple[int, int, int] | None = None
+    last_logged: dict[str, int] = field(default_factory=dict)
+    pairs: int = 0
+    inc: int = 0
+    dec: int = 0
+    mode: str | None = None
+    table: _Table | None = None
+    n_tables: int = 0
+
+
+def _segments(blocks: Iterator[LineBlock]) -> Iterator[_Segment]:
+    """Re-cut line blocks so that every segment but the last has its next line as ``peek``.
+
+    The last line of each block is held back and processed with the next block; the summary
+    state machine needs one line of lookahead to tell a record-name line from a table's end.
+    """
+    carry: list[str] = []
+    carry_no = 1
+    for block in blocks:
+        if not block.lines:
+            continue
+        lines = carry + block.lines[:-1]
+        first = carry_no if carry else block.first_line_no
+        carry = block.lines[-1:]
+        carry_no = block.first_line_no + len(block.lines) - 1
+        if lines:
+            yield _Segment(lines, first, carry[0])
+    if carry:
+        yield _Segment(carry, carry_no, None)
+
+
+def _normalise_op(expr: pl.Expr) -> pl.Expr:
+    return expr.replace_strict(OP_MAP, default="other", return_dtype=pl.Utf8)
+
+
+def _clean(line: str) -> str:
+    return _ANSI_RE.sub("", line) if "\x1b" in line else line
+
+
+def _record_name(line: str) -> str | None:
+    """The record name on a (cleaned) table line, prefixes removed; None if not a name."""
+    text = line.rsplit("\r", 1)[-1]
+    m = _PREFIX_RE.match(text)
+    if m is not None:
+        text = text[m.end() :]
+    text = text.rstrip()
+    if not text or text[0].isspace():
+        return None
+    return text
+
+
+def _split_caller(name: str) -> tuple[str, str | None]:
+    m = _CALLER_RE.match(name)
+    if m is None:
+        return name, None
+    return m.group("op"), m.group("caller")
+
+
+def _parse_row(line: str) -> tuple[str, int, list[float]] | None:
+    """Read a summary data row: (size text, count, four floats); None when malformed."""
+    m = _ROW_START.search(line)
+    if m is None:
+        return None
+    base = m.start()
+    cells = [line[base + 20 * k : base + 20 * (k + 1)].strip() for k in range(1, 6)]
+    cells.append(line[base + 120 :].strip())
+    if (
+        _SIZE_FULL.fullmatch(cells[0])
+        and _COUNT_FULL.fullmatch(cells[1])
+        and all(_FLOAT_FULL.fullmatch(c) for c in cells[2:])
+    ):
+        return cells[0], int(cells[1]), [float(c) for c in cells[2:]]
+    r = _ROW_RE.match(line, base)
+    if r is None:
+        return None
+    return (
+        r.group("size"),
+        int(r.group("count")),
+        [float(r.group(g)) for g in ("c3", "c4", "c5", "c6")],
+    )
+
+
+@register
+class DeepSpeedCommsParser:
+    """Parser for DeepSpeed comms-logger verbose lines and summary tables."""
+
+    name: ClassVar[str] = "deepspeed_comms"
+    version: ClassVar[str] = "1.0.0"
+
+    def sniff(self, head: bytes, path: Path) -> int:
+        """Confidence that ``head`` is DeepSpeed comms-logger output.
+
+        95 for a verbose line, 90 for a summary header, 40 for other DeepSpeed logger output
+        (rank logs whose comm lines come later or on rank 0 only), 20 for a text file whose path
+        names DeepSpeed, else 0.
+        """
+        if b"\x00" in head:
+            return 0
+        text = head.decode("utf-8", errors="replace")
+        if re.search(r"comm op: [^|\n]+ \| time \(ms\): [0-9]", text):
+            return 95
+        if re.search(_HDR_HINT, text):
+            return 90
+        if "DeepSpeed" in text and re.search(
+            r"\] \[(?:DEBUG|INFO|WARNING|ERROR)\] \[\w+\.py:\d+:", text
+        ):
+            return 40
+        lowered = str(path).lower()
+        if "deepspeed" in lowered and not text.lstrip().startswith(("{", "[{")):
+            return 20
+        return 0
+
+    def parse(
+        self, source: Source, *, run_id: str, rank: int | None = None
+    ) -> Iterator[ParsedChunk]:
+        """Yield one chunk per line block: ``comm_ops``, ``comm_summaries`` and ``rejects``.
+
+        Chunks are held back until the cumulative-latency mode is decided (module docstring).
+
+        Raises:
+            ParseError: the input is binary, not a text log.
+        """
+        if b"\x00" in source.head(4096):
+            raise ParseError(source.path, "binary data (NUL bytes): not a DeepSpeed text log")
+        st = _State()
+        pending: list[tuple[ParsedChunk, pl.DataFrame | None]] = []
+        blocks = iter_line_blocks(source, block_bytes=_BLOCK_BYTES)
+        for seg in _segments(blocks):
+            chunk, ops = self._parse_segment(seg, st, run_id, rank, str(source.path))
+            pending.append((chunk, ops))
+            if st.mode is None and st.pairs >= MIN_PAIRS:
+                pending[0][0].warnings.extend(self._decide(st, final=False))
+            if st.mode is not None:
+                yield from (self._finish(c, o, st) for c, o in pending)
+                pending.clear()
+        if pending:
+            if st.mode is None:
+                pending[0][0].warnings.extend(self._decide(st, final=True))
+            yield from (self._finish(c, o, st) for c, o in pending)
+
+    # -- decision ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _decide(st: _State, *, final: bool) -> list[str]:
+        """Set ``st.mode`` from the evidence and the version hint; return warnings."""
+        warnings: list[str] = []
+        data: str | None = None
+        if st.pairs >= MIN_PAIRS:
+            cumulative = st.dec <= 0.01 * st.pairs and st.inc >= 0.9 * st.pairs
+            data = CUMULATIVE if cumulative else PER_OP
+        elif st.dec > 0:
+            data = PER_OP
+        hint: str | None = None
+        if st.version is not None:
+            hint = CUMULATIVE if st.version >= CUMULATIVE_SINCE else PER_OP
+        evidence = f"{st.pairs} repeated-record pairs: {st.inc} increases, {st.dec} decreases"
+        version = ".".join(map(str, st.version)) if st.version else None
+        if data is not None and hint is not None and data != hint:
+            warnings.append(
+                f"DeepSpeed {version} suggests {hint} latencies but the data says {data} "
+                f"({evidence}); using {data}"
+            )
+        mode = data or hint
+        if mode is None:
+            mode = PER_OP
+            if final and st.pairs > 0:
+                warnings.append(
+                    f"could not tell per-op from cumulative latencies ({evidence}, no "
+                    "DeepSpeed version line); latencies kept as logged"
+                )
+        st.mode = mode
+        if mode == CUMULATIVE:
+            why = f"DeepSpeed {version}" if hint == CUMULATIVE else "latencies only grow"
+            warnings.append(
+                f"cumulative per-op latencies detected ({why}; {evidence}): DeepSpeed >= 0.18.3 "
+                "logs each record name's running total, so dur_ns is the difference from the "
+                "previous line of the same record; algbw/busbw and the summary table are as "
+                "logged (computed from the running totals)"
+            )
+        return warnings
+
+    @staticmethod
+    def _finish(chunk: ParsedChunk, ops: pl.DataFrame | None, st: _State) -> ParsedChunk:
+        """Fill ``dur_ns`` according to the decided mode and attach ``comm_ops``."""
+        if ops is None:
+            return chunk
+        logged, prev = pl.col("_logged"), pl.col("_prev")
+        if st.mode == CUMULATIVE:
+            restart = prev.is_not_null() & (logged < prev)
+            n_restart = ops.select(restart.sum()).item()
+            if n_restart:
+                chunk.warnings.append(
+                    f"{n_restart} cumulative latencies fell below their predecessor (timer "
+                    "restart, e.g. a new process in the same log); taken as is"
+                )
+            dur = pl.when(prev.is_null() | restart).then(logged).otherwise(logged - prev)
+        else:
+            dur = logged
+        chunk.tables["comm_ops"] = ops.with_columns(
+            dur.alias("dur_ns"), (logged / 1e6).alias("latency_logged_ms")
+        ).select(list(_COMM_OPS_SCHEMA))
+        return chunk
+
+    # -- one segment ------------------------------------------------------------------------
+
+    def _parse_segment(
+        self, seg: _Segment, st: _State, run_id: str, rank: int | None, path: str
+    ) -> tuple[ParsedChunk, pl.DataFrame | None]:
+        lines = pl.Series("line", seg.lines, dtype=pl.Utf8)
+        has_ansi = lines.str.contains("\x1b", literal=True)
+        clean = (
+            lines.str.replace_all(_ANSI, "") if has_ansi.any() else lines
+        )  # same length, same order
+        chunk = ParsedChunk(counts=LineCounts(total=len(seg.lines)))
+        rejects: list[pl.DataFrame] = []
+
+        self._scan_hints(clean, st, chunk)
+        ops, v_rejects, n_ops = self._verbose(
+            lines, clean, seg.first_line_no, run_id, rank, path, chunk.warnings
+        )
+        if v_rejects is not None:
+            rejects.append(v_rejects)
+        chunk.counts.parsed += n_ops
+        chunk.counts.rejected += v_rejects.height if v_rejects is not None else 0
+        if ops is not None:
+            self._evidence(ops, st)
+            ops = ops.with_columns(pl.lit(run_id, pl.Utf8).alias("run_id"))
+
+        s_rows, s_rejects, s_parsed = self._tables(clean, seg, st)
+        chunk.counts.parsed += s_parsed
+        chunk.counts.rejected += len(s_rejects)
+        if s_rows:
+            chunk.tables["comm_summaries"] = pl.DataFrame(
+                [{**r, "run_id": run_id} for r in s_rows], schema=_SUMMARY_SCHEMA, orient="row"
+            )
+        if s_rejects:
+            rejects.append(
+                pl.DataFrame(
+                    [
+                        {"run_id": run_id, "path": path, "line_no": no, "raw": raw, "reason": why}
+                        for no, raw, why in s_rejects
+                    ],
+                    schema=_REJECTS_SCHEMA,
+                    orient="row",
+                )
+            )
+        if rejects:
+            chunk.tables["rejects"] = pl.concat(rejects).sort("line_no")
+        chunk.counts.ignored = chunk.counts.total - chunk.counts.parsed - chunk.counts.rejected
+        return chunk, ops
+
+    @staticmethod
+    def _scan_hints(clean: pl.Series, st: _State, chunk: ParsedChunk) -> None:
+        """Pick up the DeepSpeed version line and note DeepSpeed's silent-exit message."""
+        if st.version is None:
+            hits = clean.filter(clean.str.contains("DeepSpeed info: version=", literal=True))
+            if hits.len():
+                g = hits.str.extract_groups(_VERSION_RE).struct.unnest().drop_nulls()
+                if g.height:
+                    st.version = (int(g[0, 0]), int(g[0, 1]), int(g[0, 2]))
+        n_wrong = clean.str.contains("wrong comm_op specified", literal=True).sum()
+        if n_wrong:
+            chunk.warnings.append(
+                "DeepSpeed printed 'wrong comm_op specified' and exits right after it "
+                "(calc_bw_log on an unhandled op): the run's log is truncated there"
+            )
+
+    @staticmethod
+    def _verbose(
+        lines: pl.Series,
+        clean: pl.Series,
+        first_line_no: int,
+        run_id: str,
+        rank: int | None,
+        path: str,
+        warnings: list[str],
+    ) -> tuple[pl.DataFrame | None, pl.DataFrame | None, int]:
+        """Extract the verbose lines of a segment (vectorised).
+
+        Returns:
+            (ops frame with helper columns ``_key``/``_logged`` or None, rejects or None,
+            number of parsed lines).
+        """
+        is_v = clean.str.contains("comm op:", literal=True)
+        if not is_v.any():
+            return None, None, 0
+        idx = is_v.arg_true()
+        sub = clean.filter(is_v)
+        df = pl.DataFrame(
+            {
+                "source_line": (idx.cast(pl.Int64) + first_line_no),
+                "raw": lines.filter(is_v),
+                "n_rec": sub.str.count_matches("comm op:", literal=True),
+            }
+        ).with_columns(sub.str.extract_groups(VERBOSE_RE).struct.unnest())
+        df = df.with_columns(
+            sizes_to_bytes(df["size"]).alias("msg_bytes"),
+            (
+                pl.col("ms").str.replace(".", "", literal=True).cast(pl.Int64, strict=False)
+                * 10_000
+            ).alias("_logged"),
+            pl.col("algbw").cast(pl.Float64, strict=False).alias("algbw_gbps"),
+            pl.col("busbw").cast(pl.Float64, strict=False).alias("busbw_gbps"),
+        )
+        matched = pl.col("ms").is_not_null()
+        in_range = (
+            pl.col("msg_bytes").is_not_null()
+            & pl.col("_logged").is_not_null()
+            & pl.col("_logged").ge(0)
+            & pl.col("algbw_gbps").is_finite()
+            & pl.col("busbw_gbps").is_finite()
+        )
+        bad = df.filter(~(matched & in_range))
+        rejects = None
+        if bad.height:
+            rejects = bad.select(
+                pl.lit(run_id, pl.Utf8).alias("run_id"),
+                pl.lit(path, pl.Utf8).alias("path"),
+                pl.col("source_line").alias("line_no"),
+                pl.col("raw").str.slice(0, _RAW_MAX),
+                pl.when(matched)
+                .then(pl.lit("verbose comm op line: a number is out of range"))
+                .otherwise(
+                    pl.lit(
+                        "line mentions 'comm op:' but does not match the DeepSpeed verbose "
+                        "format (cut, spliced or foreign)"
+                    )
+                )
+                .alias("reason"),
+            )
+        good = df.filter(matched & in_range)
+        n_multi = int((df["n_rec"] > 1).sum())
+        if n_multi:
+            warnings.append(
+                f"{n_multi} lines hold more than one 'comm op:' record (spliced output); at most one "
+                "record per line is kept"
+            )
+        if good.height == 0:
+            return None, rejects, 0
+        rank_expr = pl.coalesce(
+            pl.col("prank").cast(pl.Int32, strict=False),
+            pl.col("orank").cast(pl.Int32, strict=False),
+            pl.lit(rank, pl.Int32),
+        )
+        ops = good.select(
+            rank_expr.alias("rank"),
+            "source_line",
+            _normalise_op(pl.col("rec")).alias("op"),
+            pl.col("rec").alias("raw_op"),
+            "caller",
+            "msg_bytes",
+            pl.col("ts")
+            .str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
+            .dt.epoch("ns")
+            .alias("ts_ns"),
+            "algbw_gbps",
+            "busbw_gbps",
+            "_logged",
+            pl.concat_str([pl.col("rec"), pl.col("caller").fill_null("")], separator="\x1f").alias(
+                "_key"
+            ),
+        )
+        return ops, rejects, good.height
+
+    @staticmethod
+    def _evidence(ops: pl.DataFrame, st: _State) -> None:
+        """Compare each value with the previous one of its record; add ``_prev`` in place."""
+        prior = pl.col("_key").replace_strict(st.last_logged, default=None, return_dtype=pl.Int64)
+        prev = pl.col("_logged").shift(1).over("_key").fill_null(prior)
+        ops.insert_column(ops.width, ops.select(prev.alias("_prev")).to_series())
+        diff = ops.select((pl.col("_logged") - pl.col("_prev")).alias("d"))["d"]
+        st.pairs += diff.len() - diff.null_count()
+        st.inc += int((diff > 0).sum())
+        st.dec += int((diff < 0).sum())
+        last = ops.group_by("_key", maintain_order=True).agg(pl.col("_logged").last())
+        st.last_logged.update(zip(last["_key"].to_list(), last["_logged"].to_list(), strict=True))
+
+    # -- summary tables ---------------------------------------------------------------------
+
+    def _tables(
+        self, clean: pl.Series, seg: _Segment, st: _State
+    ) -> tuple[list[dict[str, Any]], list[tuple[int, str, str]], int]:
+        """Walk the summary tables of a segment (Python; tables are a few dozen lines)."""
+        rows: list[dict[str, Any]] = []
+        rejects: list[tuple[int, str, str]] = []
+        parsed = 0
+        headers = clean.str.contains(_HDR_HINT).arg_true().to_list()
+        if not headers and st.table is None:
+            return rows, rejects, 0
+        lines = seg.lines
+        n = len(lines)
+
+        def walk(j: int) -> int:
+            nonlocal parsed
+            while j < n and st.table is not None:
+                line = _clean(lines[j])
+                if "comm op:" in line or _HDR_LAT.search(line) or _HDR_STRAG.search(line):
+                    st.table = None
+                    break
+                if _ROWLIKE.search(line):
+                    why = self._row(line, seg.first_line_no + j, st.table, rows)
+                    if why is None:
+                        parsed += 1
+                    else:
+                        rejects.append((seg.first_line_no + j, lines[j][:_RAW_MAX], why))
+                    j += 1
+                    continue
+                name = _record_name(line)
+                nxt = lines[j + 1] if j + 1 < n else seg.peek
+                if name is not None and nxt is not None:
+                    nxt = _clean(nxt)
+                    if _ROWLIKE.search(nxt) and "comm op:" not in nxt:
+                        st.table.raw_op, st.table.caller = _split_caller(name)
+                        parsed += 1
+                        j += 1
+                        continue
+                st.table = None
+            return j
+
+        pos = walk(0) if st.table is not None else 0
+        for h in headers:
+            if h < pos:
+                continue
+            line = _clean(lines[h])
+            kind = "latency" if _HDR_LAT.search(line) else "straggler"
+            if kind == "straggler" and not _HDR_STRAG.search(line):
+                continue  # a "Comm. Op  Message Size  Count" line of some other shape
+            st.table = _Table(kind=kind, index=st.n_tables)
+            st.n_tables += 1
+            parsed += 1
+            pos = walk(h + 1)
+        return rows, rejects, parsed
+
+    @staticmethod
+    def _row(line: str, line_no: int, table: _Table, rows: list[dict[str, Any]]) -> str | None:
+        """Append the summary row on ``line``; return a reject reason instead when it fails."""
+        if table.raw_op is None:
+            return "summary row before any record-name line"
+        got = _parse_row(line)
+        if got is None:
+            return f"malformed {table.kind} summary row"
+        size, count, (c3, c4, c5, c6) = got
+        nbytes = size_to_bytes(size)
+        if nbytes is None:
+            return "summary row: message size out of range"
+        row: dict[str, Any] = {
+            "source_line": line_no,
+            "rank": 0,
+            "summary_index": table.index,
+            "table_kind": table.kind,
+            "op": OP_MAP.get(table.raw_op, "other"),
+            "raw_op": table.raw_op,
+            "caller": table.caller,
+            "msg_bytes": nbytes,
+            "msg_size_text": size,
+            "count": count,
+        }
+        if table.kind == "latency":
+            row.update(total_latency_ms=c3, avg_latency_ms=c4, algbw_gbps=c5, busbw_gbps=c6)
+        else:
+            row.update(
+                total_latency_ms=c3, total_straggler_ms=c4, avg_latency_ms=c5, avg_straggler_ms=c6
+            )
+        rows.append(row)
+        return None
