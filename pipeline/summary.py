@@ -27,23 +27,23 @@ def summarize(
     own = con is None
     con = con or store.connect(read_only=True)
     try:
-        files = con.execute(
+        files = con.sql(
             """
             SELECT format, count(*) AS files, sum(lines_total) AS lines,
                    sum(lines_parsed) AS parsed, sum(lines_ignored) AS ignored,
                    sum(lines_rejected) AS rejected, sum(rows_written) AS rows
             FROM ingested_files WHERE run_id = ? GROUP BY format ORDER BY format
             """,
-            [run_id],
+            params=[run_id],
         ).pl()
-        ops = con.execute(
+        ops = con.sql(
             """
             SELECT op, count(*) AS calls, count(DISTINCT rank) AS ranks,
                    sum(msg_bytes) AS bytes, median(msg_bytes) AS median_msg_bytes,
                    sum(dur_ns) / 1e6 AS total_ms
             FROM comm_ops WHERE run_id = ? GROUP BY op ORDER BY calls DESC, op
             """,
-            [run_id],
+            params=[run_id],
         ).pl()
         tables = {}
         for name in (
