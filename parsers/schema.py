@@ -105,6 +105,7 @@ COMM_OPS = Table(
         Column("rank", I32, "Global rank that issued the call; null when the log does not say."),
         Column("host", STR, "Host name as logged."),
         Column("pid", I64, "Operating-system process id."),
+        Column("tid", I64, "Operating-system thread id, when logged."),
         _SRC_FMT,
         _SRC_FILE,
         _SRC_LINE,
@@ -234,6 +235,7 @@ KERNELS = Table(
     columns=(
         _RUN,
         Column("rank", I32, "Global rank."),
+        Column("pid", I64, "Process id (one report may hold several processes)."),
         Column("device", I32, "GPU device index."),
         Column("stream", I64, "CUDA stream id."),
         Column("name", STR, "Kernel name (short form)."),
@@ -267,6 +269,8 @@ MARKERS = Table(
         Column("dur_ns", I64, "Duration in ns."),
         Column("iteration", I32, "Iteration number when the marker names one."),
         Column("domain", STR, "NVTX domain or annotation category."),
+        Column("pid", I64, "Process id, when known."),
+        Column("tid", I64, "Thread id, when known (one process may drive several GPUs)."),
         _SRC_FMT,
         _SRC_FILE,
         _SRC_LINE,
@@ -284,7 +288,8 @@ TRACE_META = Table(
         Column(
             "rank_source",
             STR,
-            "Where rank came from: distributedInfo, file_name, option, unknown.",
+            "Where rank came from: distributedInfo, mpi_ranks, mpi_thread_name, file_name, "
+            "option, unknown.",
         ),
         Column("backend", STR, "Communication backend (nccl, gloo, rccl)."),
         Column("clock_anchor_ns", I64, "Wall-clock epoch ns of ts_ns = 0, when known."),
