@@ -123,16 +123,22 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
         return empty
     try:
         run = m.config_from_dict(stored.config)
-        traffic = pl.DataFrame(m.traffic_rows(run)).with_columns(run_id=pl.lit(run_id))
+        # One row per (rank, class): the model lists send/recv and sub-ops separately.
+        traffic = (
+            pl.DataFrame(m.traffic_rows(run))
+            .group_by("rank", "traffic_class")
+            .agg(
+                pl.col("count").sum(),
+                pl.col("msg_bytes").max(),
+                pl.col("volume_bytes").sum(),
+                pl.col("sent_bytes").sum(),
+            )
+            .with_columns(run_id=pl.lit(run_id))
+        )
         matrix = pl.DataFrame(m.predicted_matrix(run)).with_columns(run_id=pl.lit(run_id))
-        times: dict[str, Any] = m.predict_run(run)
-        terms = pl.DataFrame(
-            [
-                {"term": k, "value": float(v)}
-                for k, v in times.items()
-                if isinstance(v, int | float) and not isinstance(v, bool)
-            ]
-        ).with_columns(run_id=pl.lit(run_id))
+        times: dict[str, Any] = m.time_terms(run, "stage_exact", 0)
+        terms = pl.DataFrame([{"term": k, "value": float(v)} for k, v in times.items()])
+        terms = terms.with_columns(run_id=pl.lit(run_id))
     except Exception as exc:  # a config the model cannot evaluate: derive without predictions
         log.warning("%s: model predictions unavailable: %s", run_id, exc)
         return empty

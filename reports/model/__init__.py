@@ -1,0 +1,128 @@
+"""Analytical model of distributed-training communication (Li et al., APNet'24, issue 4).
+
+Why: commscope compares measured communication with what the model predicts before a run.
+The package is pure (no I/O except :func:`load_config`) and is organised one job per module:
+
+- :mod:`~reports.model.config`: frozen ModelConfig / ParallelConfig / Platform / RunConfig,
+  the shared TOML layout, ``load_config`` / ``config_from_dict`` / ``config_to_dict``;
+- :mod:`~reports.model.partition`: DeepSpeed's ``type:transformer`` partitioner (old/new);
+- :mod:`~reports.model.equations`: eqs. 1-11, MFU/HFU, the overlap effectiveness factor;
+- :mod:`~reports.model.traffic`: per-rank, per-type traffic (stage_exact / paper_uniform,
+  ZeRO, EP), ``traffic_rows`` for all ranks;
+- :mod:`~reports.model.mapping`: rank mapping, process groups, ``predicted_matrix``;
+- :mod:`~reports.model.predict`: time terms of a rank, ``predict_run``;
+- :mod:`~reports.model.calibrate`: fit μ and C_* to measured times;
+- :mod:`~reports.model.advise`: what-if ranking of layouts.
+"""
+
+from __future__ import annotations
+
+from reports.model.advise import Advice, Candidate, advise, mapping_orders
+from reports.model.calibrate import Calibration, Observation, calibrate, calibrate_run
+from reports.model.config import (
+    CUSTOMIZED_ORDER,
+    DEFAULT_ORDER,
+    ModelConfig,
+    ParallelConfig,
+    Platform,
+    RunConfig,
+    config_from_dict,
+    config_to_dict,
+    load_config,
+    normalize_order,
+)
+from reports.model.equations import (
+    activation_bytes,
+    flops_per_iteration,
+    hfu,
+    mfu,
+    model_flops_per_iteration,
+    overlap_effectiveness,
+    pair_speedup,
+    parameter_count,
+    r_bubble,
+)
+from reports.model.mapping import (
+    group_members,
+    groups,
+    matrix_summary,
+    node_of,
+    peers,
+    predicted_matrix,
+)
+from reports.model.partition import layers_per_stage
+from reports.model.predict import (
+    StageTimes,
+    critical_stage,
+    effective_bandwidths,
+    memory_bytes,
+    predict_run,
+    stage_times,
+    time_terms,
+)
+from reports.model.traffic import (
+    MODES,
+    TRAFFIC_CLASSES,
+    TrafficItem,
+    ddp_buckets,
+    padded_vocab,
+    rank_items,
+    stage_items,
+    summarize,
+    traffic_rows,
+    zero_volume_factor,
+)
+
+__all__ = [
+    "CUSTOMIZED_ORDER",
+    "DEFAULT_ORDER",
+    "MODES",
+    "TRAFFIC_CLASSES",
+    "Advice",
+    "Calibration",
+    "Candidate",
+    "ModelConfig",
+    "Observation",
+    "ParallelConfig",
+    "Platform",
+    "RunConfig",
+    "StageTimes",
+    "TrafficItem",
+    "activation_bytes",
+    "advise",
+    "calibrate",
+    "calibrate_run",
+    "config_from_dict",
+    "config_to_dict",
+    "critical_stage",
+    "ddp_buckets",
+    "effective_bandwidths",
+    "flops_per_iteration",
+    "group_members",
+    "groups",
+    "hfu",
+    "layers_per_stage",
+    "load_config",
+    "mapping_orders",
+    "matrix_summary",
+    "memory_bytes",
+    "mfu",
+    "model_flops_per_iteration",
+    "node_of",
+    "normalize_order",
+    "overlap_effectiveness",
+    "padded_vocab",
+    "pair_speedup",
+    "parameter_count",
+    "peers",
+    "predict_run",
+    "predicted_matrix",
+    "r_bubble",
+    "rank_items",
+    "stage_items",
+    "stage_times",
+    "summarize",
+    "time_terms",
+    "traffic_rows",
+    "zero_volume_factor",
+]
