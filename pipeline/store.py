@@ -25,6 +25,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -38,6 +39,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
+
+log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
 CATALOG_NAME = "catalog.duckdb"
@@ -244,10 +247,20 @@ class Store:
 
     def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Canonical tables, live staging/intermediate SQL, and materialised marts."""
-        from pipeline.sql_modules import apply, discover
+        from pipeline.sql_modules import SqlModuleError, apply, discover
 
         self.create_views(con)
-        apply(con, tuple(m for m in discover() if m.layer != "marts"))
+        # A broken SQL module must not stop ingest or queries over the canonical tables.
+        try:
+            modules = tuple(m for m in discover() if m.layer != "marts")
+        except SqlModuleError as exc:
+            log.warning("SQL modules not loaded into the catalog: %s", exc)
+            modules = ()
+        for mod in modules:
+            try:
+                apply(con, (mod,))
+            except SqlModuleError as exc:
+                log.warning("catalog: skipped %s", exc)
         for mart in self.materialised_marts():
             glob = str(self.marts_dir() / mart / "*.parquet").replace("'", "''")
             con.execute(

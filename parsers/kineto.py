@@ -1,0 +1,966 @@
+"""PyTorch profiler (Kineto) Chrome-trace JSON: collectives, GPU activity, iteration markers.
+
+Reads every generation of the format (see ``FORMATS_timeline.md`` §2): the 2020-21 bare array
+(cats ``Operator``/``Kernel``/``Memcpy``, string stream tids), 2022-23 object form with epoch-µs
+``ts``, and 2024+ traces with ``baseTimeNanoseconds``, ``distributedInfo.pg_config``,
+``record_param_comms`` collective args (also copied onto NCCL kernels) and ``Seq``. The JSON is
+streamed with ijson (C backend) from the decompressed stream; rows are accumulated in column
+lists and flushed as a :class:`ParsedChunk` every :data:`FLUSH_EVENTS` events, so memory stays
+bounded whatever the trace size. Only the (small) communication candidates are kept until the
+end of the file, where the dedup rule below is applied.
+
+Tables written:
+
+* ``kernels``: every GPU kernel, memcpy and memset (``ph == "X"``). ``device`` = ``args.device``
+  (else the event pid, which Kineto sets to the device index), ``stream`` = ``args.stream`` (else
+  the tid; 2021 ``"stream 7"`` → 7), ``name`` = kernel name without its demangled parameter list
+  (memcpy/memset names are kept whole), ``category``/``comm_op`` from
+  :func:`parsers._nccl_kernels.classify_kernel` (a comm kernel's ``comm_op`` is taken from its
+  ``Collective name`` arg when Kineto copied one), ``msg_bytes`` = ``args.bytes`` for
+  memcpy/memset and element count × dtype size for comm kernels that carry collective args.
+* ``markers``: ``ProfilerStep#N`` on the CPU → kind ``iteration`` (iteration N, domain
+  ``cpu``); its GPU copy (``gpu_user_annotation``, ROCm traces) → kind ``annotation``, domain
+  ``gpu``, iteration N, so that iterations are not counted twice; every other
+  ``user_annotation`` → kind ``annotation`` domain ``cpu``, every other ``gpu_user_annotation``
+  → kind ``annotation`` domain ``gpu`` (``nccl:*``/``gloo:*`` ranges included).
+* ``comm_ops``: one row per collective call on the rank, counted once although it can show up
+  as a ``record_param_comms`` CPU op, a ``nccl:*`` range (CPU and GPU copies) and a kernel.
+  The source is chosen per file, first that exists:
+
+  1. ``record_param_comms`` events that carry ``Collective name`` (PyTorch ≥ 2.3): one row each,
+     except ``wait`` (not a transfer). ``count`` = ``In msg nelems`` (``Out msg nelems`` for
+     reduce_scatter, so that count has NCCL's per-op meaning: the per-rank shard for both
+     all_gather and reduce_scatter), ``msg_bytes`` = count × dtype size, ``comm_id`` =
+     ``Process Group Name`` (``Process Group ID`` in early-2024 builds), ``peer_rank`` = ``Dst
+     Rank``/``Src Rank`` or the ``Rank`` arg for send/recv and the root (``Rank``) for
+     broadcast/reduce/gather/scatter, ``group_rank`` = ``Rank`` for the other ops. When the
+     NCCL kernel carries the same ``External id`` (Kineto copies it since 2024), ``ts_ns`` /
+     ``dur_ns``, ``stream`` and ``cuda_dev`` are the GPU kernel's (first start to last end when
+     several kernels share the id); otherwise they are the CPU op's.
+  2. Else the process group's ``<backend>:<op>`` CPU ranges (``nccl:all_reduce``,
+     ``gloo:send``; PyTorch ≤ 2.2 and gloo): one row each, ``count`` = product of the single
+     ``Input Dims`` tensor and ``dtype`` from ``Input type`` when recorded (null otherwise and
+     for reduce_scatter, whose NCCL count the input shape does not give), ``peer_rank`` from the
+     enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third concrete input.
+  3. Else the communication kernels (old traces without CPU ops, DeepEP, custom all-reduce):
+     one row per kernel, op from its ``Collective name`` arg or its name (``other`` when the
+     name does not say: NCCL ``SendRecv``/``Generic``), sizes only if the kernel's args say.
+
+  Sizes are never guessed: what the trace does not record stays null. ``iteration`` is the
+  ``ProfilerStep#N`` containing the row's CPU start (HTA rule ``step.ts <= ts < step.end``).
+* ``trace_meta``: one row per file (rank, world size, rank_source, backend, clock anchor,
+  host, pid, ``source_version`` = ``<schemaVersion>;<generation>`` with generation
+  ``array_2021`` | ``epoch_us`` | ``base_relative``).
+* ``communicators``: one row per ``distributedInfo.pg_config`` process group containing the rank.
+* ``rejects``: malformed events (GPU activity or markers without numeric ts/dur, non-object
+  items) and the unreadable tail of a truncated file.
+
+Time: Kineto ``ts``/``dur`` are µs (floats with ns fractions). ``ts_ns`` = ``baseTimeNanoseconds``
++ round(ts × 1000) when the trace has a base (2024+: ``ts`` is relative to it), else
+round(ts × 1000) (older traces: ``ts`` is already epoch µs). Either way ``ts_ns`` is epoch ns when
+the trace allows it, and ``trace_meta.clock_anchor_ns`` (epoch ns of ``ts_ns = 0``) is then 0
+with ``aligned = true``; a trace whose ``ts`` is not epoch-like (< 1e15 µs, no base) gets a null
+anchor, ``aligned = false`` and a warning. Floats are converted by splitting whole µs from the
+fraction (vectorised), so base-relative ``ts`` keep ns precision; an epoch-µs float (~1.7e15)
+only carries float64's ~0.25 µs resolution, which no reader can recover. For rows linked to a
+GPU kernel (``comm_ops`` source 1) the times are the GPU's, else the CPU's (see above).
+
+Truncated or malformed JSON (a killed job): every complete event before the cut is kept (gzip
+is read to its last decompressible byte, see :class:`parsers._kineto_meta.TolerantGzip`), the
+unreadable tail counts as one rejected record with a warning; :class:`ParseError` only when
+nothing at all is parseable, or the input is not JSON.
+
+Rank: ``distributedInfo.rank``; else the ``rank`` argument (``--rank``); else the file name
+(``rank-3``, ``rank_3``, ``rank3``, ``worker3``, or the parent folder's name); else null with a
+warning: never a silent 0. Disagreements are warned about.
+
+Accounting (events = items of ``traceEvents``, or of the bare array): ``total`` = events (+1
+for the unreadable tail of a truncated file); ``parsed`` = events that produced a row in
+``kernels``, ``markers`` or ``comm_ops``; ``rejected`` = malformed events (+ the tail);
+``ignored`` = everything else (CPU ops, runtime calls, flows, metadata, ``wait`` and unused
+``record_param_comms``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, ClassVar
+
+import ijson
+import polars as pl
+
+from parsers._io import Source
+from parsers._kineto_meta import (
+    _READ_ERRORS,
+    BACKEND_PREFIXES,
+    CANONICAL_OPS,
+    IJSON,
+    P2P_OPS,
+    ROOTED_OPS,
+    STEP_RE,
+    Header,
+    TolerantGzip,
+    needs_trailer,
+    norm_dtype,
+    norm_op,
+    open_stream,
+    parse_ranks,
+    rank_from_path,
+    read_header,
+    read_trailer,
+)
+from parsers._nccl_kernels import classify_kernel, strip_params
+from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+
+log = logging.getLogger(__name__)
+
+FLUSH_EVENTS = 200_000
+"""Events per yielded chunk (bounds the row buffers)."""
+
+MAX_RAW = 4096
+"""Characters of a rejected event kept in ``rejects.raw``."""
+
+EPOCH_US_MIN = 1e15
+"""ts values above this (µs; Sept 2001) are taken as Unix-epoch microseconds."""
+
+# Event kinds by ``cat`` (2021 traces capitalise them).
+_K_KERNEL, _K_MEMCPY, _K_MEMSET, _K_CPU_ANN, _K_GPU_ANN, _K_CPU_OP = range(6)
+_CAT_KIND: dict[str, int] = {
+    "kernel": _K_KERNEL,
+    "Kernel": _K_KERNEL,
+    "gpu_memcpy": _K_MEMCPY,
+    "Memcpy": _K_MEMCPY,
+    "gpu_memset": _K_MEMSET,
+    "Memset": _K_MEMSET,
+    "user_annotation": _K_CPU_ANN,
+    "gpu_user_annotation": _K_GPU_ANN,
+    "cpu_op": _K_CPU_OP,
+    "Operator": _K_CPU_OP,
+    "operator": _K_CPU_OP,
+}
+
+_KERNEL_SCHEMA: dict[str, pl.DataType] = {
+    "source_line": pl.Int64(),
+    "device": pl.Int32(),
+    "stream": pl.Int64(),
+    "name": pl.Utf8(),
+    "category": pl.Utf8(),
+    "comm_op": pl.Utf8(),
+    "ts_us": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "correlation": pl.Int64(),
+    "msg_bytes": pl.Int64(),
+}
+_MARKER_SCHEMA: dict[str, pl.DataType] = {
+    "source_line": pl.Int64(),
+    "name": pl.Utf8(),
+    "kind": pl.Utf8(),
+    "domain": pl.Utf8(),
+    "iteration": pl.Int32(),
+    "ts_us": pl.Float64(),
+    "dur_us": pl.Float64(),
+}
+_COMM_SCHEMA: dict[str, pl.DataType] = {
+    "source_line": pl.Int64(),
+    "pid": pl.Int64(),
+    "op": pl.Utf8(),
+    "raw_op": pl.Utf8(),
+    "comm_id": pl.Utf8(),
+    "group_size": pl.Int32(),
+    "group_rank": pl.Int32(),
+    "peer_rank": pl.Int32(),
+    "count": pl.Int64(),
+    "dtype": pl.Utf8(),
+    "msg_bytes": pl.Int64(),
+    "seq": pl.Int64(),
+    "ts_us": pl.Float64(),
+    "dur_us": pl.Float64(),
+    "cpu_ts_us": pl.Float64(),
+    "stream": pl.Utf8(),
+    "cuda_dev": pl.Int32(),
+}
+
+
+def _num(v: Any) -> float | int | None:
+    """v if it is a JSON number (not bool), else None."""
+    t = type(v)
+    return v if t is float or t is int else None
+
+
+def _int(v: Any) -> int | None:
+    """An integer from an int, an integral float, or a digit string; else None."""
+    t = type(v)
+    if t is int:
+        return v  # type: ignore[no-any-return]
+    if t is float:
+        return int(v) if v == v and abs(v) < 9.2e18 else None
+    if t is str:
+        s = v.strip()
+        if s.lstrip("-").isdigit():
+            return int(s)
+        digits = "".join(ch for ch in s if ch.isdigit())
+        return int(digits) if digits else None
+    return None
+
+
+@lru_cache(maxsize=65536)
+def _kernel_info(raw_name: str) -> tuple[str, str, str | None]:
+    """(short name, category, comm_op) of a kernel name; cached since names repeat."""
+    cat, op = classify_kernel(raw_name)
+    return strip_params(raw_name), cat, op
+
+
+def _dims_count(dims: Any) -> int | None:
+    """Element count of the single tensor in ``Input Dims`` (``[[2, 32, 64]]``), else None.
+
+    ``[[]]`` is one 0-dim tensor (1 element); several tensors or non-integer dims give None.
+    """
+    if not isinstance(dims, list):
+        return None
+    if len(dims) == 1 and dims[0] == []:
+        return 1  # a 0-dim (scalar) tensor
+    shapes = [d for d in dims if isinstance(d, list) and d]
+    if len(shapes) != 1:
+        return None
+    shape = shapes[0]
+    if len(shape) == 1 and isinstance(shape[0], list):  # TensorList of one tensor
+        shape = shape[0]
+    n = 1
+    for x in shape:
+        if type(x) is not int:
+            return None
+        n *= x
+    return n
+
+
+def _ts_ns(col: pl.Expr, base_ns: int) -> pl.Expr:
+    """µs floats → int ns, exact for epoch µs (split whole µs from the fraction)."""
+    whole = col.floor()
+    ns = whole.cast(pl.Int64) * 1000 + ((col - whole) * 1000).round().cast(pl.Int64)
+    return ns + base_ns if base_ns else ns
+
+
+def _dur_ns(col: pl.Expr) -> pl.Expr:
+    return (col * 1000).round().cast(pl.Int64)
+
+
+@dataclass
+class _State:
+    """Per-file parse state (everything but the flushed rows)."""
+
+    rank: int | None
+    base_ns: int
+    counts: LineCounts = field(default_factory=LineCounts)
+    kernels: dict[str, list[Any]] = field(default_factory=dict)
+    markers: dict[str, list[Any]] = field(default_factory=dict)
+    rejects: list[tuple[int, str, str]] = field(default_factory=list)
+    # communication candidates, kept to the end of the file (few per collective)
+    rpc: list[tuple[int, int | None, float, float, dict[str, Any]]] = field(default_factory=list)
+    rpc_named: int = 0
+    ranges: list[tuple[int, int | None, Any, float, float, str, dict[str, Any]]] = field(
+        default_factory=list
+    )
+    comm_kernels: list[tuple[int, float, float, int | None, int | None, str, dict[str, Any]]] = (
+        field(default_factory=list)
+    )
+    c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
+    steps: list[tuple[float, float, int]] = field(default_factory=list)
+    cpu_pid: int | None = None
+    min_ts: float | None = None
+    kernel_rows: int = 0
+
+    def __post_init__(self) -> None:
+        self.kernels = {k: [] for k in _KERNEL_SCHEMA}
+        self.markers = {k: [] for k in _MARKER_SCHEMA}
+
+
+@register
+class KinetoParser:
+    """PyTorch profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``, bare arrays)."""
+
+    name: ClassVar[str] = "kineto"
+    version: ClassVar[str] = "1.0.0"
+
+    def sniff(self, head: bytes, path: Path) -> int:
+        """Recognise a Kineto trace by its top-level keys or its event shape."""
+        text = head.lstrip(b" \t\r\n\xef\xbb\xbf")
+        if text[:1] not in (b"{", b"["):
+            return 0
+        if text[:1] == b"{":
+            if b'"traceEvents"' in head or b'"schemaVersion"' in head:
+                strong = (b'"deviceProperties"', b'"distributedInfo"', b'"schemaVersion"')
+                return 95 if any(k in head for k in strong) else 70
+            return 0
+        if b'"ph"' in head and any(
+            c in head for c in (b'"Operator"', b'"Kernel"', b'"cpu_op"', b'"Runtime"', b'"kernel"')
+        ):
+            return 80
+        return 0
+
+    def parse(
+        self, source: Source, *, run_id: str, rank: int | None = None
+    ) -> Iterator[ParsedChunk]:
+        """Stream ``source`` and yield chunks of kernels/markers, then comm ops and metadata."""
+        del run_id  # filled by ingest
+        if source.start_offset:
+            raise ParseError(source.path, "incremental offsets are not supported for JSON traces")
+        header = read_header(source)
+        if needs_trailer(header):
+            read_trailer(source, header)
+        keys = header.keys
+        warnings: list[str] = []
+        rank_value, rank_source = self._resolve_rank(source.path, keys, rank, warnings)
+        base = _int(keys.get("baseTimeNanoseconds")) or 0
+        st = _State(rank=rank_value, base_ns=base)
+        if header.form == "object" and not header.has_events:
+            if not keys:
+                raise ParseError(source.path, "no traceEvents and no readable top-level keys")
+            warnings.append("trace has no traceEvents array (cut short, or not a trace)")
+        truncated: str | None = None
+        n = 0
+        gz: TolerantGzip | None = None
+        if header.has_events:
+            try:
+                fh, gz = open_stream(source)
+                with fh:
+                    events = IJSON.items(fh, header.events_prefix, use_float=True)
+                    for n, ev in enumerate(events, start=1):
+                        self._event(st, n, ev)
+                        if n % FLUSH_EVENTS == 0:
+                            yield self._flush(st, [])
+            except (ijson.JSONError, *_READ_ERRORS) as exc:
+                truncated = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if gz is not None and gz.truncated:
+            note = "gzip stream ends without its end marker (file cut short)"
+            if truncated is None:
+                warnings.append(f"{note}; the JSON inside is complete")
+            else:
+                truncated = f"{note}; {truncated}"
+        if truncated is not None:
+            if n == 0 and not keys:
+                raise ParseError(source.path, f"no parseable JSON: {truncated}")
+            warnings.append(
+                f"trace is truncated or malformed after event {n}: {truncated}; "
+                f"kept the {n} complete events before it"
+            )
+            st.counts.total += 1
+            st.counts.rejected += 1
+            st.rejects.append((n + 1, "", f"unreadable tail: {truncated}"[:MAX_RAW]))
+        yield self._finish(st, header, rank_source, warnings)
+
+    # ----------------------------------------------------------------------------------------
+    # Rank
+
+    @staticmethod
+    def _resolve_rank(
+        path: Path, keys: dict[str, Any], option: int | None, warnings: list[str]
+    ) -> tuple[int | None, str]:
+        dist = keys.get("distributedInfo")
+        dist_rank = _int(dist.get("rank")) if isinstance(dist, dict) else None
+        name_rank = rank_from_path(path)
+        if dist_rank is not None:
+            if option is not None and option != dist_rank:
+                warnings.append(
+                    f"--rank {option} disagrees with distributedInfo.rank {dist_rank}; "
+                    "using distributedInfo"
+                )
+            return dist_rank, "distributedInfo"
+        why = "no distributedInfo" if not isinstance(dist, dict) else "distributedInfo has no rank"
+        if option is not None:
+            if name_rank is not None and name_rank != option:
+                warnings.append(
+                    f"{why}; --rank {option} disagrees with the file name's rank {name_rank}; "
+                    "using --rank"
+                )
+            return option, "option"
+        if name_rank is not None:
+            warnings.append(f"{why}; rank {name_rank} taken from the file name")
+            return name_rank, "file_name"
+        warnings.append(f"{why} and no rank in the file name or --rank: rank unknown (null)")
+        return None, "unknown"
+
+    # ----------------------------------------------------------------------------------------
+    # Per event (the hot path: keep it lean)
+
+    def _reject(self, st: _State, idx: int, ev: Any, reason: str) -> None:
+        st.counts.rejected += 1
+        try:
+            raw = json.dumps(ev, default=str)
+        except (TypeError, ValueError):
+            raw = repr(ev)
+        st.rejects.append((idx, raw[:MAX_RAW], reason))
+
+    def _event(self, st: _State, idx: int, ev: Any) -> None:
+        counts = st.counts
+        counts.total += 1
+        if type(ev) is not dict:
+            self._reject(st, idx, ev, "event is not a JSON object")
+            return
+        kind = _CAT_KIND.get(ev.get("cat"))  # type: ignore[arg-type]
+        if kind is None or ev.get("ph") != "X":
+            counts.ignored += 1
+            return
+        name = ev.get("name")
+        if kind == _K_CPU_OP:
+            if type(name) is not str:
+                counts.ignored += 1
+                return
+            if st.cpu_pid is None:
+                st.cpu_pid = _int(ev.get("pid"))
+            if name == "record_param_comms":
+                counts.total -= 1  # counted (parsed/ignored) at the end of the file
+                self._rpc(st, idx, ev)
+                return
+            if name[:6] == "c10d::":
+                ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+                if ts is not None and dur is not None:
+                    st.c10d_ops.append((ev.get("tid"), ts, ts + dur, name, ev.get("args")))
+                counts.ignored += 1
+                return
+            if name[:12] == "ProfilerStep" or name.startswith(BACKEND_PREFIXES):
+                self._marker(st, idx, ev, name, gpu=False)
+                return
+            counts.ignored += 1
+            return
+        if kind in (_K_CPU_ANN, _K_GPU_ANN):
+            if type(name) is not str:
+                self._reject(st, idx, ev, "annotation without a name")
+                return
+            self._marker(st, idx, ev, name, gpu=kind == _K_GPU_ANN)
+            return
+        self._gpu(st, idx, ev, kind, name)
+
+    def _gpu(self, st: _State, idx: int, ev: dict[str, Any], kind: int, name: Any) -> None:
+        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+        if ts is None or dur is None or type(name) is not str:
+            self._reject(st, idx, ev, "GPU activity without numeric ts/dur or name")
+            return
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = {}
+        dev = args.get("device")
+        if type(dev) is not int:
+            dev = _int(ev.get("pid"))
+        stream = args.get("stream")
+        if type(stream) is not int:
+            stream = _int(ev.get("tid"))
+        corr = args.get("correlation")
+        if type(corr) is not int:
+            corr = None
+        op: str | None = None
+        msg: int | None = None
+        if kind == _K_KERNEL:
+            short, cat, op = _kernel_info(name)
+            if cat == "comm":
+                coll = args.get("Collective name")
+                if type(coll) is str and coll:
+                    op = norm_op(coll) or op
+                    msg = self._coll_bytes(args, op)[2]
+                st.comm_kernels.append(
+                    (idx, ts, dur, dev, stream, short, args if type(coll) is str else {})
+                )
+        else:
+            short = name
+            cat = "memcpy" if kind == _K_MEMCPY else "memset"
+            b = args.get("bytes")
+            msg = b if type(b) is int else None
+        k = st.kernels
+        k["source_line"].append(idx)
+        k["device"].append(dev)
+        k["stream"].append(stream)
+        k["name"].append(short)
+        k["category"].append(cat)
+        k["comm_op"].append(op)
+        k["ts_us"].append(ts)
+        k["dur_us"].append(dur)
+        k["correlation"].append(corr)
+        k["msg_bytes"].append(msg)
+        st.counts.parsed += 1
+        if st.min_ts is None or ts < st.min_ts:
+            st.min_ts = ts
+
+    def _marker(self, st: _State, idx: int, ev: dict[str, Any], name: str, *, gpu: bool) -> None:
+        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+        if ts is None or dur is None:
+            self._reject(st, idx, ev, "annotation without numeric ts/dur")
+            return
+        iteration: int | None = None
+        kind = "annotation"
+        if name[:12] == "ProfilerStep":
+            m = STEP_RE.match(name)
+            if m:
+                iteration = int(m.group(1))
+                if not gpu:
+                    kind = "iteration"
+                    st.steps.append((ts, ts + dur, iteration))
+        elif not gpu and name.startswith(BACKEND_PREFIXES):
+            args = ev.get("args")
+            st.ranges.append(
+                (
+                    idx,
+                    _int(ev.get("pid")),
+                    ev.get("tid"),
+                    ts,
+                    dur,
+                    name,
+                    args if type(args) is dict else {},
+                )
+            )
+        if not gpu and st.cpu_pid is None:
+            st.cpu_pid = _int(ev.get("pid"))
+        mk = st.markers
+        mk["source_line"].append(idx)
+        mk["name"].append(name)
+        mk["kind"].append(kind)
+        mk["domain"].append("gpu" if gpu else "cpu")
+        mk["iteration"].append(iteration)
+        mk["ts_us"].append(ts)
+        mk["dur_us"].append(dur)
+        st.counts.parsed += 1
+        if st.min_ts is None or ts < st.min_ts:
+            st.min_ts = ts
+
+    def _rpc(self, st: _State, idx: int, ev: dict[str, Any]) -> None:
+        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+        args = ev.get("args")
+        if type(args) is not dict:
+            args = {}
+        if ts is None or dur is None:
+            st.counts.total += 1  # a reject is counted now, not at the end
+            self._reject(st, idx, ev, "record_param_comms without numeric ts/dur")
+            return
+        coll = args.get("Collective name")
+        if type(coll) is str and coll:
+            st.rpc_named += 1
+        st.rpc.append((idx, _int(ev.get("pid")), ts, dur, args))
+
+    @staticmethod
+    def _coll_bytes(
+        args: dict[str, Any], op: str | None
+    ) -> tuple[int | None, str | None, int | None]:
+        """(count, dtype, msg_bytes) from collective args; count has NCCL per-op meaning."""
+        key = "Out msg nelems" if op == "reduce_scatter" else "In msg nelems"
+        count = args.get(key)
+        if type(count) is not int:
+            count = None
+        dtype, size = norm_dtype(args.get("dtype"))
+        msg = count * size if count is not None and size is not None else None
+        return count, dtype, msg
+
+    # ----------------------------------------------------------------------------------------
+    # Frames
+
+    def _flush(self, st: _State, warnings: list[str]) -> ParsedChunk:
+        """Turn the buffered kernel/marker rows, rejects and counts into one chunk."""
+        tables: dict[str, pl.DataFrame] = {}
+        k = st.kernels
+        if k["source_line"]:
+            df = pl.DataFrame(k, schema=_KERNEL_SCHEMA, strict=False)
+            tables["kernels"] = df.select(
+                pl.lit(st.rank, dtype=pl.Int32).alias("rank"),
+                "device",
+                "stream",
+                "name",
+                "category",
+                "comm_op",
+                _ts_ns(pl.col("ts_us"), st.base_ns).alias("ts_ns"),
+                _dur_ns(pl.col("dur_us")).alias("dur_ns"),
+                "correlation",
+                "msg_bytes",
+                "source_line",
+            )
+            st.kernel_rows += df.height
+            st.kernels = {c: [] for c in _KERNEL_SCHEMA}
+        mk = st.markers
+        if mk["source_line"]:
+            df = pl.DataFrame(mk, schema=_MARKER_SCHEMA, strict=False)
+            tables["markers"] = df.select(
+                pl.lit(st.rank, dtype=pl.Int32).alias("rank"),
+                "name",
+                "kind",
+                _ts_ns(pl.col("ts_us"), st.base_ns).alias("ts_ns"),
+                _dur_ns(pl.col("dur_us")).alias("dur_ns"),
+                "iteration",
+                "domain",
+                "source_line",
+            )
+            st.markers = {c: [] for c in _MARKER_SCHEMA}
+        if st.rejects:
+            tables["rejects"] = pl.DataFrame(
+                st.rejects,
+                schema={"line_no": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8},
+                orient="row",
+            )
+            st.rejects = []
+        chunk = ParsedChunk(tables=tables, counts=st.counts, warnings=list(warnings))
+        st.counts = LineCounts()
+        return chunk
+
+    def _finish(
+        self, st: _State, header: Header, rank_source: str, warnings: list[str]
+    ) -> ParsedChunk:
+        keys = header.keys
+        comm, source_note = self._comm_ops(st)
+        if source_note:
+            warnings.append(source_note)
+        if comm is not None and comm.height:
+            comm = self._assign_iterations(comm, st.steps)
+            host = keys.get("host_name") if isinstance(keys.get("host_name"), str) else None
+            comm = comm.select(
+                pl.lit(st.rank, dtype=pl.Int32).alias("rank"),
+                pl.lit(host, dtype=pl.Utf8).alias("host"),
+                "pid",
+                "source_line",
+                "op",
+                "raw_op",
+                "comm_id",
+                "group_size",
+                "group_rank",
+                "peer_rank",
+                "count",
+                "dtype",
+                "msg_bytes",
+                "seq",
+                _ts_ns(pl.col("ts_us"), st.base_ns).alias("ts_ns"),
+                _dur_ns(pl.col("dur_us")).alias("dur_ns"),
+                "iteration",
+                "stream",
+                "cuda_dev",
+            )
+        meta, meta_warn = self._trace_meta(st, header, rank_source)
+        warnings.extend(meta_warn)
+        chunk = self._flush(st, warnings)
+        if comm is not None and comm.height:
+            chunk.tables["comm_ops"] = comm
+        chunk.tables["trace_meta"] = meta
+        comms = self._communicators(st, keys)
+        if comms is not None:
+            chunk.tables["communicators"] = comms
+        for w in chunk.warnings:
+            log.debug("%s", w)
+        return chunk
+
+    # ----------------------------------------------------------------------------------------
+    # comm_ops: the dedup rule
+
+    def _comm_ops(self, st: _State) -> tuple[pl.DataFrame | None, str | None]:
+        rows: list[dict[str, Any]] = []
+        note: str | None = None
+        used_rpc = 0
+        if st.rpc_named:
+            rows, used_rpc = self._from_rpc(st)
+        elif st.ranges:
+            rows = self._from_ranges(st)
+            note = (
+                "comm_ops from the process group's <backend>:<op> ranges "
+                "(no record_param_comms with collective args): group and dtype may be unknown"
+            )
+        elif st.comm_kernels:
+            rows = self._from_kernels(st)
+            note = (
+                "comm_ops from communication kernels (no record_param_comms and no "
+                "<backend>:<op> ranges): sizes only where the kernel args say"
+            )
+        # record_param_comms events were left out of the running counts; settle them now.
+        st.counts.total += len(st.rpc)
+        st.counts.parsed += used_rpc
+        st.counts.ignored += len(st.rpc) - used_rpc
+        if not rows:
+            return None, note
+        return pl.DataFrame(rows, schema=_COMM_SCHEMA, strict=False), note
+
+    def _from_rpc(self, st: _State) -> tuple[list[dict[str, Any]], int]:
+        # GPU intervals of comm kernels that carry the CPU op's External id (2024+ Kineto).
+        gpu: dict[int, list[Any]] = {}
+        for _idx, ts, dur, dev, stream, _short, kargs in st.comm_kernels:
+            ext = kargs.get("External id") if kargs else None
+            if type(ext) is not int:
+                continue
+            g = gpu.get(ext)
+            if g is None:
+                gpu[ext] = [ts, ts + dur, dev, stream, kargs.get("Seq")]
+            else:
+                g[0] = min(g[0], ts)
+                g[1] = max(g[1], ts + dur)
+        rows: list[dict[str, Any]] = []
+        for idx, pid, ts, dur, args in st.rpc:
+            coll = args.get("Collective name")
+            if type(coll) is not str or not coll:
+                continue
+            op = norm_op(coll)
+            if op is None:  # wait
+                continue
+            count, dtype, msg = self._coll_bytes(args, op)
+            rank_arg = _int(args.get("Rank"))
+            peer = None
+            group_rank = None
+            if op in P2P_OPS:
+                peer = _int(args.get("Dst Rank" if op == "send" else "Src Rank"))
+                if peer is None:
+                    peer = rank_arg
+            elif op in ROOTED_OPS:
+                peer = rank_arg
+            else:
+                group_rank = rank_arg
+            pg = args.get("Process Group Name")
+            if pg is None:
+                pg = args.get("Process Group ID")
+            seq = _int(args.get("Seq"))
+            row = {
+                "source_line": idx,
+                "pid": pid,
+                "op": op,
+                "raw_op": coll,
+                "comm_id": None if pg is None else str(pg),
+                "group_size": _int(args.get("Group size")),
+                "group_rank": group_rank,
+                "peer_rank": peer,
+                "count": count,
+                "dtype": dtype,
+                "msg_bytes": msg,
+                "seq": seq,
+                "ts_us": ts,
+                "dur_us": dur,
+                "cpu_ts_us": ts,
+                "stream": None,
+                "cuda_dev": None,
+            }
+            ext = args.get("External id")
+            g = gpu.get(ext) if type(ext) is int else None
+            if g is not None:
+                row["ts_us"], row["dur_us"] = g[0], g[1] - g[0]
+                row["cuda_dev"] = g[2]
+                row["stream"] = None if g[3] is None else str(g[3])
+                if seq is None:
+                    row["seq"] = _int(g[4])
+            rows.append(row)
+        return rows, len(rows)
+
+    def _from_ranges(self, st: _State) -> list[dict[str, Any]]:
+        # Enclosing c10d::* op per thread, for the peer/root rank of p2p and broadcast.
+        by_tid: dict[Any, list[tuple[float, float, str, Any]]] = {}
+        for tid, ts, end, name, args in st.c10d_ops:
+            by_tid.setdefault(tid, []).append((ts, end, name, args))
+        starts: dict[Any, list[float]] = {}
+        for tid, ops in by_tid.items():
+            ops.sort(key=lambda o: o[0])
+            starts[tid] = [o[0] for o in ops]
+        rows: list[dict[str, Any]] = []
+        for idx, pid, tid, ts, dur, name, args in st.ranges:
+            op = norm_op(name.split(":", 1)[1])
+            if op is None:
+                continue
+            count = None if op == "reduce_scatter" else _dims_count(args.get("Input Dims"))
+            types = args.get("Input type")
+            dtype, size = norm_dtype(types[0] if isinstance(types, list) and types else None)
+            if count is None:
+                dtype, size = None, None
+            peer = None
+            if op in P2P_OPS or op == "broadcast":
+                ops = by_tid.get(tid)
+                if ops:
+                    i = bisect.bisect_right(starts[tid], ts) - 1
+                    while i >= 0:
+                        _o_ts, o_end, _o_name, o_args = ops[i]
+                        if o_end >= ts:  # the range starts inside the op (async work outlives it)
+                            ci = o_args.get("Concrete Inputs") if isinstance(o_args, dict) else None
+                            if isinstance(ci, list) and len(ci) > 2:
+                                peer = _int(ci[2])
+                            break
+                        i -= 1
+            rows.append(
+                {
+                    "source_line": idx,
+                    "pid": pid,
+                    "op": op,
+                    "raw_op": name,
+                    "comm_id": None,
+                    "group_size": None,
+                    "group_rank": None,
+                    "peer_rank": peer,
+                    "count": count,
+                    "dtype": dtype,
+                    "msg_bytes": count * size if count is not None and size is not None else None,
+                    "seq": None,
+                    "ts_us": ts,
+                    "dur_us": dur,
+                    "cpu_ts_us": ts,
+                    "stream": None,
+                    "cuda_dev": None,
+                }
+            )
+        return rows
+
+    def _from_kernels(self, st: _State) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        for idx, ts, dur, dev, stream, short, kargs in st.comm_kernels:
+            coll = kargs.get("Collective name") if kargs else None
+            if type(coll) is str and coll:
+                op = norm_op(coll)
+                if op is None:
+                    continue
+                raw = coll
+                count, dtype, msg = self._coll_bytes(kargs, op)
+                pg = kargs.get("Process Group Name", kargs.get("Process Group ID"))
+                group_size = _int(kargs.get("Group size"))
+                peer = _int(kargs.get("Dst Rank" if op == "send" else "Src Rank"))
+            else:
+                name_op = _kernel_info(short)[2]
+                op = name_op if name_op in CANONICAL_OPS else "other"
+                raw = short
+                count, dtype, msg, pg, group_size, peer = None, None, None, None, None, None
+            rows.append(
+                {
+                    "source_line": idx,
+                    "pid": None,
+                    "op": op,
+                    "raw_op": raw,
+                    "comm_id": None if pg is None else str(pg),
+                    "group_size": group_size,
+                    "group_rank": None,
+                    "peer_rank": peer,
+                    "count": count,
+                    "dtype": dtype,
+                    "msg_bytes": msg,
+                    "seq": _int(kargs.get("Seq")) if kargs else None,
+                    "ts_us": ts,
+                    "dur_us": dur,
+                    "cpu_ts_us": ts,
+                    "stream": None if stream is None else str(stream),
+                    "cuda_dev": dev,
+                }
+            )
+        return rows
+
+    @staticmethod
+    def _assign_iterations(
+        comm: pl.DataFrame, steps: list[tuple[float, float, int]]
+    ) -> pl.DataFrame:
+        """Add ``iteration``: the ProfilerStep whose [ts, end) contains the row's CPU start."""
+        if not steps:
+            return comm.with_columns(pl.lit(None, dtype=pl.Int32).alias("iteration"))
+        st_df = pl.DataFrame(
+            steps,
+            schema={"step_ts": pl.Float64, "step_end": pl.Float64, "step": pl.Int32},
+            orient="row",
+        ).sort("step_ts")
+        out = (
+            comm.with_row_index("__order")
+            .sort("cpu_ts_us")
+            .join_asof(st_df, left_on="cpu_ts_us", right_on="step_ts", strategy="backward")
+            .with_columns(
+                pl.when(pl.col("cpu_ts_us") < pl.col("step_end"))
+                .then(pl.col("step"))
+                .otherwise(None)
+                .alias("iteration")
+            )
+            .sort("__order")
+            .drop("__order", "step_ts", "step_end", "step")
+        )
+        return out
+
+    # ----------------------------------------------------------------------------------------
+    # trace_meta and communicators
+
+    def _trace_meta(
+        self, st: _State, header: Header, rank_source: str
+    ) -> tuple[pl.DataFrame, list[str]]:
+        keys = header.keys
+        warn: list[str] = []
+        dist = keys.get("distributedInfo") if isinstance(keys.get("distributedInfo"), dict) else {}
+        backend = dist.get("backend") if isinstance(dist.get("backend"), str) else None
+        rocm = any(k in keys for k in ("roctracer_version", "hip_runtime_version"))
+        if backend == "nccl" and rocm:
+            backend = "rccl"
+        world = _int(dist.get("world_size"))
+        if header.form == "array":
+            generation = "array_2021"
+        elif st.base_ns:
+            generation = "base_relative"
+        else:
+            generation = "epoch_us"
+        schema_v = keys.get("schemaVersion")
+        version = f"{schema_v if schema_v is not None else 'none'};{generation}"
+        if st.base_ns:
+            anchor: int | None = 0
+            aligned = True
+        elif st.min_ts is not None and st.min_ts > EPOCH_US_MIN:
+            anchor, aligned = 0, True
+        elif st.min_ts is None:
+            anchor, aligned = None, False
+        else:
+            anchor, aligned = None, False
+            warn.append(
+                f"rank {st.rank}: no baseTimeNanoseconds and ts is not epoch time; "
+                "this rank cannot be aligned to wall clock"
+            )
+        host = keys.get("host_name") if isinstance(keys.get("host_name"), str) else None
+        meta = pl.DataFrame(
+            {
+                "rank": [st.rank],
+                "world_size": [world],
+                "rank_source": [rank_source],
+                "backend": [backend],
+                "clock_anchor_ns": [anchor],
+                "aligned": [aligned],
+                "host": [host],
+                "pid": [st.cpu_pid],
+                "source_version": [version],
+            },
+            schema={
+                "rank": pl.Int32,
+                "world_size": pl.Int32,
+                "rank_source": pl.Utf8,
+                "backend": pl.Utf8,
+                "clock_anchor_ns": pl.Int64,
+                "aligned": pl.Boolean,
+                "host": pl.Utf8,
+                "pid": pl.Int64,
+                "source_version": pl.Utf8,
+            },
+        )
+        return meta, warn
+
+    @staticmethod
+    def _communicators(st: _State, keys: dict[str, Any]) -> pl.DataFrame | None:
+        dist = keys.get("distributedInfo")
+        if not isinstance(dist, dict) or not isinstance(dist.get("pg_config"), list):
+            return None
+        host = keys.get("host_name") if isinstance(keys.get("host_name"), str) else None
+        rows: list[dict[str, Any]] = []
+        for pg in dist["pg_config"]:
+            if not isinstance(pg, dict) or pg.get("pg_name") is None:
+                continue
+            ranks = parse_ranks(pg.get("ranks"))
+            if st.rank is not None and ranks is not None and st.rank not in ranks:
+                continue
+            group_rank = ranks.index(st.rank) if ranks and st.rank in ranks else None
+            rows.append(
+                {
+                    "comm_id": str(pg["pg_name"]),
+                    "rank": group_rank,
+                    "nranks": _int(pg.get("pg_size")) or (len(ranks) if ranks else None),
+                    "global_rank": st.rank,
+                    "host": host,
+                    "pid": st.cpu_pid,
+                }
+            )
+        if not rows:
+            return None
+        return pl.DataFrame(
+            rows,
+            schema={
+                "comm_id": pl.Utf8,
+                "rank": pl.Int32,
+                "nranks": pl.Int32,
+                "global_rank": pl.Int32,
+                "host": pl.Utf8,
+                "pid": pl.Int64,
+            },
+        )

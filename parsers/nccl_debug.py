@@ -1,0 +1,1352 @@
+"""NCCL debug output (``NCCL_DEBUG=INFO``, NCCL 2.4 - 2.28) -> comm_ops, communicators, topology.
+
+Input: one text file holding the debug output of one process (``NCCL_DEBUG_FILE=%h.%p``) or of
+many processes interleaved (job stdout, possibly behind launcher prefixes such as
+``[1,3]<stdout>:``, `` 3: ``, ``[default0]:`` or ``(RayTrainWorker pid=..)``). See
+FORMATS_text_logs.md section 2.
+
+Line accounting (``LineCounts``): ``total`` is the number of ``\\n``-delimited lines (a final line
+without newline counts). A line is **parsed** when it is the source of a row: a COLL line (one
+``comm_ops`` row), an ``Init START/COMPLETE`` or ``Destroy/Abort COMPLETE`` line (communicator
+lifecycle, ``communicators``) or a topology line that yields ``topology`` rows. A line is
+**rejected** when it looks like one of those records but does not fit its full pattern (a
+truncated or malformed COLL/Init/topology line, a record without its ``host:pid:tid`` prefix, a
+final line without newline, or a line in which another writer's output cut a record). Everything
+else is **ignored**: application and launcher output, other NCCL subsystems (ALLOC, PROXY, NET,
+ENV, WARN, CALL, RAS, ``Init timings``...). ``NCCL version`` and ``TUNING`` lines only annotate
+rows (``nccl_version``, ``algorithm``/``protocol``) and are counted as ignored.
+
+Line prefix: the **last** ``[ts]host:pid:tid [dev] NCCL <LEVEL>`` match of a line is its prefix
+(lines spliced by concurrent writers carry several); text before it is launcher or foreign text.
+A host glued to the tail of a cut fragment (``...80356ljm:803564:...``) is repaired to the
+longest known host (seen on unspliced lines) it ends with. Only ``INFO`` messages are parsed.
+
+Two passes over the file (both streaming, bounded memory): pass 1 reads only the communicator
+lifecycle and version lines and builds the registry of communicator *incarnations*; pass 2 emits
+``comm_ops`` (and ``rejects``) block by block; ``communicators`` and ``topology`` come in a last
+chunk. A byte range (incremental ingest) only knows the Init lines inside the range.
+
+Communicator incarnations and global ranks
+------------------------------------------
+An incarnation is keyed by (host, pid, comm pointer, init order): ``Init START`` opens one (the
+matching ``Init COMPLETE`` completes it), a ``COMPLETE`` without open ``START`` opens one
+(NCCL <= 2.18 logs no START), ``Destroy``/``Abort COMPLETE`` closes it; pointers reused after a
+destroy therefore start a new incarnation. A ``Destroy``/``Abort`` line with no Init before it
+(excerpts) creates an incarnation spanning from the previous close of that pointer (or the start
+of the file) to that line, so its rank and nranks are still known. A COLL line belongs to the
+incarnation of its (host, pid, comm) whose window contains the line.
+
+*World size* W is the largest ``nranks`` of any incarnation in the file. The **global rank** of a
+process is its rank in a communicator of W ranks (the world comm). Rules:
+
+* one (host, pid) with world comms that all give rank r: every row of the process gets r,
+  including rows on sub-communicators (whose own rank is only ``group_rank``) and rows on comm
+  pointers with no Init line in the file;
+* a single process driving several GPUs (nccl-tests ``-g N``, ``ncclCommInitAll``: several world
+  comms with different ranks, each on its own device): the global rank is per incarnation, the
+  world comm's own rank; a sub-communicator takes the global rank of its ``parent`` chain, else
+  of the world comm on the same bus id / CUDA device; rows of unknown comms get null;
+* a process with no world comm in the file (excerpt, or its world Init line was lost): null. A
+  sub-communicator rank is **never** used as a global rank;
+* ``parse(rank=...)`` (caller knows the file's rank, e.g. per-rank ``NCCL_DEBUG_FILE``) fills
+  only the global ranks that are still null.
+
+W is taken per file, not per process, so that a process whose world Init line was lost (spliced
+output) gets null rather than a sub-communicator rank. Limitation: an excerpt in which no
+process shows its world comm takes the largest comm it does show as the world.
+
+comm_ops (one row per COLL line)
+--------------------------------
+``op`` normalised (AllReduce->all_reduce, AllGather->all_gather, ReduceScatter->reduce_scatter,
+Broadcast->broadcast, Reduce->reduce, Send->send, Recv->recv, AlltoAll->all_to_all,
+Gather->gather, Scatter->scatter, else other); ``raw_op`` as logged; ``comm_id`` the comm
+pointer; ``group_size`` the ``[nranks=N]`` field; ``group_rank`` the caller's rank in the comm
+(from the incarnation, null if the file has no Init/Destroy line for it); ``rank`` the global
+rank (above); ``count`` as logged; ``dtype`` the datatype name (``dtype_<n>`` if unknown);
+``seq`` the opCount, always parsed as **hex** (NCCL prints ``%lx``; it is per communicator, may
+stay 0, and repeats inside groups); ``redop`` the reduction name for AllReduce/ReduceScatter/
+Reduce (``user_<n>`` for user ops >= 5), null for non-reducing ops; ``stream``; ``cuda_dev`` the
+``[dev]`` of the prefix (the calling thread's device, not necessarily the comm's); ``host``;
+``pid``; ``tid``; ``ts_ns`` from a 2.26+ timestamp prefix ``[YYYY-MM-DD HH:MM:SS(.frac)] ``
+read as UTC (NCCL prints local time and logs no offset; a custom NCCL_DEBUG_TIMESTAMP_FORMAT is
+not recognised and leaves null), else null; ``dur_ns`` null (NCCL logs no duration).
+
+``peer_rank``: for Send/Recv the peer, for Broadcast/Reduce/Gather/Scatter the root, else null.
+NCCL logs it as a rank **of the communicator**; it is translated to a **global** rank when the
+comm's membership is known in the file (the member with that comm rank and the same ``commId``
+has a known global rank, or the comm is the process's world comm, whose ranks are global ranks by
+definition); otherwise the comm rank is kept as logged.
+
+``msg_bytes`` = ``count`` x element size for every op, i.e. the NCCL count semantics: AllReduce/
+Broadcast/Reduce the whole buffer; **AllGather the per-rank send buffer** (``sendcount``; the
+receive buffer is ``msg_bytes * group_size``); **ReduceScatter the per-rank receive buffer**
+(``recvcount``; the send buffer is ``msg_bytes * group_size``); AlltoAll the per-peer block;
+Send/Recv the message. nccl-tests' algbw size S (FORMATS section 3) is ``msg_bytes * group_size``
+for AllGather/ReduceScatter and ``msg_bytes`` otherwise. Null for an unknown datatype.
+
+``algorithm``/``protocol`` come from TUNING lines (``[Func: ]N Bytes -> Algo A proto P``,
+2.20+, logged by comm rank 0 only; numeric 2.20-2.23 values mapped to the 2.24+ names): a TUNING
+line is paired first-in-first-out with the earlier unpaired COLL lines of the same host:pid:tid
+whose comm rank is 0 (or unknown), same op (when the line names one) and whose
+``count x size`` (or ``x nranks``) equals N; a TUNING line with no such pending COLL line stays
+unpaired. Pairs are made inside one block (32 MiB of text). Else null.
+
+communicators (one row per incarnation)
+---------------------------------------
+comm_id, rank (in the comm), nranks, global_rank, host, pid, cuda_dev, nvml_dev (2.19+ and 2.4),
+bus_id (lowercase hex), comm_hash (``commId``, same on every member; absent before 2.16 and on
+split lines), parent_comm_id (``ncclCommSplit``), nccl_version (``x.y.z[suffix]`` without
+``+cuda``, from the process's own version line; else a bare version line attributed through its
+launcher tag; else the version of the other processes of the host, or of the file, when they
+agree; a warning says so), source_line (the first Init line, or the Destroy/Abort line for
+incarnations known only from it).
+
+topology
+--------
+``kind``/``direction``: ``ring`` next/prev (``Ring NN : prev -> me -> next``, 2.10+ GRAPH);
+``ring_order`` from rank 0's ``Channel NN/MM : r0 r1 ...`` lines: ``position`` rows (``rank`` =
+member, ``peer_rank`` = its 0-based **position** in the order, not a rank) plus derived next/prev
+for adjacent members, and the wrap-around pair when the line lists every rank (its length equals
+the comm's nranks; <= 2.22 cuts the list at 20 ranks, 2.23+ ends a cut list with ``...``);
+``tree`` up/down from ``Trees [c] d0/d1/d2->me->up`` (2.4 ``up->me->d`` and 2.5-2.7 ``..|..``
+forms too; a last item cut by the 1023-character line limit is dropped) and from
+``Tree N : up -> me -> d0/d1/d2`` (GRAPH; channel N up to 2 x nChannels); ``nvls`` up/down from
+``NVLS Trees :`` (channel = NVLS tree 0/1) and ``position`` rows from ``NVLS Head h: r_node0 ..``
+(channel = head index h, peer_rank = node index); ``p2p`` send/recv from connection lines
+(``Channel NN[/c] : a[x] -> b[y] [send|receive] via ...`` and pre-2.7 ``Ring NN : ...via``),
+``rank`` = the logging side (the sender, or the receiver for ``[receive]``); ``collnet`` send/recv
+from ``CollNet NN/c : r [send|receive] via COLLNET/...``. ``transport`` is normalised
+(``P2P/IPC``, ``P2P/CUMEM``, ``P2P/direct pointer``, ``P2P/indirect``, ``SHM``, ``NET/IB``,
+``NET/Socket``, ``NET/AWS Libfabric``, ``COLLNET/<name>``); ``transport_detail`` is the raw text
+after ``via``. Ranks are comm ranks. ``host``/``pid`` are the logging process's; ``comm_id`` is
+the incarnation of that process live at the line, chosen by: the comm whose Init lines were
+logged by the same thread (init-time lines); else the only comm of the process whose rank (and
+device, from ``[x]``) match the logging side; else the process's latest-initialised comm; else
+null. Rows are de-duplicated on (comm, process, rank, kind, channel, peer, direction, detail).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import polars as pl
+
+from parsers import _nccl_enums as enums
+from parsers._io import Source, iter_line_blocks
+from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+
+# --------------------------------------------------------------------------------------------
+# Patterns (written for both Python ``re`` and the Rust regex engine behind Polars)
+# --------------------------------------------------------------------------------------------
+
+_PREFIX = (
+    r"(?P<ts>\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\] )?"
+    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
+    r"(?:\d+\.\d+ )?(?:\S+:\d+(?: \([^)]*\))? )?"
+    r"NCCL (?P<level>INFO|WARN|TRACE|CALL) "
+)
+_PREFIX_NC = re.sub(r"\(\?P<\w+>", "(?:", _PREFIX)  # without named groups: DFA-fast in Rust
+_PREFIX_RE = re.compile(_PREFIX)
+
+_COLL = (
+    r"^(?P<op>[A-Za-z]+): opCount (?P<opcount>[0-9a-fA-F]+) "
+    r"sendbuff (?:0x[0-9a-fA-F]+|\(nil\)) recvbuff (?:0x[0-9a-fA-F]+|\(nil\)) "
+    r"count (?P<count>\d+) datatype (?P<dtype>\d+) op (?P<redop>\d+) root (?P<root>-?\d+) "
+    r"comm (?P<comm>0x[0-9a-fA-F]+) \[nranks=(?P<nranks>\d+)\] "
+    r"stream (?P<stream>0x[0-9a-fA-F]+|\(nil\))(?P<extra>.*)$"
+)
+_COLL_LIKE = r"^[A-Za-z]+: opCount "
+_TUNE = (
+    r"^(?:(?P<func>[A-Za-z]+)(?: \[[A-Za-z ]+\])?: )?(?P<bytes>\d+) Bytes -> "
+    r"Algo (?P<algo>\w+) proto (?P<proto>\w+)"
+)
+_INIT_LIKE = r"^(?:\[Rank \d+\] )?(?:ncclComm\w+ )?comm 0x[0-9a-fA-F]+ rank \d+ nranks "
+_TOPO_LIKE = r"^(?:Channel \d|Ring \d|Tree \d|Trees |NVLS Trees|NVLS Head|CollNet \d)"
+_BARE_RECORD = (
+    r"[A-Za-z]+: opCount [0-9a-fA-F]+ sendbuff |comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ cudaDev "
+)
+_LIFECYCLE_HINT = r"- Init (?:START|COMPLETE)|- (?:Destroy|Abort) COMPLETE|NCCL version"
+
+_INIT_RE = re.compile(
+    r"^(?:\[Rank \d+\] )?(?:(?P<fn>ncclComm\w+) )?comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) "
+    r"nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)(?: nvmlDev (?P<nvmldev>\d+))?"
+    r"(?: busId (?P<busid>[0-9a-fA-F]+))?"
+    r"(?: parent (?P<parent>\S+)(?: (?:splitCount|childCount) \d+)? color -?\d+ key -?\d+)?"
+    r"(?: commId (?P<commid>0x[0-9a-fA-F]+))? ?- Init (?P<phase>START|COMPLETE)\s*$"
+)
+_END_RE = re.compile(
+    r"^comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
+    r"cudaDev (?P<cudadev>\d+) busId (?P<busid>[0-9a-fA-F]+) - (?P<what>Destroy|Abort) COMPLETE\s*$"
+)
+_VERSION_RE = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+[^+\s]*)(?:\+cuda[\d.]+)?")
+_BARE_VERSION_RE = re.compile(
+    r"^(?P<pre>.*?)NCCL version (?P<ver>\d+\.\d+\.\d+[^+\s]*)\+cuda[\d.]+\s*$"
+)
+_TAG = (
+    r"\s*(?:\[\d+,\d+\]<std(?:out|err)>:|\d+: |\[\d+\] |\[default\d+\]:"
+    r"|\([A-Za-z_]\w* pid=\d+(?:, ip=[^)]*)?\) )"
+)
+_TAG_RE = re.compile("^" + _TAG)
+_TAG_ONLY = f"^(?:{_TAG})?$"
+
+_RING_RE = re.compile(r"^Ring (?P<ch>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?P<next>-?\d+)\s*$")
+_CONN_RE = re.compile(
+    r"^(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<srcdev>[0-9a-fA-F]+)\])? -> "
+    r"(?P<dst>\d+)(?:\[(?P<dstdev>[0-9a-fA-F]+)\])? (?:\[(?P<dir>send|receive)\] )?"
+    r"via (?P<detail>\S.*?)\s*$"
+)
+_RING_ORDER_RE = re.compile(
+    r"^Channel (?P<ch>\d+)/(?P<nch>\d+) :(?P<ranks>(?: +\d+)+)(?P<trunc> *\.\.\.)?\s*$"
+)
+_TREE_RE = re.compile(
+    r"^Tree (?P<ch>\d+) : (?P<up>-?\d+) -> (?P<me>\d+) -> "
+    r"(?P<d0>-?\d+)/(?P<d1>-?\d+)/(?P<d2>-?\d+)\s*$"
+)
+_TREES_ITEM_RE = re.compile(
+    r" \[(?P<ch>\d+)\] (?:(?P<d0>-?\d+)/(?P<d1>-?\d+)/(?P<d2>-?\d+)->(?P<me>-?\d+)->(?P<up>-?\d+)"
+    r"(?:\|-?\d+->-?\d+->-?\d+/-?\d+/-?\d+)?"
+    r"|(?P<up4>-?\d+)->(?P<me4>-?\d+)->(?P<e0>-?\d+)/(?P<e1>-?\d+)/(?P<e2>-?\d+))(?= |$)"
+)
+_NVLS_TREES_RE = re.compile(
+    r"^NVLS Trees : (?P<t0>-?\d+(?:/-?\d+)*->-?\d+->-?\d+) "
+    r"(?P<t1>-?\d+(?:/-?\d+)*->-?\d+->-?\d+)\s*$"
+)
+_NVLS_TREE_PART_RE = re.compile(r"^(?P<downs>-?\d+(?:/-?\d+)*)->(?P<me>-?\d+)->(?P<up>-?\d+)$")
+_NVLS_HEAD_RE = re.compile(r"^NVLS Head +(?P<h>\d+):(?P<ranks>(?: +-?\d+)+)\s*$")
+_COLLNET_RE = re.compile(
+    r"^CollNet (?P<ch>\d+)(?:/\d+)? : (?P<me>\d+) \[(?P<dir>send|receive)\] "
+    r"via (?P<detail>\S.*?)\s*$"
+)
+_RECORD_KIND_RE = {
+    "COLL": re.compile(_COLL_LIKE),
+    "Init/Destroy": re.compile(_INIT_LIKE),
+    "topology": re.compile(_TOPO_LIKE),
+}
+
+LINE_LIMIT = 1023
+"""NCCL <= 2.28 cuts every formatted debug line (prefix included) at this many characters."""
+
+RING_ORDER_CAP = 20
+"""NCCL <= 2.22 prints at most this many ranks in a ring-order line, silently."""
+
+_MAX_RAW = 4096
+
+
+# --------------------------------------------------------------------------------------------
+# Line splitting
+# --------------------------------------------------------------------------------------------
+
+
+def _launcher_tag(pre: str | None) -> str | None:
+    """The launcher prefix at the start of ``pre`` (``[1,3]<stdout>:``, ``3:``...), stripped."""
+    if not pre:
+        return None
+    m = _TAG_RE.match(pre)
+    return m.group(0).strip() if m else None
+
+
+def _record_kind(text: str) -> str | None:
+    """Which kind of record ``text`` (an NCCL message) starts like, if any."""
+    for kind, rx in _RECORD_KIND_RE.items():
+        if rx.match(text):
+            return kind
+    return None
+
+
+def _fix_host(host: str, known: set[str]) -> str:
+    """Repair a host glued to the tail of a cut fragment, using hosts seen on clean lines."""
+    if host in known:
+        return host
+    best = ""
+    for k in known:
+        if len(k) > len(best) and len(k) < len(host) and host.endswith(k):
+            best = k
+    return best or host
+
+
+_SPLIT_SCHEMA: dict[str, Any] = {
+    "line_no": pl.Int64,
+    "raw": pl.Utf8,
+    "pre": pl.Utf8,
+    "ts": pl.Utf8,
+    "host": pl.Utf8,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "dev": pl.Int32,
+    "level": pl.Utf8,
+    "msg": pl.Utf8,
+    "spliced": pl.Boolean,
+    "frag_kind": pl.Utf8,
+}
+
+
+def _split_block(
+    lines: list[str], first_line_no: int, known_hosts: set[str]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Locate the last NCCL prefix of every line of a block.
+
+    Returns:
+        ``(prefixed, bare)``: ``prefixed`` has one row per line with an NCCL prefix (columns of
+        ``_SPLIT_SCHEMA``); ``bare`` holds ``line_no, raw`` of the lines without one. Hosts of
+        unspliced lines are added to ``known_hosts``.
+    """
+    base = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
+        line_no=pl.int_range(first_line_no, first_line_no + len(lines), dtype=pl.Int64)
+    )
+    # Only short strings go through a capturing regex: locate the first prefix with a
+    # capture-free search, cut the message after it, then split the prefix text itself.
+    has = pl.col("raw").str.contains("NCCL ", literal=True)
+    got = base.filter(has).with_columns(p=pl.col("raw").str.extract(_PREFIX_NC, 0))
+    ok = (
+        got.filter(pl.col("p").is_not_null())
+        .with_columns(msg=pl.col("raw").str.replace("^.*?" + _PREFIX_NC, ""))
+        .with_columns(
+            pre=pl.col("raw").str.slice(
+                0,
+                pl.col("raw").str.len_chars()
+                - pl.col("msg").str.len_chars()
+                - pl.col("p").str.len_chars(),
+            ),
+            g=pl.col("p").str.extract_groups(_PREFIX),
+        )
+        .unnest("g")
+    )
+    bare = pl.concat(
+        [base.filter(~has), got.filter(pl.col("p").is_null()).select("raw", "line_no")]
+    ).sort("line_no")
+    ok = ok.with_columns(
+        spliced=pl.col("msg").str.contains(_PREFIX),
+        glued=~pl.col("pre").str.contains(_TAG_ONLY),
+    )
+    clean = ok.filter(~pl.col("spliced"))
+    known_hosts.update(clean.filter(~pl.col("glued"))["host"].unique().to_list())
+    glued_hosts = clean.filter(pl.col("glued"))["host"].unique().to_list()
+    fixes = {h: _fix_host(h, known_hosts) for h in glued_hosts}
+    clean = clean.with_columns(
+        host=pl.col("host").replace(fixes), frag_kind=pl.lit(None, dtype=pl.Utf8)
+    )
+    spliced_rows: list[dict[str, Any]] = []
+    for line_no, raw in ok.filter(pl.col("spliced")).select("line_no", "raw").iter_rows():
+        matches = list(_PREFIX_RE.finditer(raw))
+        last = matches[-1]
+        kinds = [_record_kind(raw[a.end() : b.start()]) for a, b in itertools.pairwise(matches)]
+        spliced_rows.append(
+            {
+                "line_no": line_no,
+                "raw": raw,
+                "pre": raw[: last.start()],
+                "ts": last.group("ts"),
+                "host": _fix_host(last.group("host"), known_hosts),
+                "pid": int(last.group("pid")),
+                "tid": int(last.group("tid")),
+                "dev": _int(last.group("dev")),
+                "level": last.group("level"),
+                "msg": raw[last.end() :],
+                "spliced": True,
+                "frag_kind": next((k for k in kinds if k), None),
+            }
+        )
+    cols = list(_SPLIT_SCHEMA)
+    frames = [clean.select(cols).cast(_SPLIT_SCHEMA)]  # type: ignore[arg-type]
+    if spliced_rows:
+        frames.append(pl.DataFrame(spliced_rows, schema=_SPLIT_SCHEMA))
+    prefixed = pl.concat(frames).sort("line_no")
+    return prefixed, bare
+
+
+# --------------------------------------------------------------------------------------------
+# Communicator registry (pass 1)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Inc:
+    """One communicator incarnation in one process."""
+
+    host: str
+    pid: int
+    comm: str
+    rank: int
+    nranks: int
+    cuda_dev: int | None
+    nvml_dev: int | None
+    bus_id: str | None
+    comm_hash: str | None
+    parent: str | None
+    window_start: int
+    first_init_line: int | None = None
+    has_start: bool = False
+    complete_line: int | None = None
+    end_line: int | None = None
+    init_tids: set[int] = field(default_factory=set)
+    global_rank: int | None = None
+    identity_world: bool = False
+    nccl_version: str | None = None
+
+    @property
+    def source_line(self) -> int:
+        """First Init line, or the Destroy/Abort line when no Init line is known."""
+        return self.first_init_line if self.first_init_line is not None else self.end_line or 0
+
+    def live_at(self, line_no: int) -> bool:
+        """True if the incarnation has not been destroyed before ``line_no``."""
+        return self.end_line is None or self.end_line >= line_no
+
+
+@dataclass
+class _Event:
+    line_no: int
+    host: str
+    pid: int
+    tid: int
+    kind: str  # START | COMPLETE | END
+    fields: dict[str, Any]
+    spliced: bool
+
+
+@dataclass
+class _Registry:
+    """Everything pass 1 learns: incarnations, versions, hosts."""
+
+    events: list[_Event] = field(default_factory=list)
+    known_hosts: set[str] = field(default_factory=set)
+    proc_versions: dict[tuple[str, int], str] = field(default_factory=dict)
+    bare_versions: list[tuple[str | None, str]] = field(default_factory=list)
+    tag_procs: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
+    nccl_lines: int = 0
+    incs: list[_Inc] = field(default_factory=list)
+    by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
+    proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
+    members: dict[tuple[str, int, int], int] = field(default_factory=dict)
+    world_size: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    # -- pass 1 ------------------------------------------------------------------------------
+
+    def scan(self, lines: list[str], first_line_no: int) -> None:
+        """Collect lifecycle and version lines of one block."""
+        s = pl.Series(lines, dtype=pl.Utf8)
+        self.nccl_lines += int(
+            s.str.contains(r"NCCL (?:INFO|WARN|TRACE|CALL) |NCCL version").sum() or 0
+        )
+        idx = s.str.contains(_LIFECYCLE_HINT).arg_true().to_list()
+        if not idx:
+            return
+        sub = [lines[i] for i in idx]
+        prefixed, bare = _split_block(sub, 0, self.known_hosts)
+        for row in prefixed.iter_rows(named=True):
+            line_no = first_line_no + idx[row["line_no"]]
+            msg: str = row["msg"]
+            if row["level"] != "INFO":
+                continue
+            host, pid = row["host"], row["pid"]
+            if msg.startswith("NCCL version"):
+                vm = _VERSION_RE.match(msg)
+                if vm:
+                    self.proc_versions.setdefault((host, pid), vm.group("ver"))
+                continue
+            tag = _launcher_tag(row["pre"])
+            if tag:
+                self.tag_procs[tag].add((host, pid))
+            m = _INIT_RE.match(msg)
+            kind = m.group("phase") if m else None
+            if m is None:
+                m = _END_RE.match(msg)
+                kind = "END" if m else None
+            if m is None or kind is None:
+                continue
+            self.events.append(
+                _Event(line_no, host, pid, row["tid"], kind, m.groupdict(), row["spliced"])
+            )
+        for row in bare.iter_rows(named=True):
+            bm = _BARE_VERSION_RE.match(row["raw"])
+            if bm:
+                self.bare_versions.append((_launcher_tag(bm.group("pre")), bm.group("ver")))
+
+    # -- after pass 1 ------------------------------------------------------------------------
+
+    def finalize(self) -> None:
+        """Build incarnations, world size, global ranks, memberships and versions."""
+        for ev in self.events:
+            if ev.spliced:
+                ev.host = _fix_host(ev.host, self.known_hosts)
+        self.events.sort(key=lambda e: (e.host, e.pid, e.fields["comm"].lower(), e.line_no))
+        open_inc: dict[tuple[str, int, str], _Inc] = {}
+        last_close: dict[tuple[str, int, str], int] = {}
+        for ev in self.events:
+            comm = ev.fields["comm"].lower()
+            key = (ev.host, ev.pid, comm)
+            cur = open_inc.get(key)
+            if ev.kind == "END":
+                if cur is None:
+                    cur = self._new_inc(ev, comm, last_close.get(key, 0) + 1)
+                cur.end_line = ev.line_no
+                open_inc.pop(key, None)
+                last_close[key] = ev.line_no
+                continue
+            same = cur is not None and cur.rank == int(ev.fields["rank"])
+            if ev.kind == "COMPLETE" and cur is not None and same and cur.complete_line is None:
+                cur.complete_line = ev.line_no
+                cur.init_tids.add(ev.tid)
+                cur.comm_hash = cur.comm_hash or _lower(ev.fields.get("commid"))
+                continue
+            inc = self._new_inc(ev, comm, ev.line_no)
+            inc.first_init_line = ev.line_no
+            inc.init_tids.add(ev.tid)
+            if ev.kind == "START":
+                inc.has_start = True
+            else:
+                inc.complete_line = ev.line_no
+            open_inc[key] = inc
+        self.incs.sort(key=lambda i: (i.host, i.pid, i.window_start, i.comm))
+        for inc in self.incs:
+            self.by_proc.setdefault((inc.host, inc.pid), []).append(inc)
+        self.world_size = max((i.nranks for i in self.incs), default=None)
+        for proc, incs in self.by_proc.items():
+            self._assign_global(proc, incs)
+        seen: dict[tuple[str, int, int], int | None] = {}
+        for inc in self.incs:
+            if inc.comm_hash and inc.global_rank is not None:
+                key = (inc.comm_hash, inc.nranks, inc.rank)
+                if key in seen and seen[key] != inc.global_rank:
+                    seen[key] = None  # conflicting: do not translate
+                else:
+                    seen.setdefault(key, inc.global_rank)
+        self.members = {k: v for k, v in seen.items() if v is not None}
+        self._assign_versions()
+
+    def _new_inc(self, ev: _Event, comm: str, window_start: int) -> _Inc:
+        f = ev.fields
+        inc = _Inc(
+            host=ev.host,
+            pid=ev.pid,
+            comm=comm,
+            rank=int(f["rank"]),
+            nranks=int(f["nranks"]),
+            cuda_dev=_int(f.get("cudadev")),
+            nvml_dev=_int(f.get("nvmldev")),
+            bus_id=_lower(f.get("busid")),
+            comm_hash=_lower(f.get("commid")),
+            parent=_lower(f.get("parent")),
+            window_start=window_start,
+        )
+        self.incs.append(inc)
+        return inc
+
+    def _assign_global(self, proc: tuple[str, int], incs: list[_Inc]) -> None:
+        worlds = [i for i in incs if i.nranks == self.world_size]
+        ranks = {i.rank for i in worlds}
+        if not worlds:
+            return
+        if len(ranks) == 1:
+            self._single(proc, incs, worlds, worlds[0].rank)
+            return
+        devices = {(i.bus_id, i.cuda_dev) for i in worlds}
+        if len(devices) < len(ranks):
+            first = min(worlds, key=lambda i: i.window_start)
+            self.warnings.append(
+                f"{proc[0]}:{proc[1]} is in several world-size communicators with different "
+                f"ranks on one device; global rank taken from the first ({first.rank})"
+            )
+            self._single(proc, incs, [i for i in worlds if i.rank == first.rank], first.rank)
+            return
+        for w in worlds:  # one process, several GPUs: per-incarnation global rank
+            w.global_rank, w.identity_world = w.rank, True
+        for inc in incs:
+            if inc.global_rank is None:
+                world = self._world_of(inc, incs, worlds)
+                inc.global_rank = world.rank if world else None
+
+    def _single(
+        self, proc: tuple[str, int], incs: list[_Inc], worlds: list[_Inc], rank: int
+    ) -> None:
+        self.proc_global[proc] = rank
+        for inc in incs:
+            inc.global_rank = rank
+        for w in worlds:
+            w.identity_world = True
+
+    @staticmethod
+    def _world_of(inc: _Inc, incs: list[_Inc], worlds: list[_Inc]) -> _Inc | None:
+        cur: _Inc | None = inc
+        for _ in range(len(incs)):
+            if cur is None or cur.parent is None:
+                break
+            parents = [
+                i for i in incs if i.comm == cur.parent and i.window_start <= cur.window_start
+            ]
+            cur = max(parents, key=lambda i: i.window_start) if parents else None
+            if cur is not None and cur in worlds:
+                return cur
+        same_dev = [
+            w
+            for w in worlds
+            if (inc.bus_id is not None and w.bus_id == inc.bus_id)
+            or (inc.bus_id is None and inc.cuda_dev is not None and w.cuda_dev == inc.cuda_dev)
+        ]
+        return same_dev[0] if len({w.rank for w in same_dev}) == 1 else None
+
+    def _assign_versions(self) -> None:
+        by_proc = dict(self.proc_versions)
+        for tag, ver in self.bare_versions:
+            procs = self.tag_procs.get(tag or "", set())
+            if len(procs) == 1:
+                by_proc.setdefault(next(iter(procs)), ver)
+        procs_in_file = set(self.by_proc)
+        if len(procs_in_file) == 1 and self.bare_versions:
+            by_proc.setdefault(next(iter(procs_in_file)), self.bare_versions[0][1])
+        host_versions: dict[str, set[str]] = defaultdict(set)
+        for (host, _), ver in by_proc.items():
+            host_versions[host].add(ver)
+        distinct = set(self.proc_versions.values()) | {v for _, v in self.bare_versions}
+        fallback = next(iter(distinct)) if len(distinct) == 1 else None
+        inferred = 0
+        for inc in self.incs:
+            inc.nccl_version = by_proc.get((inc.host, inc.pid))
+            if inc.nccl_version is None:
+                on_host = host_versions.get(inc.host, set())
+                inc.nccl_version = next(iter(on_host)) if len(on_host) == 1 else fallback
+                inferred += inc.nccl_version is not None
+        if inferred:
+            self.warnings.append(
+                f"nccl_version of {inferred} communicators inferred from other processes of the "
+                "same host or file (those processes logged no version line themselves)"
+            )
+
+    # -- lookups used by pass 2 --------------------------------------------------------------
+
+    def inc_frame(self) -> pl.DataFrame:
+        """Incarnations as a frame for the as-of join of COLL lines."""
+        return pl.DataFrame(
+            {
+                "host": [i.host for i in self.incs],
+                "pid": [i.pid for i in self.incs],
+                "comm_key": [i.comm for i in self.incs],
+                "window_start": [i.window_start for i in self.incs],
+                "window_end": [i.end_line for i in self.incs],
+                "group_rank": [i.rank for i in self.incs],
+                "inc_global": [i.global_rank for i in self.incs],
+                "comm_hash": [i.comm_hash for i in self.incs],
+                "identity_world": [i.identity_world for i in self.incs],
+            },
+            schema={
+                "host": pl.Utf8,
+                "pid": pl.Int64,
+                "comm_key": pl.Utf8,
+                "window_start": pl.Int64,
+                "window_end": pl.Int64,
+                "group_rank": pl.Int32,
+                "inc_global": pl.Int32,
+                "comm_hash": pl.Utf8,
+                "identity_world": pl.Boolean,
+            },
+        ).sort("window_start")
+
+    def proc_frame(self) -> pl.DataFrame:
+        """Process-level global ranks (single-GPU processes)."""
+        keys = list(self.proc_global)
+        return pl.DataFrame(
+            {
+                "host": [k[0] for k in keys],
+                "pid": [k[1] for k in keys],
+                "proc_global": [self.proc_global[k] for k in keys],
+            },
+            schema={"host": pl.Utf8, "pid": pl.Int64, "proc_global": pl.Int32},
+        )
+
+    def member_frame(self) -> pl.DataFrame:
+        """(comm_hash, nranks, comm rank) -> global rank of the member."""
+        keys = list(self.members)
+        return pl.DataFrame(
+            {
+                "comm_hash": [k[0] for k in keys],
+                "group_size": [k[1] for k in keys],
+                "peer_comm": [k[2] for k in keys],
+                "peer_global": [self.members[k] for k in keys],
+            },
+            schema={
+                "comm_hash": pl.Utf8,
+                "group_size": pl.Int32,
+                "peer_comm": pl.Int32,
+                "peer_global": pl.Int32,
+            },
+        )
+
+    def attribute(
+        self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
+    ) -> _Inc | None:
+        """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to."""
+        cands = [i for i in self.by_proc.get((host, pid), []) if i.live_at(line_no)]
+        if me_rank is not None:
+            cands = [i for i in cands if i.rank == me_rank]
+        if me_dev is not None:
+            cands = [i for i in cands if _dev_matches(i, me_dev)]
+        if not cands:
+            return None
+        on_tid = [i for i in cands if tid in i.init_tids]
+        if on_tid:
+            started = [
+                i
+                for i in on_tid
+                if i.has_start and i.first_init_line is not None and i.first_init_line <= line_no
+            ]
+            if started:
+                return max(started, key=lambda i: i.first_init_line or 0)
+            pending = [
+                i for i in on_tid if i.complete_line is not None and i.complete_line >= line_no
+            ]
+            if pending:
+                return min(pending, key=lambda i: i.complete_line or 0)
+            cands = on_tid
+        if len(cands) == 1:
+            return cands[0]
+        before = [i for i in cands if i.source_line <= line_no]
+        if before:
+            return max(before, key=lambda i: i.source_line)
+        return min(cands, key=lambda i: i.source_line)
+
+
+def _int(text: str | None) -> int | None:
+    return int(text) if text is not None else None
+
+
+def _lower(text: str | None) -> str | None:
+    return text.lower() if text is not None else None
+
+
+def _dev_matches(inc: _Inc, dev: str) -> bool:
+    """Does the ``[x]`` of a connection line (busId hex <= 2.18, nvmlDev 2.19+) fit ``inc``?"""
+    if inc.bus_id is not None and dev.lower().lstrip("0") == inc.bus_id.lstrip("0"):
+        return True
+    if dev.isdigit():
+        n = int(dev)
+        return n in (inc.nvml_dev, inc.cuda_dev)
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Topology lines (rare: per-line Python)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Topo:
+    """A parsed topology line, waiting for the end of the file to be attributed."""
+
+    line_no: int
+    host: str
+    pid: int
+    tid: int
+    me_rank: int | None
+    me_dev: str | None
+    rows: list[dict[str, Any]]
+    ring_order: list[int] | None = None
+    ring_order_cut: bool = False
+    channel: int | None = None
+
+
+def _transport(detail: str) -> str:
+    """Normalise the text after ``via`` to a transport name."""
+    if detail.startswith("direct shared memory") or detail.startswith("SHM"):
+        return "SHM"
+    parts = detail.split("/")
+    if parts[0] in {"P2P", "NET", "COLLNET"} and len(parts) > 1:
+        return f"{parts[0]}/{parts[1]}"
+    return parts[0]
+
+
+def _edge(kind: str, ch: int, rank: int, peer: int, direction: str) -> dict[str, Any]:
+    return {"kind": kind, "channel": ch, "rank": rank, "peer_rank": peer, "direction": direction}
+
+
+def _parse_topology(msg: str, cut: bool) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    """Parse one topology message into rows; None if it does not fit any topology pattern.
+
+    Args:
+        msg: the message after the NCCL prefix.
+        cut: the line reached NCCL's 1023-character limit (its last item may be cut).
+
+    Returns:
+        ``(rows, info)`` with ``info`` holding ``me_rank``, ``me_dev`` and, for ring-order lines,
+        ``ring_order``/``ring_order_cut``/``channel``.
+    """
+    m = _RING_RE.match(msg)
+    if m:
+        ch, me = int(m["ch"]), int(m["me"])
+        rows = [
+            _edge("ring", ch, me, int(m["prev"]), "prev"),
+            _edge("ring", ch, me, int(m["next"]), "next"),
+        ]
+        return [r for r in rows if r["peer_rank"] >= 0], {"me_rank": me}
+    m = _CONN_RE.match(msg)
+    if m:
+        src, dst, recv = int(m["src"]), int(m["dst"]), m["dir"] == "receive"
+        me, peer = (dst, src) if recv else (src, dst)
+        detail = m["detail"]
+        row = _edge("p2p", int(m["ch"]), me, peer, "recv" if recv else "send")
+        row.update(transport=_transport(detail), transport_detail=detail)
+        return [row], {"me_rank": me, "me_dev": m["dstdev"] if recv else m["srcdev"]}
+    m = _RING_ORDER_RE.match(msg)
+    if m:
+        ranks = [int(x) for x in m["ranks"].split()]
+        info = {
+            "me_rank": 0,
+            "ring_order": ranks,
+            "ring_order_cut": bool(m["trunc"]),
+            "channel": int(m["ch"]),
+        }
+        return [], info
+    m = _TREE_RE.match(msg)
+    if m:
+        ch, me = int(m["ch"]), int(m["me"])
+        rows = [_edge("tree", ch, me, int(m["up"]), "up")]
+        rows += [_edge("tree", ch, me, int(m[d]), "down") for d in ("d0", "d1", "d2")]
+        return [r for r in rows if r["peer_rank"] >= 0], {"me_rank": me}
+    if msg.startswith("Trees"):
+        return _parse_trees(msg, cut)
+    m = _NVLS_TREES_RE.match(msg)
+    if m:
+        rows = []
+        me = None
+        for ch, part in enumerate((m["t0"], m["t1"])):
+            pm = _NVLS_TREE_PART_RE.match(part)
+            if pm is None:
+                return None
+            me = int(pm["me"])
+            rows.append(_edge("nvls", ch, me, int(pm["up"]), "up"))
+            rows += [_edge("nvls", ch, me, int(d), "down") for d in pm["downs"].split("/")]
+        return [r for r in rows if r["peer_rank"] >= 0], {"me_rank": me}
+    m = _NVLS_HEAD_RE.match(msg)
+    if m:
+        h = int(m["h"])
+        heads = [int(x) for x in m["ranks"].split()]
+        return [_edge("nvls", h, r, node, "position") for node, r in enumerate(heads) if r >= 0], {}
+    m = _COLLNET_RE.match(msg)
+    if m:
+        me, detail = int(m["me"]), m["detail"]
+        row = {
+            "kind": "collnet",
+            "channel": int(m["ch"]),
+            "rank": me,
+            "peer_rank": None,
+            "direction": "recv" if m["dir"] == "receive" else "send",
+            "transport": _transport(detail),
+            "transport_detail": detail,
+        }
+        return [row], {"me_rank": me}
+    return None
+
+
+def _parse_trees(msg: str, cut: bool) -> tuple[list[dict[str, Any]], dict[str, Any]] | None:
+    items = list(_TREES_ITEM_RE.finditer(msg, 5))
+    if cut and items and items[-1].end() == len(msg.rstrip()):
+        items = items[:-1]  # its last number may have lost digits at the line limit
+    rows: list[dict[str, Any]] = []
+    me = None
+    for it in items:
+        ch = int(it["ch"])
+        if it["me"] is not None:
+            me, up, downs = int(it["me"]), int(it["up"]), (it["d0"], it["d1"], it["d2"])
+        else:  # NCCL 2.4: up->me->d0/d1/d2
+            me, up, downs = int(it["me4"]), int(it["up4"]), (it["e0"], it["e1"], it["e2"])
+        rows.append(_edge("tree", ch, me, up, "up"))
+        rows += [_edge("tree", ch, me, int(d), "down") for d in downs]
+    if not items:
+        return None
+    return [r for r in rows if r["peer_rank"] >= 0], {"me_rank": me}
+
+
+def _ring_order_rows(
+    ranks: list[int], ch: int, cut: bool, nranks: int | None
+) -> list[dict[str, Any]]:
+    """Position rows plus derived next/prev neighbours of a rank-0 ring-order line."""
+    rows = [_edge("ring_order", ch, r, pos, "position") for pos, r in enumerate(ranks)]
+    for a, b in itertools.pairwise(ranks):
+        rows += [_edge("ring_order", ch, a, b, "next"), _edge("ring_order", ch, b, a, "prev")]
+    if nranks is not None:
+        complete = not cut and len(ranks) == nranks
+    else:
+        complete = not cut and len(ranks) < RING_ORDER_CAP
+    if complete and len(ranks) >= 2 and len(set(ranks)) == len(ranks):
+        rows += [
+            _edge("ring_order", ch, ranks[-1], ranks[0], "next"),
+            _edge("ring_order", ch, ranks[0], ranks[-1], "prev"),
+        ]
+    return rows
+
+
+# --------------------------------------------------------------------------------------------
+# The parser
+# --------------------------------------------------------------------------------------------
+
+
+def _ts_ns_expr() -> pl.Expr:
+    """Epoch ns of a ``[YYYY-MM-DD HH:MM:SS(.frac)] `` prefix, read as UTC."""
+    ts = pl.col("ts")
+    base = (
+        ts.str.slice(1, 19)
+        .str.replace("T", " ", literal=True)
+        .str.to_datetime("%Y-%m-%d %H:%M:%S", time_unit="ns", strict=False)
+        .dt.epoch("ns")
+    )
+    frac = ts.str.extract(r"[.,](\d+)\]", 1).str.slice(0, 9).str.pad_end(9, "0").cast(pl.Int64)
+    return base + frac.fill_null(0)
+
+
+@register
+class NcclDebugParser:
+    """Parser for NCCL debug output (see the module docstring)."""
+
+    name: ClassVar[str] = "nccl_debug"
+    version: ClassVar[str] = "1.0.0"
+
+    def sniff(self, head: bytes, path: Path) -> int:
+        """Confidence that ``head`` is NCCL debug output: share of NCCL-prefixed lines."""
+        text = head.decode("utf-8", errors="replace")
+        lines = text.splitlines()[:2000]
+        if not lines:
+            return 0
+        n = sum(1 for ln in lines if "NCCL " in ln and _PREFIX_RE.search(ln))
+        if n == 0:
+            return 20 if any(_BARE_VERSION_RE.match(ln) for ln in lines) else 0
+        share = n / len(lines)
+        score = 90 if share >= 0.2 else 70 if "opCount " in text else 45
+        return min(100, score + (5 if "nccl" in path.name.lower() else 0))
+
+    def parse(
+        self, source: Source, *, run_id: str, rank: int | None = None
+    ) -> Iterator[ParsedChunk]:
+        """Yield one chunk of comm_ops (and rejects) per block, then communicators + topology.
+
+        Args:
+            source: the file (or byte range) to parse.
+            run_id: training run identifier (rows leave it to ingest).
+            rank: global rank of the file's process when the caller knows it; fills only
+                global ranks the file itself does not establish.
+
+        Raises:
+            ParseError: the file is unreadable, or has lines but no NCCL output at all.
+        """
+        del run_id
+        reg = _Registry()
+        total = 0
+        for block in iter_line_blocks(source):
+            if block.complete:  # a final line cut mid-way is rejected in pass 2, not used
+                reg.scan(block.lines, block.first_line_no)
+            else:
+                reg.nccl_lines += sum("NCCL " in line for line in block.lines)
+            total += len(block.lines)
+        if total and reg.nccl_lines == 0 and source.start_offset == 0:
+            raise ParseError(
+                source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
+            )
+        reg.finalize()
+        state = _Pass2(reg, rank)
+        for block in iter_line_blocks(source):
+            yield state.block(block.lines, block.first_line_no, block.complete)
+        yield state.finish()
+
+
+class _Pass2:
+    """Row emission, block by block, with what pass 1 learnt."""
+
+    def __init__(self, reg: _Registry, rank: int | None) -> None:
+        self.reg = reg
+        self.rank = rank
+        self.incs = reg.inc_frame()
+        self.procs = reg.proc_frame()
+        self.members = reg.member_frame()
+        self.known_hosts = set(reg.known_hosts)
+        self.topo: list[_Topo] = []
+        self.n_spliced = 0
+        self.n_unknown_comm = 0
+        self.n_tuning = 0
+        self.n_tuned = 0
+
+    # -- one block ---------------------------------------------------------------------------
+
+    def block(self, lines: list[str], first_line_no: int, complete: bool) -> ParsedChunk:
+        """Rows, rejects and line accounting of one block of lines."""
+        prefixed, bare = _split_block(lines, first_line_no, self.known_hosts)
+        cut_line = first_line_no + len(lines) - 1 if not complete else None
+        cut = cut_line if cut_line is not None else -1
+        self.n_spliced += int(prefixed["spliced"].sum() or 0)
+        info = prefixed.filter(pl.col("level") == "INFO")
+        rejects: list[tuple[int, str, str]] = []  # (line_no, raw, reason)
+        cut_reason = "final line has no newline (file cut mid-line)"
+
+        coll = info.filter(pl.col("msg").str.contains(_COLL_LIKE)).with_columns(
+            fits=pl.col("msg").str.contains(_COLL)
+        )
+        good = coll.filter(pl.col("fits") & (pl.col("line_no") != cut))
+        for line_no, raw in (
+            coll.filter(~pl.col("fits") | (pl.col("line_no") == cut))
+            .select("line_no", "raw")
+            .iter_rows()
+        ):
+            why = cut_reason if line_no == cut else "COLL line does not fit its pattern (cut?)"
+            rejects.append((line_no, raw, why))
+
+        n_parsed = good.height
+        others = info.filter(
+            pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
+            & ~pl.col("msg").str.contains(_COLL_LIKE)
+        )
+        for row in others.iter_rows(named=True):
+            why = self._other(row, cut_line)
+            if why is None:
+                n_parsed += 1
+            else:
+                rejects.append((row["line_no"], row["raw"], why))
+
+        decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
+        lost = prefixed.filter(pl.col("spliced") & pl.col("frag_kind").is_not_null()).join(
+            good.select("line_no"), on="line_no", how="anti"
+        )
+        for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
+            if line_no not in decided:
+                rejects.append((line_no, raw, f"spliced line: {kind} record cut by another writer"))
+        bare_records = bare.filter(pl.col("raw").str.contains(_BARE_RECORD))
+        for line_no, raw in bare_records.select("line_no", "raw").iter_rows():
+            why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
+            rejects.append((line_no, raw, why))
+
+        tables = {"comm_ops": self._comm_ops(good, info)}
+        if rejects:
+            rejects.sort()
+            tables["rejects"] = pl.DataFrame(
+                [(ln, raw[:_MAX_RAW], why) for ln, raw, why in rejects],
+                schema={"line_no": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8},
+                orient="row",
+            )
+        n_rej = len(rejects)
+        counts = LineCounts(
+            total=len(lines),
+            parsed=n_parsed,
+            rejected=n_rej,
+            ignored=len(lines) - n_parsed - n_rej,
+        )
+        return ParsedChunk(tables=tables, counts=counts)
+
+    def _other(self, row: dict[str, Any], cut_line: int | None) -> str | None:
+        """Classify an Init/Destroy or topology line; store topology; return status."""
+        msg: str = row["msg"]
+        line_no: int = row["line_no"]
+        if line_no == cut_line:
+            return "final line has no newline (file cut mid-line)"
+        if re.match(_INIT_LIKE, msg):
+            if _INIT_RE.match(msg) or _END_RE.match(msg):
+                return None
+            return "Init/Destroy line does not fit its pattern (truncated or spliced)"
+        nccl_len = len(row["raw"]) - len(row["pre"] or "")
+        parsed = _parse_topology(msg, nccl_len >= LINE_LIMIT)
+        if parsed is None:
+            return "topology line does not fit any topology pattern (truncated or spliced)"
+        rows, extra = parsed
+        self.topo.append(
+            _Topo(
+                line_no=line_no,
+                host=row["host"],
+                pid=row["pid"],
+                tid=row["tid"],
+                me_rank=extra.get("me_rank"),
+                me_dev=extra.get("me_dev"),
+                rows=rows,
+                ring_order=extra.get("ring_order"),
+                ring_order_cut=extra.get("ring_order_cut", False),
+                channel=extra.get("channel"),
+            )
+        )
+        return None
+
+    def _comm_ops(self, good: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
+        """Build comm_ops rows of a block from its well-formed COLL lines."""
+        dt_names = {k: v[0] for k, v in enums.DTYPES.items()}
+        dt_sizes = {k: v[1] for k, v in enums.DTYPES.items()}
+        # The full COLL pattern matched, so the fields sit at fixed space-separated positions:
+        # 0 "Op:" 2 opCount 8 count 10 datatype 12 op 14 root 16 comm 17 "[nranks=N]" 19 stream
+        f = pl.col("f")
+        df = (
+            good.with_columns(f=pl.col("msg").str.split(" "))
+            .select(
+                source_line=pl.col("line_no"),
+                host=pl.col("host"),
+                pid=pl.col("pid"),
+                tid=pl.col("tid"),
+                cuda_dev=pl.col("dev"),
+                ts_ns=_ts_ns_expr(),
+                raw_op=f.list.get(0).str.strip_suffix(":"),
+                comm_id=f.list.get(16).str.to_lowercase(),
+                group_size=f.list.get(17).str.slice(8).str.strip_suffix("]").cast(pl.Int32),
+                count=f.list.get(8).cast(pl.Int64),
+                dtype_code=f.list.get(10).cast(pl.Int32),
+                redop_code=f.list.get(12).cast(pl.Int32),
+                root=f.list.get(14).cast(pl.Int32),
+                seq=f.list.get(2).str.to_integer(base=16, strict=False),
+                stream=f.list.get(19).str.extract(r"^(0x[0-9a-fA-F]+|\(nil\))", 1),
+            )
+            .with_columns(
+                op=pl.col("raw_op").replace_strict(
+                    enums.OPS, default="other", return_dtype=pl.Utf8
+                ),
+                dtype=pl.col("dtype_code")
+                .replace_strict(dt_names, default=None, return_dtype=pl.Utf8)
+                .fill_null(pl.format("dtype_{}", pl.col("dtype_code"))),
+                msg_bytes=pl.col("count")
+                * pl.col("dtype_code").replace_strict(
+                    dt_sizes, default=None, return_dtype=pl.Int64
+                ),
+                redop=pl.when(pl.col("raw_op").is_in(list(enums.REDUCING_OPS)))
+                .then(
+                    pl.col("redop_code")
+                    .replace_strict(enums.REDOPS, default=None, return_dtype=pl.Utf8)
+                    .fill_null(pl.format("user_{}", pl.col("redop_code")))
+                )
+                .otherwise(None),
+                peer_comm=pl.when(pl.col("raw_op").is_in(list(enums.ROOTED_OPS)))
+                .then(pl.col("root"))
+                .otherwise(None),
+            )
+        )
+        df = df.sort("source_line").join_asof(
+            self.incs,
+            left_on="source_line",
+            right_on="window_start",
+            by_left=["host", "pid", "comm_id"],
+            by_right=["host", "pid", "comm_key"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        in_window = pl.col("window_end").is_null() | (pl.col("source_line") <= pl.col("window_end"))
+        matched = pl.col("window_start").is_not_null() & in_window
+        df = df.with_columns(
+            [
+                pl.when(matched).then(pl.col(c)).otherwise(None).alias(c)
+                for c in ("group_rank", "inc_global", "comm_hash", "identity_world")
+            ]
+        )
+        self.n_unknown_comm += int(df["group_rank"].null_count())
+        df = df.join(self.procs, on=["host", "pid"], how="left")
+        df = df.join(self.members, on=["comm_hash", "group_size", "peer_comm"], how="left")
+        fallback = pl.lit(self.rank, dtype=pl.Int32)
+        df = df.with_columns(
+            rank=pl.coalesce("inc_global", "proc_global", fallback),
+            peer_rank=pl.when(pl.col("identity_world").fill_null(False))
+            .then(pl.col("peer_comm"))
+            .otherwise(pl.coalesce("peer_global", "peer_comm")),
+        ).sort("source_line")
+        return self._tuning(df, info).select(
+            "rank",
+            "host",
+            "pid",
+            "tid",
+            "source_line",
+            "op",
+            "raw_op",
+            "comm_id",
+            "group_size",
+            "group_rank",
+            "peer_rank",
+            "count",
+            "dtype",
+            "msg_bytes",
+            "seq",
+            "ts_ns",
+            "algorithm",
+            "protocol",
+            "redop",
+            "stream",
+            "cuda_dev",
+        )
+
+    def _tuning(self, ops: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
+        """Pair TUNING lines with COLL rows of the block; return ``ops`` with algorithm/protocol.
+
+        Algorithm: first-in-first-out per key (host, pid, tid, bytes, op), like matching
+        brackets. Events of a key are taken in line order; a TUNING line pairs with the oldest
+        unpaired candidate before it, and is left unpaired when none is pending (its COLL line
+        lies before the block or the file). With d = #TUNING - #COLL so far, a TUNING line is
+        unpaired exactly when it raises the running maximum of d above 0; otherwise it pairs
+        with candidate number (#TUNING so far - #unpaired so far). Candidates are COLL rows
+        whose comm rank is 0 or unknown (TUNING is logged by comm rank 0 only); a candidate is
+        listed under ``count x size`` and, for AllGather/ReduceScatter, also under
+        ``count x size x nranks`` (2.20-2.23 log the whole buffer), and under its op name and
+        under ``*`` (2.20-2.22 lines name no op).
+        """
+        ops = ops.with_row_index("i")
+        tune = (
+            info.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
+            .with_columns(g=pl.col("msg").str.extract_groups(_TUNE))
+            .unnest("g")
+            .filter(pl.col("bytes").is_not_null())
+        )
+        self.n_tuning += tune.height
+        if tune.height == 0 or ops.height == 0:
+            return ops.drop("i").with_columns(
+                algorithm=pl.lit(None, dtype=pl.Utf8), protocol=pl.lit(None, dtype=pl.Utf8)
+            )
+        key = ["host", "pid", "tid", "bytes", "op_key"]
+        cand = ops.filter(
+            pl.col("msg_bytes").is_not_null()
+            & (pl.col("group_rank").is_null() | (pl.col("group_rank") == 0))
+        ).select(
+            "i",
+            line="source_line",
+            host="host",
+            pid="pid",
+            tid="tid",
+            raw_op="raw_op",
+            bytes="msg_bytes",
+            size="group_size",
+        )
+        whole = cand.filter(
+            pl.col("raw_op").is_in(["AllGather", "ReduceScatter"]) & (pl.col("size") > 1)
+        ).with_columns(bytes=pl.col("bytes") * pl.col("size"))
+        variants = pl.concat([cand, whole])
+        cands = pl.concat(
+            [
+                variants.with_columns(op_key=pl.col("raw_op")),
+                variants.with_columns(op_key=pl.lit("*")),
+            ]
+        ).select("i", "line", *key, is_t=pl.lit(0, dtype=pl.Int64))
+        tl = tune.select(
+            line="line_no",
+            host="host",
+            pid="pid",
+            tid="tid",
+            bytes=pl.col("bytes").cast(pl.Int64),
+            op_key=pl.col("func").fill_null("*"),
+            is_t=pl.lit(1, dtype=pl.Int64),
+            algorithm=pl.col("algo")
+            .replace({str(k): v for k, v in enums.ALGOS.items()})
+            .str.to_uppercase(),
+            protocol=pl.col("proto")
+            .replace({str(k): v for k, v in enums.PROTOS.items()})
+            .str.to_uppercase(),
+        )
+        ev = (
+            pl.concat([cands, tl], how="diagonal")
+            .sort("line", "is_t")
+            .with_columns(
+                n_t=pl.col("is_t").cum_sum().over(key),
+                n_c=(1 - pl.col("is_t")).cum_sum().over(key),
+            )
+            .with_columns(under=(pl.col("n_t") - pl.col("n_c")).cum_max().clip(0).over(key))
+            .with_columns(
+                under_prev=pl.col("under").shift(1, fill_value=0).over(key),
+            )
+        )
+        c_idx = ev.filter(pl.col("is_t") == 0).select("i", "line", *key, m=pl.col("n_c") - 1)
+        t_idx = ev.filter((pl.col("is_t") == 1) & (pl.col("under") == pl.col("under_prev"))).select(
+            *key, "algorithm", "protocol", tline="line", m=pl.col("n_t") - pl.col("under") - 1
+        )
+        pairs = (
+            c_idx.join(t_idx, on=[*key, "m"], how="inner")
+            .sort("tline")
+            .unique(subset="i", keep="first")
+            .select("i", "algorithm", "protocol")
+        )
+        self.n_tuned += pairs.height
+        return ops.join(pairs, on="i", how="left").sort("i").drop("i")
+
+    # -- end of file -------------------------------------------------------------------------
+
+    def finish(self) -> ParsedChunk:
+        reg = self.reg
+        comms = pl.DataFrame(
+            [
+                {
+                    "comm_id": i.comm,
+                    "rank": i.rank,
+                    "nranks": i.nranks,
+                    "global_rank": i.global_rank if i.global_rank is not None else self.rank,
+                    "host": i.host,
+                    "pid": i.pid,
+                    "cuda_dev": i.cuda_dev,
+                    "nvml_dev": i.nvml_dev,
+                    "bus_id": i.bus_id,
+                    "comm_hash": i.comm_hash,
+                    "parent_comm_id": i.parent,
+                    "nccl_version": i.nccl_version,
+                    "source_line": i.source_line,
+                }
+                for i in reg.incs
+            ],
+            schema={
+                "comm_id": pl.Utf8,
+                "rank": pl.Int32,
+                "nranks": pl.Int32,
+                "global_rank": pl.Int32,
+                "host": pl.Utf8,
+                "pid": pl.Int64,
+                "cuda_dev": pl.Int32,
+                "nvml_dev": pl.Int32,
+                "bus_id": pl.Utf8,
+                "comm_hash": pl.Utf8,
+                "parent_comm_id": pl.Utf8,
+                "nccl_version": pl.Utf8,
+                "source_line": pl.Int64,
+            },
+        ).sort("source_line")
+        warnings = list(reg.warnings)
+        if self.n_spliced:
+            warnings.append(
+                f"{self.n_spliced} lines carry output of several writers; the last NCCL prefix "
+                "of each was used"
+            )
+        if self.n_unknown_comm:
+            warnings.append(
+                f"{self.n_unknown_comm} COLL lines on communicators with no Init/Destroy line in "
+                "the file: group_rank null, global rank from the process only"
+            )
+        if self.n_tuning > self.n_tuned:
+            warnings.append(
+                f"{self.n_tuning - self.n_tuned} of {self.n_tuning} TUNING lines could not be "
+                "attributed to a COLL line"
+            )
+        return ParsedChunk(
+            tables={"communicators": comms, "topology": self._topology()}, warnings=warnings
+        )
+
+    def _topology(self) -> pl.DataFrame:
+        rows: list[dict[str, Any]] = []
+        for t in self.topo:
+            inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            edges = t.rows
+            if t.ring_order is not None and t.channel is not None:
+                nranks = inc.nranks if inc is not None else None
+                edges = _ring_order_rows(t.ring_order, t.channel, t.ring_order_cut, nranks)
+            for e in edges:
+                rows.append(
+                    {
+                        "comm_id": inc.comm if inc is not None else None,
+                        "host": t.host,
+                        "pid": t.pid,
+                        "source_line": t.line_no,
+                        "transport": None,
+                        "transport_detail": None,
+                        **e,
+                    }
+                )
+        schema = {
+            "comm_id": pl.Utf8,
+            "rank": pl.Int32,
+            "kind": pl.Utf8,
+            "channel": pl.Int32,
+            "peer_rank": pl.Int32,
+            "direction": pl.Utf8,
+            "transport": pl.Utf8,
+            "transport_detail": pl.Utf8,
+            "host": pl.Utf8,
+            "pid": pl.Int64,
+            "source_line": pl.Int64,
+        }
+        df = pl.DataFrame(rows, schema=schema)
+        key = [c for c in schema if c != "source_line" and c != "transport"]
+        return df.unique(subset=key, keep="first", maintain_order=True)
