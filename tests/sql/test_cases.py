@@ -29,7 +29,7 @@ import pytest
 import yaml
 from polars.testing import assert_frame_equal
 
-from parsers.schema import TABLES, conform
+from parsers.schema import TABLES, conform, empty_frame
 from pipeline.derive import RUN_CONFIG_COLUMNS, predictions
 from pipeline.sql_modules import SqlModule, apply, discover
 
@@ -46,7 +46,9 @@ def _cases() -> list[tuple[str, dict[str, Any]]]:
 
 def _given_frame(name: str, rows: list[dict[str, Any]]) -> pl.DataFrame:
     if name in TABLES:
-        df = pl.DataFrame(rows, infer_schema_length=None) if rows else pl.DataFrame()
+        if not rows:
+            return empty_frame(name)
+        df = pl.DataFrame(rows, infer_schema_length=None)
         return pl.from_arrow(conform(df, name))  # type: ignore[return-value]
     if name == "run_config":
         return pl.DataFrame(rows, schema=RUN_CONFIG_COLUMNS)

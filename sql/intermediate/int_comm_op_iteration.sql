@@ -1,0 +1,54 @@
+-- Each communication call's iteration: as the source says, else by time inside the rank's iteration marker (HTA rule step.ts <= op.ts < step.ts + dur), else detected from the call sequence.
+-- One row per communication call (run, rank, source_file, source_line). The marker rule applies to a file when at least one of its calls falls inside a marker window of its rank; that file's calls outside every window get a null iteration. Other files use int_comm_ops_sequenced.
+CREATE OR REPLACE VIEW int_comm_op_iteration(
+  -- Training run identifier.
+  run_id,
+  -- Global rank (null when the source does not say).
+  rank,
+  -- File the call came from.
+  source_file,
+  -- Line (or event index) in that file.
+  source_line,
+  -- Iteration of the call; null when it lies outside every iteration.
+  iteration,
+  -- How the iteration was found: source | marker | detected.
+  method
+) AS
+WITH ops AS (
+  SELECT run_id, rank, source_file, source_line, ts_ns, iteration AS src_iteration
+  FROM stg_store__comm_ops
+),
+by_marker AS (
+  SELECT o.run_id, o.rank, o.source_file, o.source_line, min(w.iteration) AS iteration
+  FROM ops AS o
+  JOIN int_iterations_marked AS w
+    ON o.run_id = w.run_id AND o.rank = w.rank AND o.ts_ns >= w.start_ns AND o.ts_ns < w.end_ns
+  GROUP BY o.run_id, o.rank, o.source_file, o.source_line
+),
+marker_files AS (
+  SELECT DISTINCT run_id, rank, source_file FROM by_marker
+)
+SELECT
+  o.run_id,
+  o.rank,
+  o.source_file,
+  o.source_line,
+  CASE
+    WHEN o.src_iteration IS NOT NULL THEN o.src_iteration
+    WHEN mf.source_file IS NOT NULL THEN bm.iteration
+    ELSE sq.iteration
+  END AS iteration,
+  CASE
+    WHEN o.src_iteration IS NOT NULL THEN 'source'
+    WHEN mf.source_file IS NOT NULL THEN 'marker'
+    ELSE 'detected'
+  END AS method
+FROM ops AS o
+LEFT JOIN marker_files AS mf
+  ON o.run_id = mf.run_id AND o.rank = mf.rank AND o.source_file = mf.source_file
+LEFT JOIN by_marker AS bm
+  ON o.run_id = bm.run_id AND o.rank = bm.rank
+  AND o.source_file = bm.source_file AND o.source_line = bm.source_line
+LEFT JOIN int_comm_ops_sequenced AS sq
+  ON o.run_id = sq.run_id AND coalesce(o.rank, -1) = coalesce(sq.rank, -1)
+  AND o.source_file = sq.source_file AND o.source_line = sq.source_line

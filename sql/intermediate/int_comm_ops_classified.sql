@@ -1,0 +1,187 @@
+-- Communication calls with their group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other).
+-- One row per communication call seen on one rank (as stg_store__comm_ops). Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides.
+CREATE OR REPLACE VIEW int_comm_ops_classified(
+  -- Training run identifier.
+  run_id,
+  -- Global rank that issued the call (null when the source does not say).
+  rank,
+  -- Host name as logged.
+  host,
+  -- Parser that produced the row.
+  source_format,
+  -- File the row came from.
+  source_file,
+  -- Line (or event index) in that file.
+  source_line,
+  -- Normalised operation (all_reduce, all_gather, send, ...).
+  op,
+  -- Communicator identity as logged.
+  comm_id,
+  -- Ranks in the communicator as logged (else the known group's size).
+  group_size,
+  -- Caller's rank inside the communicator.
+  group_rank,
+  -- Peer or root rank as logged (inside the communicator for NCCL).
+  peer_rank,
+  -- Element type.
+  dtype,
+  -- Message size in bytes (the caller's buffer, source semantics).
+  msg_bytes,
+  -- Per-communicator sequence number.
+  seq,
+  -- Start, ns on the rank's timeline.
+  ts_ns,
+  -- Duration in ns (null when not logged).
+  dur_ns,
+  -- End, ns (ts_ns + dur_ns).
+  end_ns,
+  -- Algorithm bandwidth as logged, Gbit/s.
+  algbw_gbps,
+  -- Bus bandwidth as logged, Gbit/s.
+  busbw_gbps,
+  -- Iteration when the source says.
+  iteration,
+  -- True for calls that move data (not barriers or unknown ops).
+  is_traffic,
+  -- Operating-system process id.
+  pid,
+  -- NCCL algorithm when logged (RING, TREE, ...).
+  algorithm,
+  -- Group of global ranks the call ran on: 'world', the sorted member ranks joined by ',', or 'nccl:<hash>/<n>' / 'pg:<name>/<n>' when members are not all known; null when unknown.
+  global_group,
+  -- True when the members of global_group are known (see int_groups_members).
+  group_known,
+  -- Node index of rank (int_rank_nodes.node).
+  node,
+  -- TP | PP | DP | EP | EmbTableSyn | other.
+  traffic_class,
+  -- How traffic_class was decided: op (send/recv, all_to_all), config_group, config_size, inferred_group, inferred_size, unknown.
+  class_source
+) AS
+WITH
+  ops AS (
+    SELECT o.*, d.pid, d.algorithm
+    FROM stg_store__comm_ops AS o
+    LEFT JOIN stg_store__comm_op_details AS d
+      ON d.run_id = o.run_id AND coalesce(d.source_file, '') = coalesce(o.source_file, '')
+      AND coalesce(d.source_line, -1) = coalesce(o.source_line, -1)
+  ),
+  ck AS (SELECT * FROM int_groups_comm_keys WHERE key_kind = 'communicator'),
+  pk AS (SELECT * FROM int_groups_comm_keys WHERE key_kind = 'process_group'),
+  keyed AS (
+    SELECT
+      o.*,
+      coalesce(
+        ck.global_group,
+        pk.global_group,
+        CASE WHEN o.group_size = w.world_size THEN 'world' END
+      ) AS global_group,
+      w.world_size,
+      w.has_config,
+      w.pp,
+      w.tp,
+      w.dp
+    FROM ops AS o
+    LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
+    LEFT JOIN ck
+      ON ck.run_id = o.run_id AND ck.comm_id = o.comm_id AND coalesce(ck.host, '') = coalesce(o.host, '')
+      AND coalesce(ck.pid, -1) = coalesce(o.pid, -1) AND ck.global_rank = o.rank
+    LEFT JOIN pk
+      ON pk.run_id = o.run_id AND pk.comm_id = o.comm_id AND pk.group_size = o.group_size
+  ),
+  group_stats AS (
+    SELECT
+      m.run_id,
+      m.global_group,
+      count(*) AS n_members,
+      count(DISTINCT n.stage) AS n_stage,
+      count(DISTINCT n.dp_index) AS n_dp,
+      count(DISTINCT n.tp_index) AS n_tp,
+      min(n.stage) AS min_stage,
+      max(n.stage) AS max_stage,
+      min(m.global_rank) AS min_rank,
+      max(m.global_rank) AS max_rank
+    FROM int_groups_members AS m
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
+    GROUP BY m.run_id, m.global_group
+  ),
+  judged AS (
+    SELECT
+      k.*,
+      g.n_members IS NOT NULL AS group_known,
+      CASE
+        WHEN k.op IN ('send', 'recv') THEN 'PP'
+        WHEN k.op = 'all_to_all' THEN 'EP'
+        WHEN NOT k.is_traffic THEN 'other'
+        -- config + known members
+        WHEN k.has_config AND g.n_members > 1 AND g.n_stage = 1 AND g.n_dp = 1
+          AND g.n_tp = g.n_members THEN 'TP'
+        WHEN k.has_config AND g.n_members = 2 AND k.pp > 1 AND g.n_dp = 1 AND g.n_tp = 1
+          AND g.min_stage = 0 AND g.max_stage = k.pp - 1 AND k.op = 'all_reduce'
+          THEN 'EmbTableSyn'
+        WHEN k.has_config AND g.n_members > 1 AND g.n_stage = 1 AND g.n_tp = 1
+          AND g.n_dp = g.n_members THEN 'DP'
+        WHEN k.has_config AND g.n_members IS NOT NULL THEN 'other'
+        -- config + group size only
+        WHEN k.has_config AND k.group_size > 1 AND k.group_size = k.tp
+          AND k.group_size <> k.dp THEN 'TP'
+        WHEN k.has_config AND k.group_size > 1 AND k.group_size = k.dp
+          AND k.group_size <> k.tp THEN 'DP'
+        WHEN k.has_config AND k.group_size = 2 AND k.pp > 1 AND k.op = 'all_reduce'
+          AND k.tp <> 2 AND k.dp <> 2 THEN 'EmbTableSyn'
+        WHEN k.has_config THEN 'other'
+        -- no config: infer from the members' strides
+        WHEN g.n_members > 1 AND g.n_members = k.world_size THEN 'DP'
+        WHEN g.n_members > 1 AND g.max_rank - g.min_rank + 1 = g.n_members THEN 'TP'
+        WHEN g.n_members > 1 THEN 'DP'
+        WHEN g.n_members IS NULL AND k.group_size > 1 AND k.group_size = k.world_size
+          THEN 'DP'
+        ELSE 'other'
+      END AS traffic_class,
+      CASE
+        WHEN k.op IN ('send', 'recv', 'all_to_all') THEN 'op'
+        WHEN NOT k.is_traffic THEN 'unknown'
+        WHEN k.has_config AND g.n_members IS NOT NULL THEN 'config_group'
+        WHEN k.has_config THEN 'config_size'
+        WHEN g.n_members > 1 THEN 'inferred_group'
+        WHEN k.group_size > 1 AND k.group_size = k.world_size THEN 'inferred_size'
+        ELSE 'unknown'
+      END AS class_source
+    FROM keyed AS k
+    LEFT JOIN group_stats AS g ON g.run_id = k.run_id AND g.global_group = k.global_group
+  )
+SELECT
+  j.run_id,
+  j.rank,
+  j.host,
+  j.source_format,
+  j.source_file,
+  j.source_line,
+  j.op,
+  j.comm_id,
+  coalesce(j.group_size, n_members_of.n)::INTEGER AS group_size,
+  j.group_rank,
+  j.peer_rank,
+  j.dtype,
+  j.msg_bytes,
+  j.seq,
+  j.ts_ns,
+  j.dur_ns,
+  j.end_ns,
+  j.algbw_gbps,
+  j.busbw_gbps,
+  j.iteration,
+  j.is_traffic,
+  j.pid,
+  j.algorithm,
+  j.global_group,
+  j.group_known,
+  n.node,
+  j.traffic_class,
+  j.class_source
+FROM judged AS j
+LEFT JOIN int_rank_nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
+LEFT JOIN (
+  SELECT run_id, global_group, count(*) AS n FROM int_groups_members GROUP BY ALL
+) AS n_members_of
+  ON n_members_of.run_id = j.run_id AND n_members_of.global_group = j.global_group

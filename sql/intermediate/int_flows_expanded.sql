@@ -1,0 +1,196 @@
+-- Point-to-point flows of each logged communication call, expanded by its algorithm (ring, tree, all-to-all, p2p).
+-- One row per (logged call, destination rank): each rank's row yields that rank's outgoing bytes, so a rank's flows sum to its logged send volume. Ring all_reduce: 2(n-1)/n*S to the ring successor; all_gather: (n-1)*S (S = per-rank sendcount, NCCL semantics); reduce_scatter: (n-1)*S for NCCL (S = recvcount) else (n-1)/n*S (S = full input, DeepSpeed/PyTorch); broadcast: S to the successor unless it is the root; reduce: S to the successor unless the caller is the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S to every other member for NCCL (per-peer count) else S/n; send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank.
+CREATE OR REPLACE VIEW int_flows_expanded(
+  -- Training run identifier.
+  run_id,
+  -- Iteration of the call (int_comm_op_iteration, else the source's).
+  iteration,
+  -- Global rank that sends the bytes.
+  src_rank,
+  -- Global rank that receives them (null when the destination is unknown).
+  dst_rank,
+  -- Traffic class of the call (int_comm_ops_classified).
+  traffic_class,
+  -- Normalised operation.
+  op,
+  -- Group of global ranks the call ran on.
+  global_group,
+  -- Ranks in the group (n).
+  group_size,
+  -- Bytes sent from src_rank to dst_rank by this call (fractional for ring shares).
+  bytes,
+  -- How the destination was found: ring_topology, ring_group_order, tree_topology, all_to_all, p2p, recv_only, root, unplaced.
+  placement,
+  -- Global rank that logged the call.
+  logged_rank,
+  -- File of the call.
+  source_file,
+  -- Line of the call.
+  source_line,
+  -- Start of the call, ns (null for NCCL logs).
+  ts_ns
+) AS
+WITH
+  logged_ranks AS (
+    SELECT DISTINCT run_id, rank FROM int_comm_ops_classified WHERE rank IS NOT NULL
+  ),
+  base AS (
+    SELECT
+      o.*,
+      coalesce(it.iteration, o.iteration) AS it_iteration,
+      me.group_rank AS my_group_rank,
+      coalesce(
+        rt.global_rank,
+        CASE WHEN o.global_group IS NULL OR o.global_group = 'world' THEN o.peer_rank END
+      ) AS peer_global,
+      o.group_size AS n,
+      o.msg_bytes::DOUBLE AS s
+    FROM int_comm_ops_classified AS o
+    LEFT JOIN int_comm_op_iteration AS it
+      ON it.run_id = o.run_id AND it.rank = o.rank AND it.source_file = o.source_file
+      AND it.source_line = o.source_line
+    LEFT JOIN int_groups_members AS me
+      ON me.run_id = o.run_id AND me.global_group = o.global_group AND me.global_rank = o.rank
+    LEFT JOIN int_groups_members AS rt
+      ON rt.run_id = o.run_id AND rt.global_group = o.global_group AND rt.group_rank = o.peer_rank
+    WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
+  ),
+  ring_nch AS (
+    SELECT run_id, global_group, kind, src_rank, count(DISTINCT channel) AS nch
+    FROM int_topology_edges
+    GROUP BY ALL
+  ),
+  sized AS (
+    -- volume sent by the caller on the ring, per op; mode = how it is expanded
+    SELECT
+      b.*,
+      CASE
+        WHEN b.op IN ('send', 'recv') THEN b.op
+        WHEN b.op = 'all_to_all' THEN 'all_to_all'
+        WHEN b.op IN ('gather', 'scatter') THEN b.op
+        WHEN b.n IS NULL OR b.n <= 1 THEN 'none'
+        WHEN b.op = 'all_reduce' AND upper(coalesce(b.algorithm, '')) = 'TREE'
+          AND tn.nch IS NOT NULL THEN 'tree'
+        WHEN b.op IN ('all_reduce', 'all_gather', 'reduce_scatter', 'broadcast', 'reduce')
+          AND rn.nch IS NOT NULL THEN 'ring_topology'
+        WHEN b.op IN ('all_reduce', 'all_gather', 'reduce_scatter', 'broadcast', 'reduce')
+          AND b.my_group_rank IS NOT NULL THEN 'ring_group_order'
+        ELSE 'unplaced'
+      END AS mode,
+      coalesce(rn.nch, 1) AS ring_nch,
+      coalesce(tn.nch, 1) AS tree_nch,
+      CASE b.op
+        WHEN 'all_reduce' THEN 2.0 * (b.n - 1) / b.n * b.s
+        WHEN 'all_gather' THEN (b.n - 1) * b.s
+        WHEN 'reduce_scatter' THEN
+          CASE WHEN b.source_format = 'nccl_debug' THEN (b.n - 1) * b.s
+            ELSE (b.n - 1) * b.s / b.n END
+        WHEN 'broadcast' THEN b.s
+        WHEN 'reduce' THEN b.s
+        WHEN 'all_to_all' THEN
+          CASE WHEN b.source_format = 'nccl_debug' THEN b.s ELSE b.s / b.n END
+        ELSE b.s
+      END AS v
+    FROM base AS b
+    LEFT JOIN ring_nch AS rn
+      ON rn.run_id = b.run_id AND rn.global_group = b.global_group AND rn.kind = 'ring'
+      AND rn.src_rank = b.rank
+    LEFT JOIN ring_nch AS tn
+      ON tn.run_id = b.run_id AND tn.global_group = b.global_group AND tn.kind = 'tree_up'
+      AND tn.src_rank = b.rank
+  ),
+  root AS (
+    SELECT
+      s.*,
+      coalesce(s.peer_global, r0.global_rank) AS root_global
+    FROM sized AS s
+    LEFT JOIN int_groups_members AS r0
+      ON r0.run_id = s.run_id AND r0.global_group = s.global_group AND r0.group_rank = 0
+      AND s.peer_global IS NULL AND s.op IN ('broadcast', 'reduce', 'gather', 'scatter')
+  ),
+  flows AS (
+    -- ring along the logged NCCL rings
+    SELECT r.*, e.dst_rank AS dst, r.v / r.ring_nch AS b, 'ring_topology' AS placement
+    FROM root AS r
+    JOIN int_topology_edges AS e
+      ON e.run_id = r.run_id AND e.global_group = r.global_group AND e.kind = 'ring'
+      AND e.src_rank = r.rank
+    WHERE r.mode = 'ring_topology'
+      AND NOT (r.op = 'broadcast' AND e.dst_rank = r.root_global)
+      AND NOT (r.op = 'reduce' AND r.rank = r.root_global)
+    UNION ALL
+    -- ring in group order
+    SELECT r.*, m.global_rank AS dst, r.v AS b, 'ring_group_order' AS placement
+    FROM root AS r
+    JOIN int_groups_members AS m
+      ON m.run_id = r.run_id AND m.global_group = r.global_group
+      AND m.group_rank = (r.my_group_rank + 1) % r.n
+    WHERE r.mode = 'ring_group_order'
+      AND NOT (r.op = 'broadcast' AND m.global_rank = r.root_global)
+      AND NOT (r.op = 'reduce' AND r.rank = r.root_global)
+    UNION ALL
+    -- tree all_reduce: reduce up to the parent, broadcast down to the children
+    SELECT r.*, e.dst_rank AS dst, r.s / r.tree_nch AS b, 'tree_topology' AS placement
+    FROM root AS r
+    JOIN int_topology_edges AS e
+      ON e.run_id = r.run_id AND e.global_group = r.global_group
+      AND e.kind IN ('tree_up', 'tree_down') AND e.src_rank = r.rank
+    WHERE r.mode = 'tree'
+    UNION ALL
+    -- all_to_all: to every other member
+    SELECT r.*, m.global_rank AS dst, r.v AS b, 'all_to_all' AS placement
+    FROM root AS r
+    JOIN int_groups_members AS m
+      ON m.run_id = r.run_id AND m.global_group = r.global_group AND m.global_rank <> r.rank
+    WHERE r.mode = 'all_to_all' AND r.my_group_rank IS NOT NULL AND r.n > 1
+    UNION ALL
+    -- scatter: the root sends to every other member
+    SELECT r.*, m.global_rank AS dst, r.s AS b, 'root' AS placement
+    FROM root AS r
+    JOIN int_groups_members AS m
+      ON m.run_id = r.run_id AND m.global_group = r.global_group AND m.global_rank <> r.rank
+    WHERE r.mode = 'scatter' AND r.rank = r.root_global
+    UNION ALL
+    -- gather: every non-root sends to the root
+    SELECT r.*, r.root_global AS dst, r.s AS b, 'root' AS placement
+    FROM root AS r
+    WHERE r.mode = 'gather' AND r.root_global IS NOT NULL AND r.rank <> r.root_global
+    UNION ALL
+    -- send: to the peer
+    SELECT r.*, r.peer_global AS dst, r.s AS b, 'p2p' AS placement
+    FROM root AS r
+    WHERE r.mode = 'send'
+    UNION ALL
+    -- recv whose sender logged nothing: the only record of those bytes
+    SELECT r.*, r.rank AS dst, r.s AS b, 'recv_only' AS placement
+    FROM root AS r
+    WHERE r.mode = 'recv' AND r.peer_global IS NOT NULL
+      AND NOT EXISTS (
+        SELECT 1 FROM logged_ranks AS l WHERE l.run_id = r.run_id AND l.rank = r.peer_global
+      )
+    UNION ALL
+    -- destinations unknown: keep the caller's volume
+    SELECT r.*, NULL AS dst, r.v * CASE WHEN r.mode = 'all_to_all' THEN r.n - 1 ELSE 1 END AS b,
+      'unplaced' AS placement
+    FROM root AS r
+    WHERE r.mode = 'unplaced'
+      OR (r.mode = 'all_to_all' AND (r.my_group_rank IS NULL) AND r.n > 1)
+      OR (r.mode = 'scatter' AND r.root_global IS NULL)
+  )
+SELECT
+  run_id,
+  it_iteration AS iteration,
+  CASE WHEN placement = 'recv_only' THEN peer_global ELSE rank END::INTEGER AS src_rank,
+  dst::INTEGER AS dst_rank,
+  traffic_class,
+  op,
+  global_group,
+  n::INTEGER AS group_size,
+  b::DOUBLE AS bytes,
+  placement,
+  rank AS logged_rank,
+  source_file,
+  source_line,
+  ts_ns
+FROM flows
+WHERE b > 0

@@ -1,0 +1,101 @@
+-- Lookup from a logged communicator (NCCL pointer per process, or process-group name) to its group of global ranks.
+-- One row per (run_id, key_kind, comm_id, host, pid, global_rank): NCCL communicators per member process; process groups once per (comm_id, group_size).
+CREATE OR REPLACE VIEW int_groups_comm_keys(
+  -- Training run identifier.
+  run_id,
+  -- 'communicator' (NCCL pointer, matched by comm_id+host+pid+global rank) or 'process_group' (name, matched by comm_id+group_size).
+  key_kind,
+  -- Communicator identity as logged.
+  comm_id,
+  -- Host of the member process (communicator keys only).
+  host,
+  -- Process id of the member process (communicator keys only).
+  pid,
+  -- Global rank of the member (communicator keys only).
+  global_rank,
+  -- Number of ranks in the group.
+  group_size,
+  -- Group key: 'world' for the whole world, else the sorted member global ranks joined by ',' when all members are known, else 'nccl:<commHash>/<n>' or 'pg:<name>/<n>'.
+  global_group,
+  -- True when every member's global rank is known.
+  members_complete
+) AS
+WITH
+  comms AS (
+    SELECT c.*, w.world_size
+    FROM stg_store__communicators AS c
+    LEFT JOIN int_run_world AS w USING (run_id)
+  ),
+  by_hash AS (
+    SELECT
+      run_id,
+      comm_hash,
+      nranks,
+      array_to_string(list_sort(list(DISTINCT global_rank)), ',') AS member_list,
+      count(DISTINCT global_rank) AS n_known
+    FROM comms
+    WHERE comm_hash IS NOT NULL AND global_rank IS NOT NULL
+    GROUP BY run_id, comm_hash, nranks
+  ),
+  comm_keys AS (
+    SELECT
+      c.run_id,
+      'communicator' AS key_kind,
+      c.comm_id,
+      c.host,
+      c.pid,
+      c.global_rank,
+      c.nranks AS group_size,
+      CASE
+        WHEN c.nranks = c.world_size THEN 'world'
+        WHEN h.n_known = c.nranks THEN h.member_list
+        WHEN c.comm_hash IS NOT NULL THEN 'nccl:' || c.comm_hash || '/' || c.nranks
+      END AS global_group,
+      (c.nranks = c.world_size OR h.n_known = c.nranks) AS members_complete
+    FROM comms AS c
+    LEFT JOIN by_hash AS h
+      ON h.run_id = c.run_id AND h.comm_hash = c.comm_hash AND h.nranks = c.nranks
+  ),
+  pg AS (
+    SELECT
+      o.run_id,
+      o.comm_id,
+      o.group_size,
+      any_value(w.world_size) AS world_size,
+      array_to_string(list_sort(list(DISTINCT o.rank)), ',') AS member_list,
+      count(DISTINCT o.rank) AS n_known
+    FROM stg_store__comm_ops AS o
+    LEFT JOIN int_run_world AS w USING (run_id)
+    WHERE coalesce(o.source_format, '') <> 'nccl_debug'
+      AND o.comm_id IS NOT NULL
+      AND o.group_size IS NOT NULL
+    GROUP BY o.run_id, o.comm_id, o.group_size
+  )
+SELECT
+  run_id,
+  key_kind,
+  comm_id,
+  host,
+  pid,
+  global_rank,
+  any_value(group_size) AS group_size,
+  min(global_group) AS global_group,
+  bool_or(members_complete) AS members_complete
+FROM comm_keys
+GROUP BY run_id, key_kind, comm_id, host, pid, global_rank
+UNION ALL
+SELECT
+  run_id,
+  'process_group' AS key_kind,
+  comm_id,
+  NULL AS host,
+  NULL AS pid,
+  NULL AS global_rank,
+  group_size,
+  CASE
+    WHEN group_size = world_size THEN 'world'
+    WHEN n_known = group_size THEN member_list
+    ELSE 'pg:' || comm_id || '/' || group_size
+  END AS global_group,
+  (group_size = world_size OR n_known = group_size) AS members_complete
+FROM pg

@@ -1,0 +1,107 @@
+-- Iteration boundaries per rank: marker windows where the rank has iteration markers, else iterations of its call sequence (source-given or detected from the recurring pattern).
+-- One row per (run, rank, iteration). Sequence iterations run from their first call's start to the next iteration's first call (the last: to its last call's end); null times when the source has none (NCCL logs). One file per rank: the one with the most assigned calls.
+CREATE OR REPLACE VIEW int_iterations(
+  -- Training run identifier.
+  run_id,
+  -- Global rank (null when the source does not say).
+  rank,
+  -- Iteration number (marker's step number, source's, or 0-based detected).
+  iteration,
+  -- marker | source | detected.
+  source,
+  -- Start, ns (null without timestamps).
+  start_ns,
+  -- End, ns (null without timestamps).
+  end_ns,
+  -- end_ns - start_ns.
+  duration_ns,
+  -- File the boundaries come from (marker file, or the call log).
+  source_file,
+  -- First call's line in its file within the iteration.
+  first_line,
+  -- Last call's line in its file within the iteration.
+  last_line,
+  -- Number of communication calls assigned to the iteration (from the boundary file; markers: all files).
+  ops
+) AS
+WITH assigned AS (
+  SELECT ci.run_id, ci.rank, ci.source_file, ci.source_line, ci.iteration, ci.method, c.ts_ns, c.end_ns
+  FROM int_comm_op_iteration AS ci
+  JOIN stg_store__comm_ops AS c
+    ON ci.run_id = c.run_id AND coalesce(ci.rank, -1) = coalesce(c.rank, -1)
+    AND ci.source_file = c.source_file AND ci.source_line = c.source_line
+  WHERE ci.iteration IS NOT NULL
+),
+marked AS (
+  SELECT
+    w.run_id,
+    w.rank,
+    w.iteration,
+    'marker' AS source,
+    w.start_ns,
+    w.end_ns,
+    w.duration_ns,
+    w.source_file,
+    min(a.source_line) FILTER (WHERE a.source_file = w.source_file) AS first_line,
+    max(a.source_line) FILTER (WHERE a.source_file = w.source_file) AS last_line,
+    count(a.source_line) AS ops
+  FROM int_iterations_marked AS w
+  LEFT JOIN assigned AS a
+    ON w.run_id = a.run_id AND w.rank = a.rank AND w.iteration = a.iteration
+    AND a.method IN ('marker', 'source')
+  GROUP BY ALL
+),
+unmarked AS (
+  SELECT a.*
+  FROM assigned AS a
+  WHERE a.method IN ('source', 'detected')
+    AND NOT EXISTS (
+      SELECT 1 FROM int_iterations_marked AS w WHERE w.run_id = a.run_id AND w.rank = a.rank
+    )
+),
+best_file AS (
+  SELECT run_id, rank, source_file
+  FROM unmarked
+  GROUP BY run_id, rank, source_file
+  QUALIFY row_number() OVER (PARTITION BY run_id, rank ORDER BY count(*) DESC, source_file) = 1
+),
+seq AS (
+  SELECT
+    u.run_id,
+    u.rank,
+    u.iteration,
+    any_value(u.method) AS source,
+    min(u.ts_ns) AS first_ts,
+    max(u.end_ns) AS last_end,
+    u.source_file,
+    min(u.source_line) AS first_line,
+    max(u.source_line) AS last_line,
+    count(*) AS ops
+  FROM unmarked AS u
+  JOIN best_file AS b
+    ON u.run_id = b.run_id AND coalesce(u.rank, -1) = coalesce(b.rank, -1) AND u.source_file = b.source_file
+  GROUP BY u.run_id, u.rank, u.iteration, u.source_file
+),
+seq_timed AS (
+  SELECT
+    run_id,
+    rank,
+    iteration,
+    source,
+    first_ts AS start_ns,
+    coalesce(
+      lead(first_ts) OVER (PARTITION BY run_id, rank ORDER BY iteration), last_end
+    ) AS end_ns,
+    source_file,
+    first_line,
+    last_line,
+    ops
+  FROM seq
+)
+SELECT run_id, rank, iteration, source, start_ns, end_ns, duration_ns, source_file, first_line, last_line, ops
+FROM marked
+UNION ALL
+SELECT
+  run_id, rank, iteration, source, start_ns, end_ns, end_ns - start_ns AS duration_ns,
+  source_file, first_line, last_line, ops
+FROM seq_timed

@@ -1,0 +1,74 @@
+-- Communication on/off pattern per rank and iteration: merged communication-active time, idle time, on/off cycles, duty cycle and shape signatures.
+-- One row per (run, rank, iteration) with a timed iteration window. on = |union of comm intervals (comm kernels, else timed comm calls) cut to the window|; off = duration - on; cycles = number of merged on intervals.
+CREATE OR REPLACE VIEW on_off(
+  -- Training run identifier.
+  run_id,
+  -- Global rank.
+  rank,
+  -- Iteration.
+  iteration,
+  -- Where the on intervals come from: kernels | comm_ops (null when the iteration has none).
+  source,
+  -- Iteration start, ns.
+  start_ns,
+  -- Iteration end, ns.
+  end_ns,
+  -- Iteration duration, ns (= on_ns + off_ns).
+  iteration_ns,
+  -- Communication-active time, ns.
+  on_ns,
+  -- Communication-idle time, ns.
+  off_ns,
+  -- Number of merged on intervals.
+  cycles,
+  -- on_ns / iteration_ns.
+  duty_cycle,
+  -- md5 of the on intervals' start and end relative to the iteration, rounded to 5% of it (time shape).
+  shape_signature,
+  -- md5 of the iteration's call token sequence (int_onoff_signature).
+  signature
+) AS
+WITH win AS (
+  SELECT run_id, rank, iteration, start_ns, end_ns, duration_ns
+  FROM int_iterations
+  WHERE start_ns IS NOT NULL AND rank IS NOT NULL
+),
+comm AS (
+  SELECT
+    b.run_id,
+    b.rank,
+    b.iteration,
+    any_value(b.source) AS source,
+    sum(b.dur_ns) AS on_ns,
+    count(*) AS cycles,
+    md5(
+      string_agg(
+        CAST(round(20.0 * (b.ts_ns - w.start_ns) / nullif(w.duration_ns, 0)) AS VARCHAR)
+        || '-'
+        || CAST(round(20.0 * (b.end_ns - w.start_ns) / nullif(w.duration_ns, 0)) AS VARCHAR),
+        ',' ORDER BY b.ts_ns
+      )
+    ) AS shape_signature
+  FROM int_rank_busy_merged AS b
+  JOIN win AS w ON b.run_id = w.run_id AND b.rank = w.rank AND b.iteration = w.iteration
+  WHERE b.activity = 'comm'
+  GROUP BY b.run_id, b.rank, b.iteration
+)
+SELECT
+  w.run_id,
+  w.rank,
+  w.iteration,
+  c.source,
+  w.start_ns,
+  w.end_ns,
+  w.duration_ns AS iteration_ns,
+  coalesce(c.on_ns, 0) AS on_ns,
+  w.duration_ns - coalesce(c.on_ns, 0) AS off_ns,
+  coalesce(c.cycles, 0) AS cycles,
+  coalesce(c.on_ns, 0) / nullif(w.duration_ns, 0) AS duty_cycle,
+  coalesce(c.shape_signature, md5('')) AS shape_signature,
+  s.signature
+FROM win AS w
+LEFT JOIN comm AS c ON w.run_id = c.run_id AND w.rank = c.rank AND w.iteration = c.iteration
+LEFT JOIN int_onoff_signature AS s
+  ON w.run_id = s.run_id AND w.rank = s.rank AND w.iteration = s.iteration

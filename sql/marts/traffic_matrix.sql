@@ -1,0 +1,55 @@
+-- Bytes sent from rank i to rank j per iteration and traffic class, collectives expanded into point-to-point flows by their algorithm (APNet'24 traffic matrix, Fig. 2-4).
+-- One row per (run_id, iteration, src_rank, dst_rank, traffic_class); dst_rank null holds volume whose destinations are unknown. Expansion rules: int_flows_expanded.
+CREATE OR REPLACE VIEW traffic_matrix(
+  -- Training run identifier.
+  run_id,
+  -- Iteration (int_comm_op_iteration; null when unknown).
+  iteration,
+  -- Sending global rank.
+  src_rank,
+  -- Receiving global rank (null: destination unknown).
+  dst_rank,
+  -- TP | PP | DP | EP | EmbTableSyn | other.
+  traffic_class,
+  -- Bytes sent from src_rank to dst_rank (sum of flows; ring shares are fractional).
+  bytes,
+  -- True when both ranks are on the same node; null when a node is unknown.
+  intra_node,
+  -- Node of src_rank.
+  src_node,
+  -- Node of dst_rank.
+  dst_node,
+  -- Number of flows (expanded call x channel rows) summed.
+  flows,
+  -- Number of distinct logged calls contributing.
+  calls
+) AS
+WITH
+  agg AS (
+    SELECT
+      run_id,
+      iteration,
+      src_rank,
+      dst_rank,
+      traffic_class,
+      sum(bytes) AS bytes,
+      count(*) AS flows,
+      count(DISTINCT (logged_rank, source_file, source_line)) AS calls
+    FROM int_flows_expanded
+    GROUP BY run_id, iteration, src_rank, dst_rank, traffic_class
+  )
+SELECT
+  a.run_id,
+  a.iteration,
+  a.src_rank,
+  a.dst_rank,
+  a.traffic_class,
+  a.bytes,
+  CASE WHEN s.node IS NOT NULL AND d.node IS NOT NULL THEN s.node = d.node END AS intra_node,
+  s.node AS src_node,
+  d.node AS dst_node,
+  a.flows,
+  a.calls
+FROM agg AS a
+LEFT JOIN int_rank_nodes AS s ON s.run_id = a.run_id AND s.rank = a.src_rank
+LEFT JOIN int_rank_nodes AS d ON d.run_id = a.run_id AND d.rank = a.dst_rank

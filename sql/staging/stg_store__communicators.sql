@@ -1,0 +1,42 @@
+-- NCCL communicators (and process groups) as initialised, one member row each.
+-- One row per (communicator incarnation, rank) as communicators.
+CREATE OR REPLACE VIEW stg_store__communicators(
+  -- Training run identifier.
+  run_id,
+  -- Communicator pointer as logged (per process).
+  comm_id,
+  -- Rank inside the communicator.
+  group_rank,
+  -- Number of ranks in the communicator.
+  nranks,
+  -- Global (world) rank of the member, when known.
+  global_rank,
+  -- Host name.
+  host,
+  -- Process id.
+  pid,
+  -- CUDA device.
+  cuda_dev,
+  -- commId / commHash, the same on every member (null before NCCL 2.16).
+  comm_hash,
+  -- Parent communicator of a split.
+  parent_comm_id,
+  -- File the row came from.
+  source_file,
+  -- Line in that file.
+  source_line
+) AS
+SELECT
+  run_id,
+  comm_id,
+  rank AS group_rank,
+  nranks,
+  global_rank,
+  host,
+  pid,
+  cuda_dev,
+  comm_hash,
+  parent_comm_id,
+  source_file,
+  source_line
+FROM communicators
