@@ -23,7 +23,9 @@ class _TestLines:
     def sniff(self, head: bytes, path: Path) -> int:
         return 0
 
-    def parse(self, source: Source, *, run_id: str, rank: int | None = None) -> Iterator[ParsedChunk]:
+    def parse(
+        self, source: Source, *, run_id: str, rank: int | None = None
+    ) -> Iterator[ParsedChunk]:
         for block in iter_line_blocks(source, block_bytes=64):
             s = pl.Series("l", block.lines, dtype=pl.Utf8)
             if s.str.contains("^boom$").any():

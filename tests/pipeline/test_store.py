@@ -65,7 +65,9 @@ def _ingest_worker(args: tuple[str, str]) -> str:
     import importlib.util
 
     # Register the test parser in the child (a fresh interpreter) from the conftest file.
-    spec = importlib.util.spec_from_file_location("_cs_test_lines", Path(__file__).with_name("conftest.py"))
+    spec = importlib.util.spec_from_file_location(
+        "_cs_test_lines", Path(__file__).with_name("conftest.py")
+    )
     assert spec and spec.loader
     spec.loader.exec_module(importlib.util.module_from_spec(spec))
     root, path = args
