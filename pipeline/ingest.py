@@ -27,8 +27,8 @@ from pipeline.store import Store, StoreError, batch_id_for, validate_run_id
 
 log = logging.getLogger(__name__)
 
-SIDECAR_SUFFIXES = (".source.txt",)
-"""Files never ingested: provenance sidecars of samples."""
+SIDECAR_SUFFIXES = (".source.txt", "manifest.json")
+"""Files never parsed: provenance sidecars of samples, and run manifests (read as config)."""
 
 STATUS_OK = "ingested"
 STATUS_SKIPPED = "already ingested"
@@ -229,7 +229,7 @@ def ingest_file(
     if not committed:
         return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
     for w in warnings:
-        log.warning("%s: %s", shown, w)
+        log.info("%s: %s", shown, w)
     return FileResult(
         shown,
         STATUS_OK,

@@ -29,9 +29,9 @@ def summarize(
     try:
         files = con.sql(
             """
-            SELECT format, count(*) AS files, sum(lines_total) AS lines,
-                   sum(lines_parsed) AS parsed, sum(lines_ignored) AS ignored,
-                   sum(lines_rejected) AS rejected, sum(rows_written) AS rows
+            SELECT format, count(*) AS files, sum(lines_total)::BIGINT AS lines,
+                   sum(lines_parsed)::BIGINT AS parsed, sum(lines_ignored)::BIGINT AS ignored,
+                   sum(lines_rejected)::BIGINT AS rejected, sum(rows_written)::BIGINT AS rows
             FROM ingested_files WHERE run_id = ? GROUP BY format ORDER BY format
             """,
             params=[run_id],
@@ -39,7 +39,7 @@ def summarize(
         ops = con.sql(
             """
             SELECT op, count(*) AS calls, count(DISTINCT rank) AS ranks,
-                   sum(msg_bytes) AS bytes, median(msg_bytes) AS median_msg_bytes,
+                   sum(msg_bytes)::BIGINT AS bytes, median(msg_bytes) AS median_msg_bytes,
                    sum(dur_ns) / 1e6 AS total_ms
             FROM comm_ops WHERE run_id = ? GROUP BY op ORDER BY calls DESC, op
             """,

@@ -384,6 +384,27 @@ def main(argv: list[str] | None = None) -> int:
         "synthetic": False,
         "note": "real DeepSpeed/torch.profiler output recorded on a 2-core CPU machine, gloo backend; "
         "the training data are random tokens",
+        # The same run in commscope's config layout (configs/*.toml), read by ingest.
+        "config": {
+            "model": {
+                "name": "tiny GPT-like (CPU recording)",
+                "layers": args.layers,
+                "hidden": args.hidden,
+                "heads": args.heads,
+                "seq": args.seq,
+                "vocab": args.vocab,
+                "global_batch": args.micro_batch * args.grad_accum * (WORLD_SIZE // PP),
+                "micro_batch": args.micro_batch,
+                "micro_batches": args.grad_accum,
+                "precision": "fp32",
+                "vocab_divisible_by": 1,
+                "recompute": False,
+                "tied_embeddings": False,
+            },
+            "parallel": {"pp": PP, "tp": 1, "dp": WORLD_SIZE // PP},
+            "platform": {"name": "2-core CPU, gloo", "gpus_per_node": WORLD_SIZE},
+            "mapping": {"order": ["pipe", "data", "model"]},
+        },
     }
     port = _free_port()
     t0 = time.perf_counter()

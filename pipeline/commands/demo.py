@@ -9,6 +9,7 @@ from pathlib import Path
 from pipeline.commands._format import table
 from pipeline.commands.ingest import render_results
 from pipeline.commands.summary import render
+from pipeline.derive import derive_run
 from pipeline.ingest import ingest_paths
 from pipeline.store import Store, StoreError
 from pipeline.summary import summarize
@@ -20,9 +21,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``demo`` subcommand."""
     p = sub.add_parser(
         "demo",
-        help="ingest the bundled sample traces (one run per folder) and summarise them",
+        help="ingest and derive the bundled sample traces (one run per folder), then summarise",
         description="Run the main job on sample_traces/: every sub-folder is one run; ingest "
-        "it, then print each run's summary.",
+        "it, derive its marts, then print each run's summary.",
     )
     p.add_argument("--samples", type=Path, default=REPO_SAMPLES, help="folder of run folders")
     p.set_defaults(func=run)
@@ -45,6 +46,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"ingested {d} as run {d.name}:")
         print(render_results(results) + "\n")
         ok = ok and any(r.ok for r in results)
+        derived = derive_run(store, d.name)
+        print(
+            f"derived {len(derived.marts)} marts for {d.name}: "
+            + ", ".join(f"{k} ({v} rows)" for k, v in derived.marts.items())
+            + "\n"
+        )
     con = store.connect(read_only=True)
     try:
         for d in runs:
