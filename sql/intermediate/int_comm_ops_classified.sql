@@ -66,8 +66,11 @@ WITH
       ON d.run_id = o.run_id AND coalesce(d.source_file, '') = coalesce(o.source_file, '')
       AND coalesce(d.source_line, -1) = coalesce(o.source_line, -1)
   ),
-  ck AS (SELECT * FROM int_groups_comm_keys WHERE key_kind = 'communicator'),
-  pk AS (SELECT * FROM int_groups_comm_keys WHERE key_kind = 'process_group'),
+  keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys),
+  members AS MATERIALIZED (SELECT * FROM int_groups_members),
+  nodes AS MATERIALIZED (SELECT * FROM int_rank_nodes),
+  ck AS (SELECT * FROM keys WHERE key_kind = 'communicator'),
+  pk AS (SELECT * FROM keys WHERE key_kind = 'process_group'),
   keyed AS (
     SELECT
       o.*,
@@ -101,8 +104,8 @@ WITH
       max(n.stage) AS max_stage,
       min(m.global_rank) AS min_rank,
       max(m.global_rank) AS max_rank
-    FROM int_groups_members AS m
-    LEFT JOIN int_rank_nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
+    FROM members AS m
+    LEFT JOIN nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
     GROUP BY m.run_id, m.global_group
   ),
   judged AS (
@@ -129,6 +132,11 @@ WITH
           AND k.group_size <> k.tp THEN 'DP'
         WHEN k.has_config AND k.group_size = 2 AND k.pp > 1 AND k.op = 'all_reduce'
           AND k.tp <> 2 AND k.dp <> 2 THEN 'EmbTableSyn'
+        -- config, no group information at all (DeepSpeed logs): the only collective group
+        WHEN k.has_config AND k.group_size IS NULL AND k.global_group IS NULL AND k.tp = 1
+          AND k.dp > 1 THEN 'DP'
+        WHEN k.has_config AND k.group_size IS NULL AND k.global_group IS NULL AND k.dp = 1
+          AND k.tp > 1 THEN 'TP'
         WHEN k.has_config THEN 'other'
         -- no config: infer from the members' strides
         WHEN g.n_members > 1 AND g.n_members = k.world_size THEN 'DP'
@@ -180,8 +188,8 @@ SELECT
   j.traffic_class,
   j.class_source
 FROM judged AS j
-LEFT JOIN int_rank_nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
+LEFT JOIN nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
 LEFT JOIN (
-  SELECT run_id, global_group, count(*) AS n FROM int_groups_members GROUP BY ALL
+  SELECT run_id, global_group, count(*) AS n FROM members GROUP BY ALL
 ) AS n_members_of
   ON n_members_of.run_id = j.run_id AND n_members_of.global_group = j.global_group

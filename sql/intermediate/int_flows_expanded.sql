@@ -31,10 +31,13 @@ CREATE OR REPLACE VIEW int_flows_expanded(
   ts_ns
 ) AS
 WITH
-  logged_ranks AS (
-    SELECT DISTINCT run_id, rank FROM int_comm_ops_classified WHERE rank IS NOT NULL
+  edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
+  members AS MATERIALIZED (SELECT * FROM int_groups_members),
+  classified AS MATERIALIZED (SELECT * FROM int_comm_ops_classified),
+  logged_ranks AS MATERIALIZED (
+    SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
   ),
-  base AS (
+  base AS MATERIALIZED (
     SELECT
       o.*,
       coalesce(it.iteration, o.iteration) AS it_iteration,
@@ -45,22 +48,27 @@ WITH
       ) AS peer_global,
       o.group_size AS n,
       o.msg_bytes::DOUBLE AS s
-    FROM int_comm_ops_classified AS o
+    FROM classified AS o
     LEFT JOIN int_comm_op_iteration AS it
       ON it.run_id = o.run_id AND it.rank = o.rank AND it.source_file = o.source_file
       AND it.source_line = o.source_line
-    LEFT JOIN int_groups_members AS me
+    LEFT JOIN members AS me
       ON me.run_id = o.run_id AND me.global_group = o.global_group AND me.global_rank = o.rank
-    LEFT JOIN int_groups_members AS rt
+    LEFT JOIN members AS rt
       ON rt.run_id = o.run_id AND rt.global_group = o.global_group AND rt.group_rank = o.peer_rank
     WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
   ),
-  ring_nch AS (
-    SELECT run_id, global_group, kind, src_rank, count(DISTINCT channel) AS nch
-    FROM int_topology_edges
+  ring_nch AS MATERIALIZED (
+    SELECT
+      run_id,
+      global_group,
+      CASE WHEN kind = 'ring' THEN 'ring' ELSE 'tree' END AS kind,
+      src_rank,
+      count(DISTINCT channel) AS nch
+    FROM edges
     GROUP BY ALL
   ),
-  sized AS (
+  sized AS MATERIALIZED (
     -- volume sent by the caller on the ring, per op; mode = how it is expanded
     SELECT
       b.*,
@@ -96,15 +104,15 @@ WITH
       ON rn.run_id = b.run_id AND rn.global_group = b.global_group AND rn.kind = 'ring'
       AND rn.src_rank = b.rank
     LEFT JOIN ring_nch AS tn
-      ON tn.run_id = b.run_id AND tn.global_group = b.global_group AND tn.kind = 'tree_up'
+      ON tn.run_id = b.run_id AND tn.global_group = b.global_group AND tn.kind = 'tree'
       AND tn.src_rank = b.rank
   ),
-  root AS (
+  root AS MATERIALIZED (
     SELECT
       s.*,
       coalesce(s.peer_global, r0.global_rank) AS root_global
     FROM sized AS s
-    LEFT JOIN int_groups_members AS r0
+    LEFT JOIN members AS r0
       ON r0.run_id = s.run_id AND r0.global_group = s.global_group AND r0.group_rank = 0
       AND s.peer_global IS NULL AND s.op IN ('broadcast', 'reduce', 'gather', 'scatter')
   ),
@@ -112,7 +120,7 @@ WITH
     -- ring along the logged NCCL rings
     SELECT r.*, e.dst_rank AS dst, r.v / r.ring_nch AS b, 'ring_topology' AS placement
     FROM root AS r
-    JOIN int_topology_edges AS e
+    JOIN edges AS e
       ON e.run_id = r.run_id AND e.global_group = r.global_group AND e.kind = 'ring'
       AND e.src_rank = r.rank
     WHERE r.mode = 'ring_topology'
@@ -122,7 +130,7 @@ WITH
     -- ring in group order
     SELECT r.*, m.global_rank AS dst, r.v AS b, 'ring_group_order' AS placement
     FROM root AS r
-    JOIN int_groups_members AS m
+    JOIN members AS m
       ON m.run_id = r.run_id AND m.global_group = r.global_group
       AND m.group_rank = (r.my_group_rank + 1) % r.n
     WHERE r.mode = 'ring_group_order'
@@ -132,7 +140,7 @@ WITH
     -- tree all_reduce: reduce up to the parent, broadcast down to the children
     SELECT r.*, e.dst_rank AS dst, r.s / r.tree_nch AS b, 'tree_topology' AS placement
     FROM root AS r
-    JOIN int_topology_edges AS e
+    JOIN edges AS e
       ON e.run_id = r.run_id AND e.global_group = r.global_group
       AND e.kind IN ('tree_up', 'tree_down') AND e.src_rank = r.rank
     WHERE r.mode = 'tree'
@@ -140,14 +148,14 @@ WITH
     -- all_to_all: to every other member
     SELECT r.*, m.global_rank AS dst, r.v AS b, 'all_to_all' AS placement
     FROM root AS r
-    JOIN int_groups_members AS m
+    JOIN members AS m
       ON m.run_id = r.run_id AND m.global_group = r.global_group AND m.global_rank <> r.rank
     WHERE r.mode = 'all_to_all' AND r.my_group_rank IS NOT NULL AND r.n > 1
     UNION ALL
     -- scatter: the root sends to every other member
     SELECT r.*, m.global_rank AS dst, r.s AS b, 'root' AS placement
     FROM root AS r
-    JOIN int_groups_members AS m
+    JOIN members AS m
       ON m.run_id = r.run_id AND m.global_group = r.global_group AND m.global_rank <> r.rank
     WHERE r.mode = 'scatter' AND r.rank = r.root_global
     UNION ALL
@@ -164,10 +172,8 @@ WITH
     -- recv whose sender logged nothing: the only record of those bytes
     SELECT r.*, r.rank AS dst, r.s AS b, 'recv_only' AS placement
     FROM root AS r
+    ANTI JOIN logged_ranks AS l ON l.run_id = r.run_id AND l.rank = r.peer_global
     WHERE r.mode = 'recv' AND r.peer_global IS NOT NULL
-      AND NOT EXISTS (
-        SELECT 1 FROM logged_ranks AS l WHERE l.run_id = r.run_id AND l.rank = r.peer_global
-      )
     UNION ALL
     -- destinations unknown: keep the caller's volume
     SELECT r.*, NULL AS dst, r.v * CASE WHEN r.mode = 'all_to_all' THEN r.n - 1 ELSE 1 END AS b,

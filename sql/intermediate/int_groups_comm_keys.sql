@@ -21,10 +21,11 @@ CREATE OR REPLACE VIEW int_groups_comm_keys(
   members_complete
 ) AS
 WITH
-  comms AS (
+  rw AS MATERIALIZED (SELECT run_id, world_size FROM int_run_world),
+  comms AS MATERIALIZED (
     SELECT c.*, w.world_size
     FROM stg_store__communicators AS c
-    LEFT JOIN int_run_world AS w USING (run_id)
+    LEFT JOIN rw AS w USING (run_id)
   ),
   by_hash AS (
     SELECT
@@ -65,7 +66,7 @@ WITH
       array_to_string(list_sort(list(DISTINCT o.rank)), ',') AS member_list,
       count(DISTINCT o.rank) AS n_known
     FROM stg_store__comm_ops AS o
-    LEFT JOIN int_run_world AS w USING (run_id)
+    LEFT JOIN rw AS w USING (run_id)
     WHERE coalesce(o.source_format, '') <> 'nccl_debug'
       AND o.comm_id IS NOT NULL
       AND o.group_size IS NOT NULL

@@ -13,15 +13,16 @@ CREATE OR REPLACE VIEW int_groups_members(
   global_rank
 ) AS
 WITH
+  keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys),
   groups AS (
     SELECT DISTINCT run_id, key_kind, comm_id, group_size, global_group
-    FROM int_groups_comm_keys
+    FROM keys
     WHERE members_complete AND global_group <> 'world'
   ),
   from_comms AS (
     SELECT DISTINCT g.run_id, g.global_group, g.group_size, c.group_rank, k.global_rank
     FROM groups AS g
-    JOIN int_groups_comm_keys AS k
+    JOIN keys AS k
       ON k.run_id = g.run_id AND k.global_group = g.global_group AND k.key_kind = 'communicator'
     JOIN stg_store__communicators AS c
       ON c.run_id = k.run_id AND c.comm_id = k.comm_id AND coalesce(c.host, '') = coalesce(k.host, '')

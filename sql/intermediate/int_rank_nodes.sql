@@ -19,6 +19,7 @@ CREATE OR REPLACE VIEW int_rank_nodes(
   tp_index
 ) AS
 WITH
+  rw AS MATERIALIZED (SELECT * FROM int_run_world),
   logged AS (
     SELECT run_id, rank, host FROM stg_store__comm_ops WHERE rank IS NOT NULL
     UNION ALL
@@ -26,7 +27,7 @@ WITH
   ),
   world AS (
     SELECT run_id, unnest(range(0, world_size)) AS rank, NULL::VARCHAR AS host
-    FROM int_run_world
+    FROM rw
     WHERE world_size IS NOT NULL
   ),
   ranks AS (
@@ -55,5 +56,5 @@ SELECT
   ((r.rank // w.stride_data) % w.dp)::INTEGER AS dp_index,
   ((r.rank // w.stride_model) % w.tp)::INTEGER AS tp_index
 FROM ranks AS r
-LEFT JOIN int_run_world AS w USING (run_id)
+LEFT JOIN rw AS w USING (run_id)
 LEFT JOIN hosts AS h ON h.run_id = r.run_id AND h.host = r.host

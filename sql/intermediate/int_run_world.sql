@@ -31,23 +31,21 @@ CREATE OR REPLACE VIEW int_run_world(
   c_inter_bps
 ) AS
 WITH
+  ops AS MATERIALIZED (SELECT run_id, rank, group_size FROM stg_store__comm_ops),
+  comms AS MATERIALIZED (SELECT run_id, nranks, global_rank FROM stg_store__communicators),
   runs AS (
-    SELECT run_id FROM stg_store__comm_ops
+    SELECT run_id FROM ops
     UNION
-    SELECT run_id FROM stg_store__communicators
+    SELECT run_id FROM comms
     UNION
     SELECT run_id FROM run_config
   ),
   seen AS (
     SELECT run_id, max(n) AS n_seen
     FROM (
-      SELECT run_id, max(group_size) AS n FROM stg_store__comm_ops GROUP BY run_id
+      SELECT run_id, greatest(max(group_size), max(rank) + 1) AS n FROM ops GROUP BY run_id
       UNION ALL
-      SELECT run_id, max(rank) + 1 FROM stg_store__comm_ops GROUP BY run_id
-      UNION ALL
-      SELECT run_id, max(nranks) FROM stg_store__communicators GROUP BY run_id
-      UNION ALL
-      SELECT run_id, max(global_rank) + 1 FROM stg_store__communicators GROUP BY run_id
+      SELECT run_id, greatest(max(nranks), max(global_rank) + 1) FROM comms GROUP BY run_id
     )
     GROUP BY run_id
   ),

@@ -15,6 +15,7 @@ CREATE OR REPLACE VIEW int_topology_edges(
   dst_rank
 ) AS
 WITH
+  members AS MATERIALIZED (SELECT * FROM int_groups_members),
   comm_group AS (
     SELECT run_id, comm_id, host, pid, min(global_group) AS global_group
     FROM int_groups_comm_keys
@@ -50,8 +51,8 @@ SELECT DISTINCT
   s.global_rank AS src_rank,
   d.global_rank AS dst_rank
 FROM edges AS e
-JOIN int_groups_members AS s
+JOIN members AS s
   ON s.run_id = e.run_id AND s.global_group = e.global_group AND s.group_rank = e.group_rank
-JOIN int_groups_members AS d
+JOIN members AS d
   ON d.run_id = e.run_id AND d.global_group = e.global_group AND d.group_rank = e.peer_group_rank
 WHERE s.global_rank <> d.global_rank

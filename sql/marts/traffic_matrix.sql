@@ -25,6 +25,7 @@ CREATE OR REPLACE VIEW traffic_matrix(
   calls
 ) AS
 WITH
+  nodes AS MATERIALIZED (SELECT run_id, rank, node FROM int_rank_nodes),
   agg AS (
     SELECT
       run_id,
@@ -51,5 +52,5 @@ SELECT
   a.flows,
   a.calls
 FROM agg AS a
-LEFT JOIN int_rank_nodes AS s ON s.run_id = a.run_id AND s.rank = a.src_rank
-LEFT JOIN int_rank_nodes AS d ON d.run_id = a.run_id AND d.rank = a.dst_rank
+LEFT JOIN nodes AS s ON s.run_id = a.run_id AND s.rank = a.src_rank
+LEFT JOIN nodes AS d ON d.run_id = a.run_id AND d.rank = a.dst_rank

@@ -1,0 +1,256 @@
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run (model_spec §C: C = busbw of large messages).
+-- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: algbw S = msg for all_reduce/broadcast/reduce/send/recv, msg*n for all_gather (and NCCL reduce_scatter/all_to_all/gather/scatter, whose count is per rank), msg for PyTorch/DeepSpeed reduce_scatter/all_to_all (full input); busbw = algbw * 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all, gather, scatter), 1 otherwise. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown.
+CREATE OR REPLACE VIEW effective_bandwidth(
+  -- Training run identifier.
+  run_id,
+  -- comm_ops (per-call rows aggregated) or comm_summaries (DeepSpeed summary row).
+  source,
+  -- Normalised operation.
+  op,
+  -- TP | PP | DP | EP | EmbTableSyn | other.
+  traffic_class,
+  -- True group size n used for busbw (null when unknown).
+  group_size,
+  -- World size (DeepSpeed's n).
+  world_size,
+  -- Message-size bucket: largest power of two <= msg_bytes.
+  size_bucket_bytes,
+  -- Summary rows: the printed message size in bytes; comm_ops rows: null.
+  msg_bytes,
+  -- Summary rows: 0-based summary table index; comm_ops rows: null.
+  summary_index,
+  -- Summary rows: line of the printed row; comm_ops rows: null.
+  summary_line,
+  -- Number of calls.
+  calls,
+  -- Sum of msg_bytes over the calls.
+  total_bytes,
+  -- Calls with a duration (bandwidths come from these).
+  timed_calls,
+  -- Median call duration, ns (summary rows: the printed average latency).
+  median_dur_ns,
+  -- Mean call duration, ns (summary rows: total latency / count).
+  mean_dur_ns,
+  -- Median algorithm bandwidth S/t, GB/s (1e9 bytes/s), true group size.
+  algbw_gb_s,
+  -- Median bus bandwidth, GB/s, true group size.
+  busbw_gb_s,
+  -- Median algorithm bandwidth, Gbit/s.
+  algbw_gbit_s,
+  -- Median bus bandwidth, Gbit/s.
+  busbw_gbit_s,
+  -- Mean bus bandwidth, GB/s.
+  mean_busbw_gb_s,
+  -- Median busbw as the source logged it, Gbit/s (DeepSpeed: computed with the world size).
+  logged_busbw_gbit_s,
+  -- DeepSpeed's busbw formula with the world size, Gbit/s (logged value where present, else recomputed from the durations).
+  ds_world_busbw_gbit_s,
+  -- true-group busbw / DeepSpeed world-size busbw for this op (1 when n = world size).
+  correction_factor,
+  -- ds_world_busbw_gbit_s * correction_factor: DeepSpeed's figure corrected to the group size, Gbit/s.
+  corrected_busbw_gbit_s,
+  -- Link capacity for this group, bytes/s: config c_intra when all members share a node, c_inter otherwise (null when unknown).
+  link_capacity_bytes_s,
+  -- busbw / link capacity (null when the capacity is unknown).
+  utilisation,
+  -- Run's C_TP: median busbw of TP messages >= 1 MiB (all TP messages when none), bytes/s.
+  c_tp_bytes_s,
+  -- Run's C_PP (send/recv busbw = algbw), bytes/s.
+  c_pp_bytes_s,
+  -- Run's C_DP, bytes/s.
+  c_dp_bytes_s,
+  -- Run's C_EP (all_to_all), bytes/s.
+  c_ep_bytes_s
+) AS
+WITH
+  world AS MATERIALIZED (SELECT * FROM int_run_world),
+  group_nodes AS (
+    SELECT m.run_id, m.global_group, count(DISTINCT n.node) AS n_nodes, count(n.node) AS n_known,
+      count(*) AS n_members
+    FROM int_groups_members AS m
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
+    GROUP BY ALL
+  ),
+  calls AS (
+    SELECT
+      o.run_id,
+      o.op,
+      o.traffic_class,
+      o.source_format,
+      o.msg_bytes::DOUBLE AS s,
+      o.dur_ns,
+      o.busbw_gbps AS logged_busbw,
+      w.world_size AS nw,
+      coalesce(
+        o.group_size,
+        CASE
+          WHEN o.op IN ('send', 'recv') THEN 2
+          WHEN o.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
+          WHEN w.tp = 1 THEN w.dp
+          WHEN w.dp = 1 THEN w.tp
+        END
+      ) AS n,
+      CASE
+        WHEN gn.n_known = gn.n_members AND gn.n_nodes = 1 THEN w.c_intra_bps
+        WHEN gn.n_known = gn.n_members AND gn.n_nodes > 1 THEN w.c_inter_bps
+      END AS capacity
+    FROM int_comm_ops_classified AS o
+    LEFT JOIN world AS w ON w.run_id = o.run_id
+    LEFT JOIN group_nodes AS gn ON gn.run_id = o.run_id AND gn.global_group = o.global_group
+    WHERE o.is_traffic AND o.msg_bytes > 0
+  ),
+  summaries AS (
+    SELECT
+      c.run_id,
+      c.op,
+      CASE
+        WHEN c.op IN ('send', 'recv') THEN 'PP'
+        WHEN c.op = 'all_to_all' THEN 'EP'
+        WHEN w.tp = 1 AND w.dp > 1 THEN 'DP'
+        WHEN w.dp = 1 AND w.tp > 1 THEN 'TP'
+        ELSE 'other'
+      END AS traffic_class,
+      'deepspeed_comms' AS source_format,
+      c.msg_bytes::DOUBLE AS s,
+      c.msg_bytes,
+      c.summary_index,
+      c.source_line AS summary_line,
+      c.calls,
+      c.avg_latency_ms * 1e6 AS median_dur_ns,
+      c.total_latency_ms * 1e6 / nullif(c.calls, 0) AS mean_dur_ns,
+      c.busbw_gbps AS logged_busbw,
+      w.world_size AS nw,
+      CASE
+        WHEN c.op IN ('send', 'recv') THEN 2
+        WHEN c.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
+        WHEN w.tp = 1 THEN w.dp
+        WHEN w.dp = 1 THEN w.tp
+      END AS n
+    FROM stg_store__comm_summaries AS c
+    LEFT JOIN world AS w ON w.run_id = c.run_id
+    WHERE c.op NOT IN ('barrier', 'other') AND c.msg_bytes > 0
+  ),
+  factors AS (
+    -- per call: algbw size S_alg, busbw factor with n, DeepSpeed factors with the world size
+    SELECT
+      *,
+      CASE
+        WHEN op = 'all_gather' THEN s * n
+        WHEN op IN ('reduce_scatter', 'all_to_all', 'gather', 'scatter')
+          AND source_format = 'nccl_debug' THEN s * n
+        ELSE s
+      END AS s_alg,
+      CASE
+        WHEN op = 'all_reduce' THEN 2.0 * (n - 1) / n
+        WHEN op IN ('all_gather', 'reduce_scatter', 'all_to_all', 'gather', 'scatter')
+          THEN (n - 1)::DOUBLE / n
+        ELSE 1.0
+      END AS bus_factor,
+      -- DeepSpeed calc_bw_log busbw / (S/t), with n = world size
+      CASE
+        WHEN op = 'all_to_all' THEN (nw - 1)::DOUBLE / nw
+        WHEN op IN ('all_gather', 'reduce_scatter') THEN (nw - 1)::DOUBLE
+        WHEN op = 'all_reduce' THEN 2.0 * (nw - 1) / nw
+        ELSE 1.0
+      END AS ds_factor
+    FROM (
+      SELECT run_id, op, traffic_class, source_format, s, NULL::BIGINT AS msg_bytes,
+        NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, 1 AS calls, dur_ns::DOUBLE AS median_dur_ns,
+        dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source
+      FROM calls
+      UNION ALL
+      SELECT run_id, op, traffic_class, source_format, s, msg_bytes, summary_index, summary_line,
+        calls,
+        median_dur_ns, mean_dur_ns, logged_busbw, nw, n, NULL AS capacity,
+        'comm_summaries' AS source
+      FROM summaries
+    )
+  ),
+  per_call AS (
+    SELECT
+      *,
+      -- true busbw / DeepSpeed world busbw for the same S and t
+      (s_alg * bus_factor) / nullif(s * ds_factor, 0) AS correction,
+      s_alg / nullif(median_dur_ns, 0) AS algbw_b_ns,
+      s_alg * bus_factor / nullif(median_dur_ns, 0) AS busbw_b_ns,
+      s * ds_factor / nullif(median_dur_ns, 0) AS ds_busbw_b_ns
+    FROM factors
+  ),
+  grouped AS (
+    SELECT
+      run_id,
+      source,
+      op,
+      traffic_class,
+      n::INTEGER AS group_size,
+      any_value(nw)::INTEGER AS world_size,
+      (2::BIGINT ** floor(log2(s)))::BIGINT AS size_bucket_bytes,
+      any_value(msg_bytes) AS msg_bytes,
+      any_value(summary_index) AS summary_index,
+      any_value(summary_line) AS summary_line,
+      sum(calls)::BIGINT AS calls,
+      sum(s * calls)::BIGINT AS total_bytes,
+      sum(CASE WHEN median_dur_ns > 0 THEN calls ELSE 0 END)::BIGINT AS timed_calls,
+      median(median_dur_ns) AS median_dur_ns,
+      sum(mean_dur_ns * calls) / nullif(sum(CASE WHEN mean_dur_ns IS NOT NULL THEN calls END), 0)
+        AS mean_dur_ns,
+      median(algbw_b_ns) AS algbw_gb_s,
+      median(busbw_b_ns) AS busbw_gb_s,
+      avg(busbw_b_ns) AS mean_busbw_gb_s,
+      median(logged_busbw) AS logged_busbw_gbit_s,
+      coalesce(median(logged_busbw), median(ds_busbw_b_ns) * 8) AS ds_world_busbw_gbit_s,
+      median(correction) AS correction_factor,
+      any_value(capacity) AS link_capacity_bytes_s
+    FROM per_call
+    GROUP BY
+      run_id, source, op, traffic_class, n,
+      (2::BIGINT ** floor(log2(s)))::BIGINT,
+      CASE WHEN source = 'comm_summaries' THEN summary_line END
+  ),
+  c_run AS (
+    -- C per class: median per-call busbw of messages >= 1 MiB (all messages when none), B/s
+    SELECT
+      run_id,
+      traffic_class,
+      coalesce(
+        median(busbw_b_ns) FILTER (WHERE s >= 1048576),
+        median(busbw_b_ns)
+      ) * 1e9 AS c_bytes_s
+    FROM per_call
+    WHERE busbw_b_ns IS NOT NULL
+    GROUP BY run_id, traffic_class
+  )
+SELECT
+  g.run_id,
+  g.source,
+  g.op,
+  g.traffic_class,
+  g.group_size,
+  g.world_size,
+  g.size_bucket_bytes,
+  g.msg_bytes,
+  g.summary_index,
+  g.summary_line,
+  g.calls,
+  g.total_bytes,
+  g.timed_calls,
+  g.median_dur_ns,
+  g.mean_dur_ns,
+  g.algbw_gb_s,
+  g.busbw_gb_s,
+  g.algbw_gb_s * 8 AS algbw_gbit_s,
+  g.busbw_gb_s * 8 AS busbw_gbit_s,
+  g.mean_busbw_gb_s,
+  g.logged_busbw_gbit_s,
+  g.ds_world_busbw_gbit_s,
+  g.correction_factor,
+  g.ds_world_busbw_gbit_s * g.correction_factor AS corrected_busbw_gbit_s,
+  g.link_capacity_bytes_s,
+  g.busbw_gb_s * 1e9 / g.link_capacity_bytes_s AS utilisation,
+  max(CASE WHEN c.traffic_class = 'TP' THEN c.c_bytes_s END) AS c_tp_bytes_s,
+  max(CASE WHEN c.traffic_class = 'PP' THEN c.c_bytes_s END) AS c_pp_bytes_s,
+  max(CASE WHEN c.traffic_class = 'DP' THEN c.c_bytes_s END) AS c_dp_bytes_s,
+  max(CASE WHEN c.traffic_class = 'EP' THEN c.c_bytes_s END) AS c_ep_bytes_s
+FROM grouped AS g
+LEFT JOIN c_run AS c ON c.run_id = g.run_id
+GROUP BY ALL
