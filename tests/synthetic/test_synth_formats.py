@@ -19,6 +19,7 @@ import pytest
 
 from parsers._nsys_payload import MSG_SIZE, PayloadDecoder
 from pipeline.synthetic import GenerateOptions, Scenario, generate
+from pipeline.synthetic.presets import tiny_config as tiny
 from pipeline.synthetic.write_deepspeed import convert_size
 from reports.model.config import config_from_dict
 
@@ -86,25 +87,6 @@ NCCL_KERNEL_NEW = re.compile(
     r"^nccl(?:Dev)?Kernel_(?P<coll>AllReduce|AllGather(?:V)?|ReduceScatter|Broadcast|Reduce|SendRecv|Generic)(?:_(?P<rest>.*))?$"
 )
 # ---------------------------------------------------------------------------------------------
-
-
-def tiny(**model: Any) -> dict[str, Any]:
-    b, m, dp = 2, 4, 4
-    return {
-        "model": {
-            "name": "tiny",
-            "layers": 8,
-            "hidden": 256,
-            "seq": 128,
-            "vocab": 1000,
-            "global_batch": b * m * dp,
-            "micro_batch": b,
-            "micro_batches": m,
-            **model,
-        },
-        "parallel": {"pp": 4, "tp": 2, "dp": dp},
-        "platform": {"gpus_per_node": 8, "peak_flops": 2e12},
-    }
 
 
 @pytest.fixture(scope="module")

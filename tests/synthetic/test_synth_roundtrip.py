@@ -15,29 +15,12 @@ from pipeline import run_config
 from pipeline.ingest import ingest_paths
 from pipeline.store import Store
 from pipeline.synthetic import GenerateOptions, Scenario, generate, load_generate_config
+from pipeline.synthetic.presets import tiny_config as tiny
 from pipeline.synthetic.write_deepspeed import convert_size
 from reports.model.config import RunConfig, config_from_dict
 from reports.model.traffic import traffic_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def tiny() -> dict[str, Any]:
-    b, m, dp = 2, 4, 4
-    return {
-        "model": {
-            "name": "tiny",
-            "layers": 8,
-            "hidden": 256,
-            "seq": 128,
-            "vocab": 1000,
-            "global_batch": b * m * dp,
-            "micro_batch": b,
-            "micro_batches": m,
-        },
-        "parallel": {"pp": 4, "tp": 2, "dp": dp},
-        "platform": {"gpus_per_node": 8, "peak_flops": 2e12},
-    }
 
 
 def expected(run: RunConfig, iterations: int) -> Counter[tuple[int, str, int]]:

@@ -9,31 +9,11 @@ import polars as pl
 import pytest
 
 from pipeline.synthetic._rng import jitter_factor, jitter_table, normalish, uniform
+from pipeline.synthetic.presets import tiny_config as tiny
 from pipeline.synthetic.scenario import GenerateOptions, Scenario
 from pipeline.synthetic.simulate import Simulation, step_to_micro_batch
 from reports.model.config import config_from_dict
 from reports.model.equations import r_bubble
-
-
-def tiny(pp: int = 4, tp: int = 2, dp: int = 4, m: int = 4, **model: Any) -> dict[str, Any]:
-    """A small GPT config in the model's TOML layout (32 ranks by default)."""
-    b = 2
-    cfg = {
-        "model": {
-            "name": "tiny",
-            "layers": 8,
-            "hidden": 256,
-            "seq": 128,
-            "vocab": 1000,
-            "global_batch": b * m * dp,
-            "micro_batch": b,
-            "micro_batches": m,
-            **model,
-        },
-        "parallel": {"pp": pp, "tp": tp, "dp": dp},
-        "platform": {"gpus_per_node": 8, "peak_flops": 2e12},
-    }
-    return cfg
 
 
 def all_events(sim: Simulation) -> pl.DataFrame:

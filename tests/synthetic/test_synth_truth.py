@@ -12,29 +12,11 @@ import polars as pl
 import pytest
 
 from pipeline.synthetic import GenerateOptions, Scenario, generate
+from pipeline.synthetic.presets import tiny_config as tiny
 from pipeline.synthetic.program import UnsupportedConfig
 from reports.model.config import config_from_dict
 from reports.model.mapping import predicted_matrix
 from reports.model.traffic import traffic_rows
-
-
-def tiny(pp: int = 4, tp: int = 2, dp: int = 4, m: int = 4, **model: Any) -> dict[str, Any]:
-    b = 2
-    return {
-        "model": {
-            "name": "tiny",
-            "layers": 8,
-            "hidden": 256,
-            "seq": 128,
-            "vocab": 1000,
-            "global_batch": b * m * dp,
-            "micro_batch": b,
-            "micro_batches": m,
-            **model,
-        },
-        "parallel": {"pp": pp, "tp": tp, "dp": dp},
-        "platform": {"gpus_per_node": 8, "peak_flops": 2e12},
-    }
 
 
 def run_truth(tmp: Path, cfg: dict[str, Any], **opts: Any) -> dict[str, Any]:
