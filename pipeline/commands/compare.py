@@ -1,0 +1,42 @@
+"""``commscope compare``: two runs side by side in one HTML page, with their differences."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pipeline.sql_modules import SqlModuleError
+from pipeline.store import Store, StoreError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``compare`` subcommand."""
+    p = sub.add_parser(
+        "compare",
+        help="write an HTML page comparing two runs (e.g. TCP vs RoCE, default vs custom mapping)",
+        description="Every report view of RUN_A beside the same view of RUN_B, headed by the "
+        "differences of the headline numbers (B - A). Offline and escaped like `report`; runs "
+        "whose marts are missing are derived first.",
+    )
+    p.add_argument("run_a", help="first run (A)")
+    p.add_argument("run_b", help="second run (B)")
+    p.add_argument("-o", "--out", type=Path, default=Path("compare.html"), help="HTML file")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the comparison and print its path."""
+    from reports.html import build_compare
+
+    try:
+        store = Store.open(args.store, create=False)
+        t0 = time.perf_counter()
+        path = build_compare(store, args.run_a, args.run_b, args.out)
+    except (StoreError, SqlModuleError, OSError, ValueError) as exc:
+        print(f"commscope: error: {exc}", file=sys.stderr)
+        return 2
+    size = path.stat().st_size / 1e6
+    print(f"wrote {path} ({size:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+    return 0

@@ -1,0 +1,47 @@
+"""``commscope report``: one self-contained HTML report of a run (offline, escaped, CSP)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from pipeline.sql_modules import SqlModuleError
+from pipeline.store import Store, StoreError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``report`` subcommand."""
+    p = sub.add_parser(
+        "report",
+        help="write one self-contained HTML report of a run (measured beside predicted)",
+        description="Build an HTML page from the run's marts: headline numbers with the model's "
+        "predictions and errors, iteration breakdown, traffic heatmaps, on/off timeline, message "
+        "sizes, bandwidth, stragglers and bubbles, predictability, MoE non-uniformity and data "
+        "quality. The page works offline (Vega inlined, no network request) and escapes all log "
+        "text. The run is derived first when its marts are missing or --model is given.",
+    )
+    p.add_argument("run_id", help="run id")
+    p.add_argument("-o", "--out", type=Path, default=None, help="HTML file (default: RUN_ID.html)")
+    p.add_argument(
+        "--model", type=Path, default=None, help="model/parallel config (TOML); re-derives the run"
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the report and print its path."""
+    from reports.html import build_report
+
+    out = args.out or Path(f"{args.run_id}.html")
+    try:
+        store = Store.open(args.store, create=False)
+        t0 = time.perf_counter()
+        path = build_report(store, args.run_id, out, config=args.model)
+    except (StoreError, SqlModuleError, OSError, ValueError) as exc:
+        print(f"commscope: error: {exc}", file=sys.stderr)
+        return 2
+    size = path.stat().st_size / 1e6
+    print(f"wrote {path} ({size:.1f} MB, {time.perf_counter() - t0:.1f} s)")
+    return 0

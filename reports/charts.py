@@ -1,0 +1,290 @@
+"""Chart builders: one function per report chart, each a pure encoding of a prepared frame.
+
+Why: the frames come from :mod:`reports.data`, which does every computation; a builder only
+maps columns to marks and channels (no aggregation, no transforms that change numbers), so
+charts are easy to test (``to_dict()`` and a JSON round-trip) and to restyle (colours and fonts
+live in :mod:`reports.theme` only). Comparisons of measured and predicted are one tidy frame
+with a ``source`` column, or a layer of two marks.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import polars as pl
+
+from reports import theme
+
+theme.enable()
+
+
+def _data(df: pl.DataFrame) -> alt.InlineData:
+    """Inline the frame's rows (bounded upstream by reports.data, so Altair's 5000-row guard
+    does not apply); NaN becomes null so the spec is valid JSON."""
+    floats = [c for c, t in df.schema.items() if t.is_float()]
+    return alt.InlineData(values=df.with_columns(pl.col(floats).fill_nan(None)).to_dicts())
+
+
+SOURCE_SCALE = alt.Scale(domain=["measured", "predicted"], range=[theme.MEASURED, theme.PREDICTED])
+WIDTH = 420
+HEIGHT = 260
+
+
+def headline_errors(
+    df: pl.DataFrame, *, title: str = "Model error per headline number"
+) -> alt.Chart:
+    """Relative error (measured - predicted) / predicted of each headline number."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_bar()
+        .encode(
+            y=alt.Y("metric:N", title=None, sort=None),
+            x=alt.X("rel_error:Q", title="relative error", axis=alt.Axis(format="%")),
+            color=alt.condition(
+                "abs(datum.rel_error) > 0.15",
+                alt.value(theme.PALETTE[3]),
+                alt.value(theme.MEASURED),
+            ),
+            tooltip=[
+                "metric:N",
+                "unit:N",
+                "measured:Q",
+                "predicted:Q",
+                alt.Tooltip("rel_error:Q", format=".1%"),
+            ],
+        )
+    )
+
+
+def breakdown(df: pl.DataFrame, *, title: str = "Iteration time breakdown") -> alt.Chart:
+    """Stacked bars of an iteration's time per component, one bar per stage and source."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_bar()
+        .encode(
+            y=alt.Y("bar:N", title=None, sort=None),
+            x=alt.X("seconds:Q", title="time per iteration (s)", stack="zero"),
+            color=alt.Color("component:N", title="component", sort=alt.SortField("order")),
+            order=alt.Order("order:Q"),
+            tooltip=["bar:N", "component:N", alt.Tooltip("seconds:Q", format=".4f")],
+        )
+    )
+
+
+def traffic_heatmap(
+    cells: pl.DataFrame,
+    boundaries: pl.DataFrame,
+    *,
+    unit: str,
+    size: int,
+    title: str,
+) -> alt.LayerChart:
+    """One rank x rank (or node/block) heatmap of bytes per iteration, with node boundaries.
+
+    Args:
+        cells: (src, dst, src_end, dst_end, bytes) of one source and class.
+        boundaries: positions where a new node starts (axis units).
+        unit: what one axis step is ("rank", "node", "block of N ranks").
+        size: number of axis steps (the domain is [0, size]).
+        title: chart title.
+    """
+    side = 260
+    xs = alt.Scale(domain=[0, size], nice=False)
+    ys = alt.Scale(domain=[0, size], nice=False, reverse=True)
+    rect = (
+        alt.Chart(_data(cells))
+        .mark_rect()
+        .encode(
+            x=alt.X("dst:Q", title=f"receiving {unit}", scale=xs),
+            x2="dst_end:Q",
+            y=alt.Y("src:Q", title=f"sending {unit}", scale=ys),
+            y2="src_end:Q",
+            color=alt.Color(
+                "bytes:Q",
+                title="bytes / iteration",
+                scale=alt.Scale(type="log", scheme="viridis"),
+                legend=alt.Legend(format=".2s"),
+            ),
+            tooltip=[
+                alt.Tooltip("src:Q", title=f"from {unit}"),
+                alt.Tooltip("dst:Q", title=f"to {unit}"),
+                alt.Tooltip("bytes:Q", format=".4s"),
+            ],
+        )
+    )
+    vrule = (
+        alt.Chart(_data(boundaries))
+        .mark_rule(color="#e45756", strokeWidth=1)
+        .encode(x=alt.X("pos:Q", scale=xs))
+    )
+    hrule = (
+        alt.Chart(_data(boundaries))
+        .mark_rule(color="#e45756", strokeWidth=1)
+        .encode(y=alt.Y("pos:Q", scale=ys))
+    )
+    return alt.layer(rect, vrule, hrule, title=title, width=side, height=side)
+
+
+def onoff_overview(
+    df: pl.DataFrame, *, unit: str, title: str = "Communication duty cycle, all ranks"
+) -> alt.Chart:
+    """Heatmap of the share of each iteration a rank (or block) spends communicating."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_rect()
+        .encode(
+            x=alt.X("iteration:O", title="iteration"),
+            y=alt.Y("rank_axis:Q", title=unit, scale=alt.Scale(reverse=True, nice=False)),
+            y2="rank_end:Q",
+            color=alt.Color(
+                "duty_cycle:Q", title="on share", scale=alt.Scale(domain=[0, 1], scheme="blues")
+            ),
+            tooltip=[
+                "rank_axis:Q",
+                "iteration:O",
+                alt.Tooltip("duty_cycle:Q", format=".1%"),
+                alt.Tooltip("on_ms:Q", format=".2f"),
+                alt.Tooltip("iteration_ms:Q", format=".2f"),
+            ],
+        )
+    )
+
+
+def onoff_timeline(
+    df: pl.DataFrame, *, title: str = "On/off timeline of selected ranks"
+) -> alt.Chart:
+    """Gantt of communication (on) and compute intervals per selected rank."""
+    return (
+        alt.Chart(_data(df), title=title, width=2 * WIDTH)
+        .mark_bar(height=8)
+        .encode(
+            x=alt.X("start_ms:Q", title="time from first shown iteration start (ms)"),
+            x2="end_ms:Q",
+            y=alt.Y("rank:O", title="rank"),
+            yOffset=alt.YOffset("activity:N"),
+            color=alt.Color("activity:N", title="activity"),
+            tooltip=["rank:O", "iteration:O", "activity:N", "start_ms:Q", "end_ms:Q"],
+        )
+    )
+
+
+def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls)") -> alt.Chart:
+    """Cumulative share of calls by message size, one line per op and class (Fig. 1)."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_line(interpolate="step-after", point=True)
+        .encode(
+            x=alt.X(
+                "size_bucket_bytes:Q",
+                title="message size (bytes, bucket)",
+                scale=alt.Scale(type="log"),
+            ),
+            y=alt.Y("cdf_calls:Q", title="share of calls <= size", scale=alt.Scale(domain=[0, 1])),
+            color=alt.Color("series:N", title="op (class)"),
+            tooltip=[
+                "series:N",
+                "size_bucket_bytes:Q",
+                "calls:Q",
+                "total_bytes:Q",
+                alt.Tooltip("cdf_calls:Q", format=".1%"),
+            ],
+        )
+    )
+
+
+def bandwidth(
+    points: pl.DataFrame, rules: pl.DataFrame, *, title: str = "Bus bandwidth vs message size"
+) -> alt.LayerChart:
+    """Median busbw per size bucket and op/class (Fig. 7), with the model's C_* as rules."""
+    pts = (
+        alt.Chart(_data(points))
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("size_bytes:Q", title="message size (bytes)", scale=alt.Scale(type="log")),
+            y=alt.Y("busbw_gb_s:Q", title="bus bandwidth (GB/s)"),
+            color=alt.Color("series:N", title="op (class)"),
+            tooltip=[
+                "series:N",
+                "source:N",
+                "size_bytes:Q",
+                alt.Tooltip("busbw_gb_s:Q", format=".3f"),
+                "calls:Q",
+            ],
+        )
+    )
+    if rules.is_empty():  # no model bandwidths: an empty layer only makes Vega warn
+        return alt.layer(pts, title=title, width=WIDTH, height=HEIGHT)
+    rule = alt.Chart(_data(rules)).mark_rule(strokeDash=[4, 3], color="#666").encode(y="gb_s:Q")
+    text = (
+        alt.Chart(_data(rules))
+        .mark_text(align="left", dx=4, dy=-6, color="#666")
+        .encode(y="gb_s:Q", x=alt.value(0), text="traffic_class:N")
+    )
+    return alt.layer(pts, rule, text, title=title, width=WIDTH, height=HEIGHT)
+
+
+def stragglers(df: pl.DataFrame, *, title: str = "Communication time per rank") -> alt.Chart:
+    """Mean communication time per iteration per rank; outliers highlighted."""
+    return (
+        alt.Chart(_data(df), title=title, width=2 * WIDTH)
+        .mark_bar()
+        .encode(
+            x=alt.X("rank:O", title="rank", axis=alt.Axis(labelOverlap=True)),
+            y=alt.Y("comm_ms:Q", title="communication per iteration (ms)"),
+            color=alt.Color(
+                "straggler:N",
+                title="outlier",
+                scale=alt.Scale(domain=[False, True], range=[theme.MEASURED, theme.PALETTE[3]]),
+            ),
+            tooltip=[
+                "rank:O",
+                "stage:O",
+                alt.Tooltip("comm_ms:Q", format=".3f"),
+                alt.Tooltip("exposed_ms:Q", format=".3f"),
+            ],
+        )
+    )
+
+
+def bubbles(df: pl.DataFrame, *, title: str = "Pipeline bubble per stage") -> alt.Chart:
+    """Bubble ratio per stage, measured beside predicted."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_bar()
+        .encode(
+            x=alt.X("stage:O", title="pipeline stage"),
+            xOffset="source:N",
+            y=alt.Y("bubble_ratio:Q", title="bubble / iteration", axis=alt.Axis(format="%")),
+            color=alt.Color("source:N", title=None, scale=SOURCE_SCALE),
+            tooltip=["stage:O", "source:N", alt.Tooltip("bubble_ratio:Q", format=".1%")],
+        )
+    )
+
+
+def predictability(
+    df: pl.DataFrame, *, title: str = "Iteration-to-iteration predictability"
+) -> alt.Chart:
+    """Matrix similarity, volume ratio and repeated call sequences over iterations."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("iteration:O", title="iteration"),
+            y=alt.Y("value:Q", title="value (1 = same as previous)"),
+            color=alt.Color("metric:N", title="metric"),
+            tooltip=["iteration:O", "metric:N", alt.Tooltip("value:Q", format=".4f")],
+        )
+    )
+
+
+def moe(df: pl.DataFrame, *, title: str = "MoE all-to-all non-uniformity") -> alt.Chart:
+    """NF_rel, CV and matrix stability over iterations (Fig. 5)."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_line(point=True)
+        .encode(
+            x=alt.X("iteration:O", title="iteration"),
+            y=alt.Y("value:Q", title="value"),
+            color=alt.Color("metric:N", title="metric"),
+            tooltip=["iteration:O", "metric:N", alt.Tooltip("value:Q", format=".4f")],
+        )
+    )

@@ -1,0 +1,721 @@
+"""Data preparation for reports: the marts of one run read into small, chart-ready frames.
+
+Why: every number a report shows is computed here (Polars over the materialised marts, plus a
+few bounded DuckDB queries), never inside chart code, so charts stay pure encodings and this
+module is testable without HTML. Large runs are reduced here: rank x rank matrices become
+node or rank-block matrices above :data:`MAX_AXIS` ranks, per-rank overviews become rank
+blocks, and the on/off timeline shows a few selected ranks over a few iterations with at most
+:data:`MAX_TIMELINE_ROWS` intervals. A 1024-rank report therefore embeds a bounded number of
+rows whatever the run's size.
+
+A view that cannot be computed raises :class:`Unavailable` with the reason (mart not derived,
+an older run without the mart, no data of that kind); the page then says "not available".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from pipeline import run_config as rc
+from pipeline.derive import predictions, run_config_frame
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from pipeline.store import Store
+
+# Largest rank axis drawn rank by rank; above it, ranks are grouped into nodes or blocks.
+MAX_AXIS = 128
+# Ranks and iterations shown in the detailed on/off timeline.
+TIMELINE_RANKS = 8
+TIMELINE_ITERATIONS = 3
+MAX_TIMELINE_ROWS = 5_000
+# Rows shown in data-quality tables.
+MAX_TABLE_ROWS = 200
+# Traffic classes in display order.
+CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
+
+MARTS = (
+    "iterations",
+    "on_off",
+    "traffic_matrix",
+    "effective_bandwidth",
+    "message_sizes",
+    "predictability",
+    "moe_nonuniform",
+    "iteration_breakdown",
+    "bubble_ratio",
+    "model_vs_measured",
+)
+
+
+class Unavailable(Exception):
+    """A view cannot be drawn for this run; the message says why."""
+
+
+@dataclass
+class RunData:
+    """Everything the report of one run reads, loaded once.
+
+    Attributes:
+        run_id: the run.
+        stored: the run's stored configuration (None when there is none).
+        run_config: the one-row run_config frame as a dict (nulls when unknown).
+        marts: materialised marts of this run, by name.
+        missing: marts that could not be read, with the reason.
+        predicted_times: the model's time terms (seconds, ratios), empty without a model.
+        predicted_matrix: the model's rank x rank bytes per iteration and class.
+        con: a read-only catalog connection for the canonical tables (data quality, timeline).
+    """
+
+    run_id: str
+    stored: rc.StoredConfig | None
+    run_config: dict[str, Any]
+    marts: dict[str, pl.DataFrame] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+    predicted_times: dict[str, float] = field(default_factory=dict)
+    predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
+    con: duckdb.DuckDBPyConnection | None = None
+
+    def mart(self, name: str) -> pl.DataFrame:
+        """A mart's rows for this run, or raise Unavailable with the reason."""
+        if name not in self.marts:
+            raise Unavailable(self.missing.get(name, f"mart {name} not read"))
+        return self.marts[name]
+
+    @property
+    def synthetic(self) -> bool:
+        """True when the run's config says its logs were generated."""
+        return bool(self.run_config.get("synthetic"))
+
+    @property
+    def platform(self) -> dict[str, Any]:
+        """The config's platform section (bandwidths in bytes/s), or empty."""
+        if self.stored is None:
+            return {}
+        return dict(self.stored.config.get("platform", {}))
+
+    def gpus_per_node(self) -> int | None:
+        """GPUs per node from the config, else from the traffic matrix's node columns."""
+        gpn = self.run_config.get("gpus_per_node")
+        return int(gpn) if gpn else None
+
+    def world(self) -> int:
+        """Number of ranks: the config's pp*tp*dp, else the largest rank seen + 1."""
+        rcfg = self.run_config
+        if rcfg.get("pp") and rcfg.get("tp") and rcfg.get("dp"):
+            return int(rcfg["pp"]) * int(rcfg["tp"]) * int(rcfg["dp"])
+        seen = 0
+        for name, cols in (
+            ("on_off", ("rank",)),
+            ("iterations", ("rank",)),
+            ("traffic_matrix", ("src_rank", "dst_rank")),
+        ):
+            df = self.marts.get(name)
+            if df is None or df.is_empty():
+                continue
+            for c in cols:
+                m = df[c].max()
+                if m is not None:
+                    seen = max(seen, int(m) + 1)  # type: ignore[call-overload]
+        return seen
+
+
+def mart_path_reason(store: Store, name: str, run_id: str) -> str:
+    """Why a mart is missing for a run, phrased for the page."""
+    from pipeline.sql_modules import discover
+
+    defined = {m.name for m in discover() if m.layer == "marts"}
+    if name not in defined:
+        return f"mart {name} is not defined by this version of commscope"
+    return f"mart {name} was not derived for this run (run `commscope derive {run_id}`)"
+
+
+def marts_missing(store: Store, run_id: str) -> list[str]:
+    """Marts defined in sql/marts that have no materialised file for this run."""
+    from pipeline.sql_modules import discover
+
+    return [
+        m.name
+        for m in discover()
+        if m.layer == "marts" and not (store.marts_dir() / m.name / f"{run_id}.parquet").is_file()
+    ]
+
+
+def load_run(store: Store, run_id: str) -> RunData:
+    """Read every materialised mart of a run, its config and the model's predictions."""
+    stored = rc.load(store, run_id)
+    rcfg = run_config_frame(stored, run_id).row(0, named=True)
+    data = RunData(run_id, stored, rcfg)
+    for name in MARTS:
+        path = store.marts_dir() / name / f"{run_id}.parquet"
+        if path.is_file():
+            data.marts[name] = pl.read_parquet(path)
+        else:
+            data.missing[name] = mart_path_reason(store, name, run_id)
+    preds = predictions(stored, run_id)
+    data.predicted_times = {
+        str(r["term"]): float(r["value"]) for r in preds["predicted_times"].iter_rows(named=True)
+    }
+    data.predicted_matrix = preds["predicted_matrix"]
+    data.con = store.connect(read_only=True)
+    return data
+
+
+def _query(data: RunData, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
+    """Run a parameterised query on the run's catalog connection."""
+    if data.con is None:
+        raise Unavailable("no store connection")
+    return data.con.sql(sql, params={"run_id": data.run_id, **(params or {})}).pl()
+
+
+def _median(s: pl.Series) -> float | None:
+    v = s.drop_nulls().median()
+    return None if v is None else float(v)  # type: ignore[arg-type]
+
+
+def _rel_error(measured: float | None, predicted: float | None) -> float | None:
+    if measured is None or predicted is None or predicted == 0:
+        return None
+    return (measured - predicted) / abs(predicted)
+
+
+# ---------------------------------------------------------------------------- headline
+
+
+def headline(data: RunData) -> pl.DataFrame:
+    """Headline numbers, measured beside the model's prediction and the relative error.
+
+    Measured: median iteration duration (iterations), median R_comm, R_bubble and exposed
+    communication per iteration (iteration_breakdown; R_comm falls back to the on/off duty
+    cycle), and C_TP/C_PP/C_DP/C_EP (effective_bandwidth). Predicted: the model's
+    t_iter_critical, r_comm, r_bubble and t_comm (predicted_times) and the config's c_* link
+    bandwidths.
+    """
+    pt = data.predicted_times
+    rows: list[dict[str, Any]] = []
+
+    def add(
+        metric: str, unit: str, measured: float | None, predicted: float | None, how: str
+    ) -> None:
+        rows.append(
+            {
+                "metric": metric,
+                "unit": unit,
+                "measured": measured,
+                "predicted": predicted,
+                "rel_error": _rel_error(measured, predicted),
+                "measured_from": how,
+            }
+        )
+
+    it = data.marts.get("iterations")
+    t_iter = None
+    if it is not None and not it.is_empty():
+        med = _median(it["duration_ns"])
+        t_iter = None if med is None else med / 1e9
+    add("iteration time", "s", t_iter, pt.get("t_iter_critical", pt.get("t_iter")), "iterations")
+    bd = data.marts.get("iteration_breakdown")
+    if bd is not None and not bd.is_empty():
+        add("R_comm", "ratio", _median(bd["r_comm"]), pt.get("r_comm"), "iteration_breakdown")
+        add("R_bubble", "ratio", _median(bd["r_bubble"]), pt.get("r_bubble"), "iteration_breakdown")
+        exp = _median(bd["exposed_comm_ns"])
+        add(
+            "exposed communication",
+            "s",
+            None if exp is None else exp / 1e9,
+            None,
+            "iteration_breakdown",
+        )
+        comm = _median(bd["comm_ns"])
+        add(
+            "communication time",
+            "s",
+            None if comm is None else comm / 1e9,
+            pt.get("t_comm"),
+            "iteration_breakdown",
+        )
+    else:
+        oo = data.marts.get("on_off")
+        duty = _median(oo["duty_cycle"]) if oo is not None and not oo.is_empty() else None
+        add("R_comm (on/off duty cycle)", "ratio", duty, pt.get("r_comm"), "on_off")
+        add("R_bubble", "ratio", None, pt.get("r_bubble"), "iteration_breakdown not available")
+    eb = data.marts.get("effective_bandwidth")
+    plat = data.platform
+    for cls, col, key in (
+        ("TP", "c_tp_bytes_s", "c_tp"),
+        ("PP", "c_pp_bytes_s", "c_pp"),
+        ("DP", "c_dp_bytes_s", "c_dp"),
+        ("EP", "c_ep_bytes_s", "c_ep"),
+    ):
+        measured = None
+        if eb is not None and col in eb.columns and not eb.is_empty():
+            v = eb[col].drop_nulls()
+            measured = float(v[0]) / 1e9 if len(v) else None
+        predicted = float(plat[key]) / 1e9 if plat.get(key) else None
+        if measured is None and predicted is None:
+            continue
+        add(f"busbw C_{cls}", "GB/s", measured, predicted, "effective_bandwidth")
+    return pl.DataFrame(
+        rows,
+        schema={
+            "metric": pl.Utf8,
+            "unit": pl.Utf8,
+            "measured": pl.Float64,
+            "predicted": pl.Float64,
+            "rel_error": pl.Float64,
+            "measured_from": pl.Utf8,
+        },
+    )
+
+
+def model_vs_measured(data: RunData) -> pl.DataFrame:
+    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors)."""
+    df = data.mart("model_vs_measured")
+    if df.is_empty():
+        raise Unavailable("the run has no model prediction to compare with (no model config)")
+    cols = [
+        c
+        for c in ("term", "unit", "measured", "predicted", "abs_error", "rel_error", "n_samples")
+        if c in df.columns
+    ]
+    return df.select(cols).head(MAX_TABLE_ROWS)
+
+
+# ---------------------------------------------------------------------------- breakdown
+
+BREAKDOWN_COMPONENTS = [
+    ("t_comp_ns", "t_comp", "compute"),
+    ("t_tp_ns", "t_tp", "TP"),
+    ("t_pp_ns", "t_pp", "PP"),
+    ("t_dp_ns", "t_dp", "DP"),
+    ("t_ep_ns", "t_ep", "EP"),
+    ("t_emb_ns", "t_emb", "EmbTableSyn"),
+    ("t_other_comm_ns", None, "other comm"),
+    ("t_bubble_ns", "t_bubble", "bubble"),
+    ("t_idle_ns", None, "idle"),
+]
+
+
+def breakdown(data: RunData) -> pl.DataFrame:
+    """Iteration time split into compute/TP/PP/DP/EP/bubble, per stage, measured vs predicted.
+
+    Measured: per pipeline stage, the median over ranks and iterations of each term of
+    iteration_breakdown. Predicted: the model's terms for stage 0 (predicted_times).
+    Returns a tidy frame (bar, source, component, order, seconds).
+    """
+    bd = data.mart("iteration_breakdown")
+    if bd.is_empty():
+        raise Unavailable("iteration_breakdown has no rows for this run (no timed iterations)")
+    cols = [(c, lbl) for c, _, lbl in BREAKDOWN_COMPONENTS if c in bd.columns]
+    stage = pl.col("stage") if "stage" in bd.columns else pl.lit(0)
+    meas = (
+        bd.with_columns(stage.fill_null(-1).alias("_stage"))
+        .group_by("_stage")
+        .agg([pl.col(c).median().alias(lbl) for c, lbl in cols])
+        .unpivot(index="_stage", variable_name="component", value_name="ns")
+        .with_columns(
+            bar=pl.format("stage {} measured", pl.col("_stage")),
+            source=pl.lit("measured"),
+            seconds=pl.col("ns").cast(pl.Float64) / 1e9,
+        )
+        .select("bar", "source", "component", "seconds")
+    )
+    pt = data.predicted_times
+    pred_rows = [
+        {"bar": "stage 0 predicted", "source": "predicted", "component": lbl, "seconds": pt[key]}
+        for _, key, lbl in BREAKDOWN_COMPONENTS
+        if key is not None and key in pt
+    ]
+    pred = pl.DataFrame(
+        pred_rows,
+        schema={"bar": pl.Utf8, "source": pl.Utf8, "component": pl.Utf8, "seconds": pl.Float64},
+    )
+    order = {lbl: i for i, (_, _, lbl) in enumerate(BREAKDOWN_COMPONENTS)}
+    out = pl.concat([meas, pred]).with_columns(
+        order=pl.col("component").replace_strict(order, default=99, return_dtype=pl.Int32)
+    )
+    return out.filter(pl.col("seconds").is_not_null()).sort("bar", "order")
+
+
+# ---------------------------------------------------------------------------- traffic
+
+
+@dataclass
+class Traffic:
+    """Heatmap cells and node boundaries for the traffic-matrix views.
+
+    Attributes:
+        cells: (source, traffic_class, src, dst, src_end, dst_end, bytes): sending and
+            receiving axis position (rank, node or block) and the cell's far edge.
+        boundaries: positions (axis units) where a new node starts.
+        unit: what one axis step is: "rank", "node" or "block of N ranks".
+        size: number of axis steps.
+    """
+
+    cells: pl.DataFrame
+    boundaries: pl.DataFrame
+    unit: str
+    size: int
+
+
+def traffic(data: RunData) -> Traffic:
+    """Bytes per iteration from rank i to rank j per class, measured and predicted.
+
+    Measured: traffic_matrix with a known destination, summed over iterations and divided by
+    the number of iterations with traffic (the predicted matrix is per iteration). Above
+    MAX_AXIS ranks the axes are nodes (when nodes are known and few enough) or equal rank
+    blocks; cells then hold the block's total.
+    """
+    tm = data.mart("traffic_matrix")
+    world = data.world()
+    gpn = data.gpus_per_node()
+    known = tm.filter(pl.col("dst_rank").is_not_null())
+    n_iter = max(1, known["iteration"].n_unique())
+    meas = (
+        known.group_by("src_rank", "dst_rank", "traffic_class")
+        .agg(pl.col("bytes").sum() / n_iter)
+        .with_columns(source=pl.lit("measured"))
+    )
+    pm = data.predicted_matrix
+    if not pm.is_empty():
+        pred = pm.select(
+            "src_rank", "dst_rank", "traffic_class", pl.col("bytes").cast(pl.Float64)
+        ).with_columns(source=pl.lit("predicted"))
+        both = pl.concat([meas.cast({"bytes": pl.Float64}), pred], how="diagonal_relaxed")
+    else:
+        both = meas.cast({"bytes": pl.Float64})
+    if both.is_empty():
+        raise Unavailable("no rank-to-rank traffic with known destinations in this run")
+    world = max(world, int(both["src_rank"].max()) + 1, int(both["dst_rank"].max()) + 1)  # type: ignore[arg-type]
+    block, unit = 1, "rank"
+    if world > MAX_AXIS:
+        if gpn and math.ceil(world / gpn) <= MAX_AXIS:
+            block, unit = gpn, "node"
+        else:
+            block = math.ceil(world / MAX_AXIS)
+            unit = f"block of {block} ranks"
+    cells = (
+        both.with_columns(
+            src=(pl.col("src_rank") // block).cast(pl.Int32),
+            dst=(pl.col("dst_rank") // block).cast(pl.Int32),
+        )
+        .group_by("source", "traffic_class", "src", "dst")
+        .agg(pl.col("bytes").sum())
+        .filter(pl.col("bytes") > 0)
+        .with_columns(src_end=pl.col("src") + 1, dst_end=pl.col("dst") + 1)
+        .sort("source", "traffic_class", "src", "dst")
+    )
+    bounds: list[int] = []
+    if block == 1 and gpn and gpn < world:
+        bounds = list(range(gpn, world, gpn))
+    elif unit.startswith("block") and gpn and gpn < world:
+        bounds = [b for b in range(gpn, world, gpn) if b % block == 0][:MAX_AXIS]
+        bounds = [b // block for b in bounds]
+    size = math.ceil(world / block)
+    return Traffic(cells, pl.DataFrame({"pos": bounds}, schema={"pos": pl.Int32}), unit, size)
+
+
+# ---------------------------------------------------------------------------- on/off
+
+
+def _rank_blocks(n_ranks: int) -> int:
+    return 1 if n_ranks <= MAX_AXIS else math.ceil(n_ranks / MAX_AXIS)
+
+
+def onoff_overview(data: RunData) -> tuple[pl.DataFrame, str]:
+    """Duty cycle (communication-active share) per rank (or rank block) and iteration."""
+    oo = data.mart("on_off")
+    if oo.is_empty():
+        raise Unavailable("on_off has no rows (no timed iterations in this run)")
+    block = _rank_blocks(data.world())
+    unit = "rank" if block == 1 else f"rank block of {block}"
+    df = (
+        oo.with_columns(rank_axis=(pl.col("rank") // block).cast(pl.Int32))
+        .group_by("rank_axis", "iteration")
+        .agg(
+            pl.col("duty_cycle").mean(),
+            (pl.col("on_ns").mean() / 1e6).alias("on_ms"),
+            (pl.col("iteration_ns").mean() / 1e6).alias("iteration_ms"),
+        )
+        .with_columns(rank_end=pl.col("rank_axis") + 1)
+        .sort("rank_axis", "iteration")
+    )
+    return df, unit
+
+
+def select_ranks(data: RunData) -> list[int]:
+    """Up to TIMELINE_RANKS ranks: spread evenly over the run, plus the one with most comm."""
+    oo = data.mart("on_off")
+    ranks = sorted(int(r) for r in oo["rank"].unique().drop_nulls())
+    if len(ranks) <= TIMELINE_RANKS:
+        return ranks
+    step = len(ranks) / (TIMELINE_RANKS - 1)
+    chosen = {ranks[int(i * step)] for i in range(TIMELINE_RANKS - 1)}
+    top = oo.group_by("rank").agg(pl.col("on_ns").mean()).sort("on_ns", descending=True)
+    chosen.add(int(top["rank"][0]))
+    return sorted(chosen)[:TIMELINE_RANKS]
+
+
+def onoff_timeline(data: RunData) -> pl.DataFrame:
+    """On (communication) and compute intervals of selected ranks over a few iterations.
+
+    Reads int_rank_busy_merged (the intervals on_off is computed from) for the chosen ranks
+    and iterations; times are ms from the earliest shown iteration start. Compute intervals
+    are dropped first when the rows exceed MAX_TIMELINE_ROWS, then the tail is cut.
+    """
+    oo = data.mart("on_off")
+    if oo.is_empty():
+        raise Unavailable("on_off has no rows (no timed iterations in this run)")
+    iters = sorted(int(i) for i in oo["iteration"].unique().drop_nulls())
+    if len(iters) > TIMELINE_ITERATIONS:
+        mid = len(iters) // 2
+        iters = iters[max(0, mid - 1) : max(0, mid - 1) + TIMELINE_ITERATIONS]
+    ranks = select_ranks(data)
+    df = _query(
+        data,
+        "SELECT rank, iteration, activity, ts_ns, end_ns FROM int_rank_busy_merged "
+        "WHERE run_id = $run_id AND activity IN ('comm', 'compute') "
+        "AND list_contains($ranks, rank) AND list_contains($iters, iteration)",
+        {"ranks": ranks, "iters": iters},
+    )
+    if df.is_empty():
+        raise Unavailable("no timed communication intervals for the selected ranks")
+    if df.height > MAX_TIMELINE_ROWS:  # drop compute first (the view is about comm on/off)
+        df = df.filter(pl.col("activity") == "comm")
+    if df.height > MAX_TIMELINE_ROWS:
+        df = df.sort("ts_ns").head(MAX_TIMELINE_ROWS)
+    t0 = int(df["ts_ns"].min())  # type: ignore[arg-type]
+    return df.select(
+        pl.col("rank").cast(pl.Int32),
+        pl.col("iteration").cast(pl.Int32),
+        pl.col("activity").replace({"comm": "communication (on)"}),
+        ((pl.col("ts_ns") - t0) / 1e6).round(4).alias("start_ms"),
+        ((pl.col("end_ns") - t0) / 1e6).round(4).alias("end_ms"),
+    ).sort("rank", "start_ms")
+
+
+# ---------------------------------------------------------------------------- sizes, bandwidth
+
+
+def message_sizes(data: RunData) -> pl.DataFrame:
+    """Calls per message-size bucket and op/class (per-call logs preferred over summaries)."""
+    ms = data.mart("message_sizes")
+    if ms.is_empty():
+        raise Unavailable("no communication calls with message sizes in this run")
+    src = "comm_ops" if (ms["source"] == "comm_ops").any() else "comm_summaries"
+    return (
+        ms.filter(pl.col("source") == src)
+        .with_columns(series=pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")))
+        .select(
+            "source",
+            "series",
+            "op",
+            "traffic_class",
+            pl.col("size_bucket_bytes").clip(lower_bound=1),
+            "calls",
+            "total_bytes",
+            "cdf_calls",
+        )
+        .sort("series", "size_bucket_bytes")
+    )
+
+
+def bandwidth(data: RunData) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Bus bandwidth vs message size per op and class, and the config's link bandwidths.
+
+    Returns (points, rules): points (series, op, traffic_class, source, size_bytes,
+    busbw_gb_s, calls) from effective_bandwidth; rules (traffic_class, gb_s) from the
+    config's c_tp/c_pp/c_dp/c_ep (the model's assumed busbw).
+    """
+    eb = data.mart("effective_bandwidth")
+    pts = eb.filter(pl.col("busbw_gb_s").is_not_null() & (pl.col("busbw_gb_s") > 0))
+    if pts.is_empty():
+        raise Unavailable("no timed calls with a known group size (busbw needs both)")
+    pts = pts.select(
+        pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")).alias("series"),
+        "op",
+        "traffic_class",
+        "source",
+        pl.coalesce("msg_bytes", "size_bucket_bytes").clip(lower_bound=1).alias("size_bytes"),
+        "busbw_gb_s",
+        "calls",
+    ).sort("series", "size_bytes")
+    plat = data.platform
+    rules = pl.DataFrame(
+        [
+            {"traffic_class": cls, "gb_s": float(plat[k]) / 1e9}
+            for cls, k in (("TP", "c_tp"), ("PP", "c_pp"), ("DP", "c_dp"), ("EP", "c_ep"))
+            if plat.get(k)
+        ],
+        schema={"traffic_class": pl.Utf8, "gb_s": pl.Float64},
+    )
+    return pts, rules
+
+
+# ---------------------------------------------------------------------------- per rank
+
+
+def stragglers(data: RunData) -> pl.DataFrame:
+    """Communication time per rank (mean per iteration), flagged when far above the median.
+
+    From iteration_breakdown (comm_ns, exposed_comm_ns) when derived, else on_off (on_ns). A
+    rank is flagged when its time exceeds the median by more than 3 median absolute
+    deviations and by more than 10%: in a synchronous job the slow rank waits least and its
+    peers wait in collectives, so both tails matter; the chart shows all ranks.
+    """
+    bd = data.marts.get("iteration_breakdown")
+    if bd is not None and not bd.is_empty():
+        per = bd.group_by("rank").agg(
+            (pl.col("comm_ns").mean() / 1e6).alias("comm_ms"),
+            (pl.col("exposed_comm_ns").mean() / 1e6).alias("exposed_ms"),
+            pl.col("stage").first().cast(pl.Int32).alias("stage"),
+        )
+    else:
+        oo = data.mart("on_off")
+        if oo.is_empty():
+            raise Unavailable("neither iteration_breakdown nor on_off has rows for this run")
+        per = oo.group_by("rank").agg(
+            (pl.col("on_ns").mean() / 1e6).alias("comm_ms"),
+            pl.lit(None, pl.Float64).alias("exposed_ms"),
+            pl.lit(None, pl.Int32).alias("stage"),
+        )
+    per = per.filter(pl.col("rank").is_not_null())
+    med = per["comm_ms"].median() or 0.0
+    mad = (per["comm_ms"] - med).abs().median() or 0.0
+    return per.with_columns(
+        straggler=(pl.col("comm_ms") - med).abs().gt(3 * float(mad))  # type: ignore[arg-type]
+        & (pl.col("comm_ms") - med).abs().gt(0.1 * float(med))  # type: ignore[arg-type]
+    ).sort("rank")
+
+
+def bubbles(data: RunData) -> pl.DataFrame:
+    """Bubble ratio per pipeline stage: measured (mean over iterations) and predicted."""
+    br = data.mart("bubble_ratio")
+    if br.is_empty():
+        raise Unavailable("bubble_ratio has no rows (no timed iterations per stage)")
+    agg = br.group_by("stage").agg(
+        pl.col("bubble_ratio").mean().alias("measured"),
+        pl.col("predicted_bubble_ratio").mean().alias("predicted"),
+    )
+    return (
+        agg.unpivot(index="stage", variable_name="source", value_name="bubble_ratio")
+        .filter(pl.col("bubble_ratio").is_not_null())
+        .with_columns(pl.col("stage").cast(pl.Int32))
+        .sort("stage", "source")
+    )
+
+
+# ---------------------------------------------------------------------------- regularity
+
+
+def predictability(data: RunData) -> pl.DataFrame:
+    """Per iteration: whole-matrix similarity to the previous iteration, volume ratio, and the
+    share of ranks whose call sequence repeats the previous iteration's."""
+    pr = data.mart("predictability")
+    run = pr.filter(pl.col("scope") == "run").select(
+        "iteration", "matrix_similarity", "volume_ratio"
+    )
+    same = (
+        pr.filter((pl.col("scope") == "rank") & pl.col("signature_same_as_prev").is_not_null())
+        .group_by("iteration")
+        .agg(pl.col("signature_same_as_prev").cast(pl.Float64).mean().alias("same_sequence_share"))
+    )
+    df = run.join(same, on="iteration", how="full", coalesce=True).unpivot(
+        index="iteration", variable_name="metric", value_name="value"
+    )
+    df = df.filter(pl.col("value").is_not_null()).sort("metric", "iteration")
+    if df.is_empty():
+        raise Unavailable("fewer than two iterations with traffic: nothing to compare")
+    return df
+
+
+def moe(data: RunData) -> pl.DataFrame:
+    """MoE all-to-all non-uniformity per iteration (NF_rel, CV, matrix stability)."""
+    mo = data.mart("moe_nonuniform")
+    if mo.is_empty():
+        raise Unavailable("the run has no all-to-all (EP) traffic")
+    return (
+        mo.select("iteration", "nf_rel", "cv", "matrix_stability")
+        .unpivot(index="iteration", variable_name="metric", value_name="value")
+        .filter(pl.col("value").is_not_null())
+        .sort("metric", "iteration")
+    )
+
+
+# ---------------------------------------------------------------------------- data quality
+
+
+def files(data: RunData) -> pl.DataFrame:
+    """Ingested files with their line accounting (parsed + ignored + rejected = total)."""
+    df = _query(
+        data,
+        "SELECT path, format, bytes, lines_total, lines_parsed, lines_ignored, lines_rejected, "
+        "rows_written, warnings FROM ingested_files WHERE run_id = $run_id ORDER BY path",
+    )
+    if df.is_empty():
+        raise Unavailable("no ingested files recorded for this run")
+    return df.with_columns(
+        accounted=(
+            pl.col("lines_parsed") + pl.col("lines_ignored") + pl.col("lines_rejected")
+            == pl.col("lines_total")
+        )
+    )
+
+
+def rejects(data: RunData) -> tuple[pl.DataFrame, int]:
+    """The first rejected lines (path, line, reason, raw cut to 200 chars) and the total."""
+    total = _query(data, "SELECT count(*) AS n FROM rejects WHERE run_id = $run_id")["n"][0]
+    df = _query(
+        data,
+        "SELECT path, line_no, reason, left(raw, 200) AS raw FROM rejects "
+        f"WHERE run_id = $run_id ORDER BY path, line_no LIMIT {MAX_TABLE_ROWS}",
+    )
+    return df, int(total)
+
+
+def ranks_coverage(data: RunData) -> dict[str, Any]:
+    """Expected ranks (config world size, else the largest world_size logged) and the ranks
+    present in trace_meta or the on/off mart; missing = expected - present."""
+    tm = _query(
+        data,
+        "SELECT DISTINCT rank, world_size FROM trace_meta WHERE run_id = $run_id",
+    )
+    present = {int(r) for r in tm["rank"].drop_nulls()}
+    oo = data.marts.get("on_off")
+    if oo is not None:
+        present |= {int(r) for r in oo["rank"].drop_nulls()}
+    logged_world = tm["world_size"].max() if not tm.is_empty() else None
+    rcfg = data.run_config
+    expected = None
+    if rcfg.get("pp") and rcfg.get("tp") and rcfg.get("dp"):
+        expected = int(rcfg["pp"]) * int(rcfg["tp"]) * int(rcfg["dp"])
+    elif logged_world is not None:
+        expected = int(logged_world)  # type: ignore[arg-type]
+    missing = sorted(set(range(expected)) - present) if expected else []
+    return {"expected": expected, "present": len(present), "missing": missing}
+
+
+def clock_alignment(data: RunData) -> pl.DataFrame:
+    """Per source format: ranks with trace metadata, how many were clock-aligned, hosts."""
+    df = _query(
+        data,
+        "SELECT source_format, count(DISTINCT rank) AS ranks, "
+        "count(DISTINCT rank) FILTER (WHERE aligned) AS aligned_ranks, "
+        "count(DISTINCT host) AS hosts, min(clock_anchor_ns) AS min_anchor_ns, "
+        "max(clock_anchor_ns) AS max_anchor_ns, string_agg(DISTINCT host, ', ') AS host_names "
+        "FROM trace_meta WHERE run_id = $run_id GROUP BY source_format ORDER BY source_format",
+    )
+    return df.with_columns(pl.col("host_names").str.slice(0, 500))
+
+
+def config_text(data: RunData) -> tuple[str, str]:
+    """The run's configuration as pretty JSON and where it came from."""
+    if data.stored is None:
+        return "", "none: the layout was inferred from the communicators"
+    return json.dumps(data.stored.config, indent=2, sort_keys=True), data.stored.source

@@ -1,0 +1,618 @@
+"""One self-contained, offline and safe HTML report per run, and a side-by-side comparison.
+
+Why: users open one file per run, often on a laptop without network access, and the text in it
+comes from cluster logs that anyone on a shared cluster can write. So the page
+
+* carries Vega, Vega-Lite and vega-embed inline (``vl_convert.javascript_bundle()``) and loads
+  nothing: charts are embedded as inert ``<script type="application/json">`` data blocks;
+* HTML-escapes every string that reaches the markup (host, kernel and file names, rejected
+  lines, config) and escapes ``<``, ``>`` and ``&`` inside the embedded JSON as ``\\u003c`` etc.,
+  so no log text can close a ``<script>`` element or open a comment;
+* sets a Content-Security-Policy meta tag: ``default-src 'none'``; scripts only by the SHA-256
+  of the two inline scripts (the Vega bundle and the loader), with **no** ``'unsafe-eval'``:
+  vega-embed runs with ``ast: true``, which uses the expression interpreter bundled in
+  vega-embed instead of compiling expressions with ``Function``; ``style-src 'unsafe-inline'``
+  (vega-embed injects a style element and Vega sets style attributes); ``img-src data: blob:``;
+  ``connect-src 'none'``.
+
+Sections follow issue 7; each is computed by :mod:`reports.data` and drawn by
+:mod:`reports.charts`. A view whose data is missing says "not available (why)".
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import html
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from reports import charts
+from reports import data as rd
+
+if TYPE_CHECKING:
+    import altair as alt
+
+    from pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+LOADER_JS = """(function () {
+  "use strict";
+  var nodes = document.querySelectorAll('script[type="application/json"][data-spec]');
+  var jobs = [];
+  nodes.forEach(function (node) {
+    var target = document.getElementById(node.getAttribute("data-spec"));
+    var opts = {ast: true, actions: false, renderer: node.getAttribute("data-renderer") || "svg"};
+    var job;
+    try {
+      job = vegaEmbed(target, JSON.parse(node.textContent), opts).then(function () {
+        target.setAttribute("data-rendered", "ok");
+      });
+    } catch (err) {
+      job = Promise.reject(err);
+    }
+    jobs.push(job.catch(function (err) {
+      target.setAttribute("data-rendered", "error");
+      target.textContent = "chart failed: " + err;
+      console.error(err);
+    }));
+  });
+  Promise.all(jobs).then(function () {
+    document.body.setAttribute("data-charts-done", String(jobs.length));
+  });
+})();"""
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0 auto;
+max-width:1400px;padding:0 24px 48px;color:#222;line-height:1.4}
+h1{font-size:1.6em;margin:.6em 0 .2em}h2{border-bottom:1px solid #ddd;padding-bottom:4px;
+margin-top:1.8em}.meta{color:#555}.banner{background:#fff3cd;border:1px solid #e0c36a;
+padding:8px 12px;margin:12px 0;font-weight:600}.na{color:#8a6d3b;background:#fcf8e3;
+padding:6px 10px;border-left:3px solid #e0c36a}.note{color:#555;font-size:.92em}
+table{border-collapse:collapse;font-size:.88em;margin:8px 0}td,th{border:1px solid #ddd;
+padding:3px 8px;text-align:left;vertical-align:top}td.n{text-align:right;
+font-variant-numeric:tabular-nums}th{background:#f5f5f5}.bad{color:#b00020;font-weight:600}
+pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:420px;font-size:.85em}
+.charts{display:flex;flex-wrap:wrap;gap:16px}.pair{display:grid;
+grid-template-columns:1fr 1fr;gap:24px}.pair>div{min-width:0;overflow:auto}
+nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-break:break-all}
+"""
+
+
+# ---------------------------------------------------------------------------- blocks
+
+
+@dataclass
+class Block:
+    """One piece of a section: a chart, a table, a paragraph, or a 'not available' note."""
+
+    kind: str  # chart | table | text | na | pre
+    chart: alt.TopLevelMixin | None = None
+    frame: pl.DataFrame | None = None
+    text: str = ""
+    renderer: str = "svg"
+    raw_columns: tuple[str, ...] = ()
+    total_rows: int | None = None
+
+
+@dataclass
+class Section:
+    """A titled part of the page."""
+
+    key: str
+    title: str
+    blurb: str
+    blocks: list[Block] = field(default_factory=list)
+
+
+def _na(reason: str) -> Block:
+    return Block("na", text=f"not available ({reason})")
+
+
+def _guard(fn: Callable[[], list[Block]]) -> list[Block]:
+    """Run a section body; a missing mart or empty data becomes a 'not available' note."""
+    try:
+        return fn()
+    except rd.Unavailable as exc:
+        return [_na(str(exc))]
+    except Exception as exc:  # a bug in one view must not lose the whole report
+        log.exception("report view failed")
+        return [_na(f"failed: {type(exc).__name__}: {exc}")]
+
+
+# ---------------------------------------------------------------------------- sections
+
+
+def _headline(d: rd.RunData) -> list[Block]:
+    df = rd.headline(d)
+    blocks = [Block("table", frame=df)]
+    if df["rel_error"].is_not_null().any():
+        blocks.append(
+            Block(
+                "chart", chart=charts.headline_errors(df.filter(pl.col("rel_error").is_not_null()))
+            )
+        )
+    else:
+        blocks.append(
+            Block(
+                "text",
+                text="No model prediction for this run: give a model config (--model) to compare.",
+            )
+        )
+
+    def mvm() -> list[Block]:
+        return [
+            Block("text", text="Model vs measured (model_vs_measured mart):"),
+            Block("table", frame=rd.model_vs_measured(d)),
+        ]
+
+    return blocks + _guard(mvm)
+
+
+def _breakdown(d: rd.RunData) -> list[Block]:
+    return [Block("chart", chart=charts.breakdown(rd.breakdown(d)))]
+
+
+def _traffic(d: rd.RunData) -> list[Block]:
+    t = rd.traffic(d)
+    blocks = [
+        Block(
+            "text",
+            text=f"Bytes per iteration from each sending to each receiving {t.unit} "
+            f"({t.size} per axis); red lines mark node boundaries.",
+        )
+    ]
+    present = set(t.cells["traffic_class"].unique().to_list())
+    for cls in [c for c in rd.CLASSES if c in present] + sorted(present - set(rd.CLASSES)):
+        for source in ("measured", "predicted"):
+            cells = t.cells.filter((pl.col("traffic_class") == cls) & (pl.col("source") == source))
+            if cells.is_empty():
+                blocks.append(_na(f"{source} {cls}: no traffic"))
+                continue
+            chart = charts.traffic_heatmap(
+                cells, t.boundaries, unit=t.unit, size=t.size, title=f"{cls} traffic, {source}"
+            )
+            blocks.append(
+                Block("chart", chart=chart, renderer="canvas" if cells.height > 4000 else "svg")
+            )
+    return blocks
+
+
+def _onoff(d: rd.RunData) -> list[Block]:
+    def overview() -> list[Block]:
+        df, unit = rd.onoff_overview(d)
+        return [
+            Block(
+                "chart",
+                chart=charts.onoff_overview(df, unit=unit),
+                renderer="canvas" if df.height > 4000 else "svg",
+            )
+        ]
+
+    def timeline() -> list[Block]:
+        return [Block("chart", chart=charts.onoff_timeline(rd.onoff_timeline(d)))]
+
+    return _guard(timeline) + _guard(overview)
+
+
+def _sizes(d: rd.RunData) -> list[Block]:
+    return [Block("chart", chart=charts.message_sizes(rd.message_sizes(d)))]
+
+
+def _bandwidth(d: rd.RunData) -> list[Block]:
+    pts, rules = rd.bandwidth(d)
+    return [Block("chart", chart=charts.bandwidth(pts, rules))]
+
+
+def _per_rank(d: rd.RunData) -> list[Block]:
+    def strag() -> list[Block]:
+        df = rd.stragglers(d)
+        out = [Block("chart", chart=charts.stragglers(df))]
+        flagged = df.filter(pl.col("straggler"))["rank"].to_list()
+        out.append(
+            Block("text", text=f"Outlier ranks: {', '.join(map(str, flagged[:50])) or 'none'}.")
+        )
+        return out
+
+    def bub() -> list[Block]:
+        return [Block("chart", chart=charts.bubbles(rd.bubbles(d)))]
+
+    return _guard(strag) + _guard(bub)
+
+
+def _predictability(d: rd.RunData) -> list[Block]:
+    return [Block("chart", chart=charts.predictability(rd.predictability(d)))]
+
+
+def _moe(d: rd.RunData) -> list[Block]:
+    return [Block("chart", chart=charts.moe(rd.moe(d)))]
+
+
+def _quality(d: rd.RunData) -> list[Block]:
+    blocks: list[Block] = []
+
+    def files() -> list[Block]:
+        df = rd.files(d)
+        tot = df.select(
+            pl.col("lines_total", "lines_parsed", "lines_ignored", "lines_rejected").sum()
+        ).row(0)
+        bad = df.filter(~pl.col("accounted")).height
+        return [
+            Block(
+                "text",
+                text=f"{df.height} files; lines: {tot[0]:,} total = {tot[1]:,} parsed + "
+                f"{tot[2]:,} ignored + {tot[3]:,} rejected; files whose lines do not add up: {bad}.",
+            ),
+            Block(
+                "table",
+                frame=df.head(rd.MAX_TABLE_ROWS),
+                total_rows=df.height,
+                raw_columns=("path", "warnings"),
+            ),
+        ]
+
+    def rejects() -> list[Block]:
+        df, total = rd.rejects(d)
+        if total == 0:
+            return [Block("text", text="No rejected lines.")]
+        return [
+            Block("text", text=f"{total:,} rejected lines; the first {df.height}:"),
+            Block("table", frame=df, total_rows=total, raw_columns=("path", "raw", "reason")),
+        ]
+
+    def ranks() -> list[Block]:
+        cov = rd.ranks_coverage(d)
+        miss = cov["missing"]
+        text = f"Ranks expected: {cov['expected'] if cov['expected'] is not None else 'unknown'}; present: {cov['present']}; missing: "
+        text += (
+            (", ".join(map(str, miss[:100])) + (" ..." if len(miss) > 100 else ""))
+            if miss
+            else "none"
+        )
+        return [Block("text", text=text + ".")]
+
+    def clocks() -> list[Block]:
+        df = rd.clock_alignment(d)
+        if df.is_empty():
+            return [Block("text", text="No trace metadata (clock anchors) recorded.")]
+        return [
+            Block("text", text="Clock alignment per source:"),
+            Block("table", frame=df, raw_columns=("host_names",)),
+        ]
+
+    for fn in (files, rejects, ranks, clocks):
+        blocks += _guard(fn)
+    return blocks
+
+
+def _config(d: rd.RunData) -> list[Block]:
+    text, source = rd.config_text(d)
+    out = [Block("text", text=f"Source: {source}. Synthetic: {'yes' if d.synthetic else 'no'}.")]
+    if text:
+        out.append(Block("pre", text=text))
+    return out
+
+
+SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
+    (
+        "headline",
+        "Headline numbers",
+        "Measured medians beside the model's prediction; relative error = (measured - predicted) / predicted.",
+        _headline,
+    ),
+    (
+        "breakdown",
+        "Iteration breakdown",
+        "Where an iteration's time goes, per pipeline stage, measured vs predicted (Figs. 6, 10).",
+        _breakdown,
+    ),
+    (
+        "traffic",
+        "Traffic matrices",
+        "Rank-to-rank bytes per iteration and class, measured beside predicted (Figs. 2, 11).",
+        _traffic,
+    ),
+    (
+        "onoff",
+        "On/off pattern",
+        "When ranks communicate: selected ranks over a few iterations, and the duty cycle of all ranks.",
+        _onoff,
+    ),
+    ("sizes", "Message sizes", "Distribution of message sizes per op and class (Fig. 1).", _sizes),
+    (
+        "bandwidth",
+        "Effective bandwidth",
+        "Bus bandwidth (true group size) vs message size; dashed: the model's C_* (Fig. 7).",
+        _bandwidth,
+    ),
+    (
+        "per-rank",
+        "Stragglers and bubbles",
+        "Communication time per rank (waiting shows up here) and the pipeline bubble per stage.",
+        _per_rank,
+    ),
+    (
+        "predictability",
+        "Predictability",
+        "How much each iteration's traffic repeats the previous one.",
+        _predictability,
+    ),
+    ("moe", "MoE non-uniformity", "All-to-all imbalance over iterations (Fig. 5).", _moe),
+    (
+        "quality",
+        "Data quality",
+        "Files, lines accounted for, rejected lines, missing ranks, clock alignment.",
+        _quality,
+    ),
+    (
+        "config",
+        "Run configuration",
+        "The configuration the model and marts used, and where it came from.",
+        _config,
+    ),
+]
+
+
+def run_sections(d: rd.RunData) -> list[Section]:
+    """Compute every section of one run's report."""
+    out = []
+    for key, title, blurb, fn in SECTIONS:
+        t0 = time.perf_counter()
+        out.append(Section(key, title, blurb, _guard(lambda fn=fn: fn(d))))  # type: ignore[misc]
+        log.info("report %s: section %s in %.2f s", d.run_id, key, time.perf_counter() - t0)
+    return out
+
+
+# ---------------------------------------------------------------------------- rendering
+
+
+def esc(value: object) -> str:
+    """HTML-escape any value for text or attribute context."""
+    return html.escape(str(value), quote=True)
+
+
+def json_for_script(obj: Any) -> str:
+    """JSON safe inside a <script> element: '<', '>' and '&' become \\u escapes (valid JSON,
+    and no '</script' or '<!--' can appear)."""
+    text = json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _fmt(v: object) -> tuple[str, bool]:
+    """Cell text and whether it is numeric."""
+    if v is None:
+        return "–", False
+    if isinstance(v, bool):
+        return ("yes" if v else "no"), False
+    if isinstance(v, int):
+        return f"{v:,}", True
+    if isinstance(v, float):
+        if v != v:  # NaN
+            return "–", True
+        return (f"{v:.4g}" if abs(v) < 1e6 else f"{v:.4e}"), True
+    return str(v), False
+
+
+def render_table(
+    df: pl.DataFrame, raw_columns: tuple[str, ...] = (), total_rows: int | None = None
+) -> str:
+    """An escaped HTML table of a small frame."""
+    head = "".join(f"<th>{esc(c)}</th>" for c in df.columns)
+    rows = []
+    for row in df.iter_rows():
+        cells = []
+        for col, v in zip(df.columns, row, strict=True):
+            text, num = _fmt(v)
+            cls = ' class="n"' if num else (' class="raw"' if col in raw_columns else "")
+            if col == "rel_error" and isinstance(v, float) and abs(v) > 0.15:
+                cls = ' class="n bad"'
+            cells.append(f"<td{cls}>{esc(text)}</td>")
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    more = ""
+    if total_rows is not None and total_rows > df.height:
+        more = f'<p class="note">{esc(f"showing {df.height} of {total_rows:,} rows")}</p>'
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{more}"
+
+
+class _Page:
+    """Accumulates chart specs (numbered containers) while rendering blocks."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def block(self, b: Block) -> str:
+        if b.kind == "chart" and b.chart is not None:
+            self.n += 1
+            cid = f"chart-{self.n}"
+            spec = b.chart.to_dict()
+            return (
+                f'<div class="chart" id="{cid}"></div>'
+                f'<script type="application/json" data-spec="{cid}" data-renderer="{esc(b.renderer)}">'
+                f"{json_for_script(spec)}</script>"
+            )
+        if b.kind == "table" and b.frame is not None:
+            return render_table(b.frame, b.raw_columns, b.total_rows)
+        if b.kind == "na":
+            return f'<p class="na">{esc(b.text)}</p>'
+        if b.kind == "pre":
+            return f"<pre>{esc(b.text)}</pre>"
+        return f"<p>{esc(b.text)}</p>"
+
+    def blocks(self, blocks: list[Block]) -> str:
+        charts_html = []
+        out = []
+        for b in blocks:
+            if b.kind == "chart":
+                charts_html.append(self.block(b))
+                continue
+            if charts_html:
+                out.append('<div class="charts">' + "".join(charts_html) + "</div>")
+                charts_html = []
+            out.append(self.block(b))
+        if charts_html:
+            out.append('<div class="charts">' + "".join(charts_html) + "</div>")
+        return "".join(out)
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def vega_bundle() -> str:
+    """The Vega + Vega-Lite + vega-embed bundle, checked to be safe to inline."""
+    import vl_convert as vlc
+
+    bundle = str(vlc.javascript_bundle())
+    low = bundle.lower()
+    if "</script" in low or "<!--" in low:  # would end or confuse the inline script element
+        raise RuntimeError("the vl-convert bundle contains '</script' or '<!--'")
+    return bundle
+
+
+def csp(scripts: list[str]) -> str:
+    """The Content-Security-Policy for a page with these inline scripts."""
+    hashes = " ".join(_sha256(s) for s in scripts)
+    return (
+        f"default-src 'none'; script-src {hashes}; style-src 'unsafe-inline'; "
+        "img-src data: blob:; connect-src 'none'; font-src 'none'; base-uri 'none'; "
+        "form-action 'none'"
+    )
+
+
+def render_page(title: str, header_html: str, body_html: str) -> str:
+    """A full page with the inline runtime, the loader and the CSP meta tag."""
+    bundle = vega_bundle()
+    policy = csp([bundle, LOADER_JS])
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{esc(policy)}">'
+        '<meta name="referrer" content="no-referrer">'
+        f"<title>{esc(title)}</title><style>{CSS}</style>"
+        f"<script>{bundle}</script></head><body>{header_html}{body_html}"
+        f"<script>{LOADER_JS}</script></body></html>\n"
+    )
+
+
+def _header(title: str, d_list: list[rd.RunData]) -> str:
+    out = [f"<h1>{esc(title)}</h1>"]
+    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    for d in d_list:
+        src = d.stored.source if d.stored else "none (inferred)"
+        out.append(
+            f'<p class="meta">run <b>{esc(d.run_id)}</b> · config: {esc(src)} · generated {esc(now)}</p>'
+        )
+        if d.synthetic:
+            out.append(
+                f'<div class="banner">{esc(d.run_id)}: SYNTHETIC DATA. These logs were generated by '
+                "commscope's simulator, not recorded from a real training job.</div>"
+            )
+    return "".join(out)
+
+
+def _nav(sections: list[Section]) -> str:
+    return (
+        "<nav>"
+        + "".join(f'<a href="#{esc(s.key)}">{esc(s.title)}</a>' for s in sections)
+        + "</nav>"
+    )
+
+
+def _ensure_derived(store: Store, run_id: str, config: Path | None) -> None:
+    """Derive the run when a config is given or its marts are missing."""
+    from pipeline.derive import derive_run
+
+    if config is not None or rd.marts_missing(store, run_id):
+        log.info("report %s: deriving marts first", run_id)
+        derive_run(store, run_id, config=config)
+
+
+def _write(out: Path, text: str) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(out)
+    return out
+
+
+def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = None) -> Path:
+    """Write the HTML report of one run and return its path.
+
+    Args:
+        store: the store holding the run.
+        run_id: the run.
+        out: the HTML file to write (atomically).
+        config: a model/parallel config that overrides the stored one; the run is re-derived
+            with it. Without it, the run is derived only when marts are missing.
+    """
+    from pipeline.store import validate_run_id
+
+    validate_run_id(run_id)
+    if run_id not in store.runs():
+        raise ValueError(f"run {run_id!r} not in {store.root}")
+    _ensure_derived(store, run_id, config)
+    d = rd.load_run(store, run_id)
+    try:
+        sections = run_sections(d)
+    finally:
+        if d.con is not None:
+            d.con.close()
+    page = _Page()
+    body = _nav(sections) + "".join(
+        f'<section id="{esc(s.key)}"><h2>{esc(s.title)}</h2><p class="note">{esc(s.blurb)}</p>'
+        f"{page.blocks(s.blocks)}</section>"
+        for s in sections
+    )
+    title = f"commscope report: {run_id}"
+    return _write(out, render_page(title, _header(title, [d]), body))
+
+
+def _compare_table(a: rd.RunData, b: rd.RunData) -> pl.DataFrame:
+    """Headline numbers of two runs side by side with the difference B - A."""
+    ha = rd.headline(a).select("metric", "unit", pl.col("measured").alias("A"))
+    hb = rd.headline(b).select("metric", pl.col("measured").alias("B"))
+    return ha.join(hb, on="metric", how="full", coalesce=True).with_columns(
+        diff=pl.col("B") - pl.col("A"),
+        rel_diff=(pl.col("B") - pl.col("A")) / pl.col("A").abs(),
+    )
+
+
+def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
+    """Write an HTML page comparing two runs: headline differences, then every view of run A
+    beside the same view of run B."""
+    runs = store.runs()
+    for r in (run_a, run_b):
+        if r not in runs:
+            raise ValueError(f"run {r!r} not in {store.root}")
+        _ensure_derived(store, r, None)
+    da, db = rd.load_run(store, run_a), rd.load_run(store, run_b)
+    try:
+        sa, sb = run_sections(da), run_sections(db)
+        diff = _guard(lambda: [Block("table", frame=_compare_table(da, db))])
+    finally:
+        for d in (da, db):
+            if d.con is not None:
+                d.con.close()
+    page = _Page()
+    parts = [
+        '<section id="diff"><h2>Differences</h2><p class="note">'
+        f"{esc(f'Headline numbers of {run_a} (A) and {run_b} (B); diff = B - A.')}</p>"
+        f"{page.blocks(diff)}</section>"
+    ]
+    for x, y in zip(sa, sb, strict=True):
+        parts.append(
+            f'<section id="{esc(x.key)}"><h2>{esc(x.title)}</h2><p class="note">{esc(x.blurb)}</p>'
+            f'<div class="pair"><div><h3>{esc(run_a)}</h3>{page.blocks(x.blocks)}</div>'
+            f"<div><h3>{esc(run_b)}</h3>{page.blocks(y.blocks)}</div></div></section>"
+        )
+    title = f"commscope compare: {run_a} vs {run_b}"
+    nav = _nav([Section("diff", "Differences", ""), *sa])
+    return _write(out, render_page(title, _header(title, [da, db]), nav + "".join(parts)))
