@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, ClassVar, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import polars as pl
 
@@ -59,11 +59,16 @@ class ParsedChunk:
 
     Frames may omit ``run_id``, ``source_file`` and ``source_format``: ingest fills them.
     Rejected lines go in ``tables["rejects"]`` with columns ``line_no, raw, reason``.
+
+    ``state`` (resumable parsers only, see :func:`is_resumable`): a JSON-serialisable dict of
+    the context reached at the end of the source; the last non-None ``state`` of a parse is
+    stored in the commit log and handed back as ``resume=`` when the file has grown.
     """
 
     tables: dict[str, pl.DataFrame] = field(default_factory=dict)
     counts: LineCounts = field(default_factory=LineCounts)
     warnings: list[str] = field(default_factory=list)
+    state: dict[str, Any] | None = None
 
 
 @runtime_checkable
@@ -82,6 +87,20 @@ class Parser(Protocol):
     ) -> Iterator[ParsedChunk]:
         """Yield chunks of canonical rows for ``source``."""
         ...
+
+
+def is_resumable(parser: Parser) -> bool:
+    """True if ``parser`` supports incremental ingest of a growing file.
+
+    Optional extension of the :class:`Parser` protocol (older parsers need not know it): a
+    resumable parser sets ``resumable: ClassVar[bool] = True``, accepts a keyword argument
+    ``resume: dict | None`` in ``parse`` (the ``state`` its previous parse of the same file
+    ended with, or None for a parse from the start) and puts its end state in the last
+    chunk's ``state``. Ingest then parses only the new bytes, from a ``Source`` whose
+    ``start_offset``/``first_line_no`` continue after the stored ones; rows must equal those
+    a single parse of the whole file gives to the new lines.
+    """
+    return bool(getattr(parser, "resumable", False))
 
 
 _REGISTRY: dict[str, Parser] = {}

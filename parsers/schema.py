@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.0.0"
+SCHEMA_VERSION = "1.1.0"
 
 
 @dataclass(frozen=True)
@@ -310,10 +310,21 @@ INGESTED_FILES = Table(
         _RUN,
         Column("batch_id", STR, "Deterministic id of this ingest batch.", required=True),
         Column("path", STR, "Absolute path of the file.", required=True),
-        Column("sha256", STR, "SHA-256 of the ingested bytes (the whole file for full ingests)."),
+        Column(
+            "sha256",
+            STR,
+            "SHA-256 of the file's bytes [0, byte_end): the content stored so far (the whole "
+            "file for full ingests); an incremental ingest checks the prefix against it.",
+        ),
         Column("bytes", I64, "Size of the file when ingested."),
         Column("byte_start", I64, "First byte offset ingested (0 unless incremental)."),
         Column("byte_end", I64, "Offset after the last byte ingested."),
+        Column(
+            "first_line_no",
+            I64,
+            "1-based number of the first line (or event) of the range (1 unless incremental; "
+            "null in stores written before schema 1.1).",
+        ),
         Column("format", STR, "Parser used."),
         Column("lines_total", I64, "Lines (or events) read."),
         Column("lines_parsed", I64, "Lines that produced rows."),
@@ -324,6 +335,12 @@ INGESTED_FILES = Table(
         Column("schema_version", STR, "Canonical schema version written."),
         Column("warnings", STR, "Parser warnings, newline-separated."),
         Column("ingested_at", TS, "When the batch was committed (UTC)."),
+        Column(
+            "parser_state",
+            STR,
+            "JSON state the parser left at byte_end (context an incremental ingest of the "
+            "rest of the file resumes from); null for parsers that keep none.",
+        ),
     ),
 )
 

@@ -8,7 +8,9 @@ does not stop the others.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import multiprocessing
 import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -16,19 +18,45 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from parsers._io import Source
-from parsers.registry import REGISTRY, LineCounts, ParseError, load_all, sniff
+from parsers.registry import (
+    REGISTRY,
+    LineCounts,
+    ParseError,
+    Parser,
+    is_resumable,
+    load_all,
+    sniff,
+)
 from parsers.schema import DATA_TABLES, SCHEMA_VERSION
 from pipeline import run_config as rc
 from pipeline.store import Store, StoreError, batch_id_for, validate_run_id
 
 log = logging.getLogger(__name__)
 
-SIDECAR_SUFFIXES = (".source.txt", "manifest.json")
-"""Files never parsed: provenance sidecars of samples, and run manifests (read as config)."""
+SIDECAR_SUFFIXES = (".source.txt", "manifest.json", "truth.json", "ds_comms_logger.json")
+"""Files never parsed in a folder walk: provenance sidecars of samples, run manifests (read as
+config), the synthetic generator's ground truth (``truth.json``) and the DeepSpeed config
+snippet ``commscope collect`` writes."""
+
+TRUTH_DIR = "truth"
+"""Folder name skipped in a folder walk: the generator's ground-truth Parquet
+(``pipeline.synthetic.generator`` writes ``truth.json`` and ``truth/``)."""
+
+
+def _skipped_name(name: str) -> bool:
+    """True for a file a folder walk never parses (hidden, sidecar, manifest, ground truth)."""
+    return (
+        name.startswith(".")
+        or name.endswith(SIDECAR_SUFFIXES)
+        or ".truth." in name
+        or name.startswith("truth.")
+    )
+
 
 STATUS_OK = "ingested"
 STATUS_SKIPPED = "already ingested"
@@ -58,8 +86,10 @@ class FileResult:
 def discover(paths: Iterable[Path]) -> tuple[list[Path], list[FileResult]]:
     """Expand files and directories (recursively) into input files, in a stable order.
 
-    Hidden files and folders, sample sidecars and symlink loops are skipped. Missing paths are
-    reported as error results instead of raising.
+    Hidden files and folders, sample sidecars, run manifests, a synthetic run's ground truth
+    (``truth.json``, ``truth/``, any ``*.truth.*`` file) and symlink loops are skipped inside
+    folders (a file named explicitly is kept). Missing paths are reported as error results
+    instead of raising.
     """
     found: list[Path] = []
     errors: list[FileResult] = []
@@ -71,18 +101,32 @@ def discover(paths: Iterable[Path]) -> tuple[list[Path], list[FileResult]]:
         if p.is_file():
             found.append(p)
             continue
+        tree = p.resolve()
         for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
             real = Path(dirpath).resolve()
             if real in seen:
                 dirnames[:] = []
                 continue
             seen.add(real)
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for d in sorted(dirnames):
+                if not d.startswith(".") and (Path(dirpath) / d).is_symlink():
+                    errors.append(
+                        FileResult(
+                            str(Path(dirpath) / d),
+                            STATUS_ERROR,
+                            message="symlinked folder not followed (name it to ingest it)",
+                        )
+                    )
+            dirnames[:] = [d for d in dirnames if not (Path(dirpath) / d).is_symlink()]
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and d != TRUTH_DIR)
             for name in sorted(filenames):
-                if name.startswith(".") or name.endswith(SIDECAR_SUFFIXES):
+                if _skipped_name(name):
                     continue
                 f = Path(dirpath) / name
-                if f.is_file():
+                problem = _symlink_problem(f, tree)
+                if problem is not None:
+                    errors.append(FileResult(str(f), STATUS_ERROR, message=problem))
+                elif f.is_file():
                     found.append(f)
     unique: dict[Path, Path] = {}
     for f in found:
@@ -90,23 +134,145 @@ def discover(paths: Iterable[Path]) -> tuple[list[Path], list[FileResult]]:
     return list(unique.values()), errors
 
 
+def _symlink_problem(f: Path, tree: Path) -> str | None:
+    """Why a symlink met inside an input folder is not followed; None for anything else.
+
+    Security default: inside a folder, only links that resolve inside that folder are read,
+    so an input tree cannot make commscope read (and store) files elsewhere.
+    """
+    if not f.is_symlink():
+        return None
+    try:
+        target = f.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return "broken or looping symlink, not followed"
+    if not target.is_relative_to(tree):
+        return f"symlink to {target}, outside the input folder {tree}: not followed"
+    return None
+
+
 def file_sha256(path: Path, start: int = 0, end: int | None = None) -> str:
     """SHA-256 of the bytes of ``path`` in ``[start, end)``."""
+    return prefix_sha256s(path, [end], start=start)[0]
+
+
+def prefix_sha256s(path: Path, cuts: Sequence[int | None], *, start: int = 0) -> list[str]:
+    """SHA-256 of ``path``'s bytes ``[start, cut)`` for each cut, in one read of the file.
+
+    Why: an incremental ingest checks the stored prefix ``[0, byte_end)`` and needs the hash
+    of the new prefix ``[0, new_end)`` too; both come from one pass. ``None`` means the end.
+    """
     h = hashlib.sha256()
+    out: list[str | None] = [None] * len(cuts)
+    order = sorted(range(len(cuts)), key=lambda i: float("inf") if cuts[i] is None else cuts[i])
+    pos = start
     with path.open("rb") as fh:
         fh.seek(start)
-        left = None if end is None else end - start
-        while True:
-            n = 8 * 1024 * 1024 if left is None else min(8 * 1024 * 1024, left)
-            if n == 0:
-                break
-            data = fh.read(n)
-            if not data:
-                break
-            h.update(data)
-            if left is not None:
-                left -= len(data)
-    return h.hexdigest()
+        for i in order:
+            cut = cuts[i]
+            while cut is None or pos < cut:
+                n = 8 * 1024 * 1024 if cut is None else min(8 * 1024 * 1024, cut - pos)
+                data = fh.read(n)
+                if not data:
+                    break
+                h.update(data)
+                pos += len(data)
+            out[i] = h.copy().hexdigest()
+    return [o or "" for o in out]
+
+
+def _last_newline_end(path: Path, start: int, end: int) -> int:
+    """Offset just after the last ``\\n`` in ``[start, end)``, or ``start`` if there is none."""
+    step = 64 * 1024
+    with path.open("rb") as fh:
+        hi = end
+        while hi > start:
+            lo = max(start, hi - step)
+            fh.seek(lo)
+            k = fh.read(hi - lo).rfind(b"\n")
+            if k >= 0:
+                return lo + k + 1
+            hi = lo
+    return start
+
+
+def _size_or_zero(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def _byte_at(path: Path, offset: int) -> bytes:
+    with path.open("rb") as fh:
+        fh.seek(offset)
+        return fh.read(1)
+
+
+@dataclass
+class _Plan:
+    """What part of a file an ingest reads, and why."""
+
+    start: int = 0
+    end: int = 0
+    first_line_no: int = 1
+    sha: str = ""
+    head: dict[str, Any] | None = None
+    resume: dict[str, Any] | None = None
+    rebuild_state: bool = False
+    note: str | None = None
+    skip: str | None = None
+
+
+def _plan(
+    store: Store, path: Path, size: int, parser: Parser, run_id: str, *, plain: bool, follow: bool
+) -> _Plan:
+    """Decide the byte range to ingest from the file's last commit in this run.
+
+    A plain text file read by a resumable parser continues at the stored ``byte_end`` if the
+    stored prefix is unchanged; a file that shrank, was rewritten, or whose last ingest ended
+    in a cut line that has since grown is read again from the start as new content.
+    Compressed files and other formats are read whole, and only when their content changed.
+    With ``follow``, a final line without newline waits for the next ingest.
+    """
+    plan = _Plan(end=size)
+    plan.head = store.path_head(run_id, str(path))
+    incremental = plain and is_resumable(parser)
+    if incremental and follow:
+        plan.end = _last_newline_end(path, 0, size)
+    head = plan.head
+    if head is not None and incremental:
+        prev_end = int(head["byte_end"] or 0)
+        if size < prev_end:
+            plan.note = f"file shrank below the {prev_end} bytes stored: ingested as new content"
+        else:
+            if follow:
+                plan.end = _last_newline_end(path, prev_end, size)
+            old, new = prefix_sha256s(path, [prev_end, plan.end])
+            if old != head["sha256"]:
+                plan.note = "file rewritten since its last ingest: ingested as new content"
+            elif plan.end == prev_end:
+                plan.skip = "no new complete line since the last ingest" if size > prev_end else ""
+                return plan
+            elif prev_end > 0 and _byte_at(path, prev_end - 1) != b"\n":
+                plan.note = (
+                    "the last ingest ended in a line without newline that has grown since: "
+                    "ingested as new content"
+                )
+            else:
+                plan.start, plan.sha = prev_end, new
+                plan.first_line_no = int(head["first_line_no"] or 1) + int(head["lines_total"] or 0)
+                state = head.get("parser_state")
+                plan.resume = json.loads(state) if state else None
+                plan.rebuild_state = state is None
+                return plan
+    if incremental and plan.end == 0 and size > 0:
+        plan.skip = "no complete line yet"
+        return plan
+    plan.sha = file_sha256(path, 0, plan.end)
+    if head is not None and plan.note is None and head["sha256"] != plan.sha:
+        plan.note = "file changed since its last ingest: ingested as new content"
+    return plan
 
 
 def ingest_file(
@@ -116,8 +282,13 @@ def ingest_file(
     run_id: str,
     fmt: str | None = None,
     rank: int | None = None,
+    follow: bool = False,
 ) -> FileResult:
-    """Parse one file and commit it to ``store`` as one batch.
+    """Parse one file (or what it appended since its last ingest) and commit it as one batch.
+
+    A file that grew since its last commit in this run is parsed from the last committed byte
+    offset, with line numbers and parser state continuing from there (see :func:`_plan`);
+    nothing stored is read or counted again.
 
     Args:
         store: the target store.
@@ -125,6 +296,8 @@ def ingest_file(
         run_id: the run the file belongs to.
         fmt: parser name; None sniffs the format.
         rank: rank to assume when the file does not say (timeline formats).
+        follow: live logs: a final line without newline is left for the next ingest instead
+            of being rejected as cut.
 
     Returns:
         The outcome; errors are reported in it, never raised (except StoreError).
@@ -163,18 +336,35 @@ def ingest_file(
             )
         parser = found
 
-    sha = file_sha256(path)
-    batch_id = batch_id_for(run_id, sha, 0, size, parser.name)
-    if store.is_committed(run_id, batch_id) or store.has_content(run_id, sha):
+    plain = source.compression is None
+    plan = _plan(store, source.path, size, parser, run_id, plain=plain, follow=follow)
+    if plan.skip is not None:
+        return FileResult(
+            shown, STATUS_SKIPPED, format=parser.name, bytes=size, message=plan.skip or None
+        )
+    batch_id = batch_id_for(run_id, plan.sha, plan.start, plan.end, parser.name)
+    if store.is_committed(run_id, batch_id) or (
+        plan.start == 0 and store.has_content(run_id, plan.sha)
+    ):
         return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
+    if plain:
+        source = Source(source.path, plan.start, plan.end, plan.first_line_no)
+    resumable = is_resumable(parser)
 
     batch = store.begin(run_id, batch_id)
     counts = LineCounts()
     warnings: list[str] = []
+    state: dict[str, Any] | None = None
     try:
-        for chunk in parser.parse(source, run_id=run_id, rank=rank):
+        if plan.rebuild_state:  # stored by a commscope without parser state: re-derive it
+            plan.resume = _state_of(parser, Source(source.path, 0, plan.start), run_id, rank)
+            warnings.append("parser state rebuilt from the stored prefix (older store)")
+        kwargs: dict[str, Any] = {"resume": plan.resume} if resumable else {}
+        for chunk in parser.parse(source, run_id=run_id, rank=rank, **kwargs):
             counts += chunk.counts
             warnings.extend(chunk.warnings)
+            if chunk.state is not None:
+                state = chunk.state
             for table, df in chunk.tables.items():
                 batch.write(
                     table, _fill_provenance(df, table, run_id, str(source.path), parser.name)
@@ -198,6 +388,15 @@ def ingest_file(
             bytes=size,
             message=f"internal error in parser {parser.name}: {type(exc).__name__}: {exc}",
         )
+    if plain and _size_or_zero(source.path) < plan.end:
+        batch.abort()
+        return FileResult(
+            shown,
+            STATUS_ERROR,
+            format=parser.name,
+            bytes=size,
+            message="file shrank while it was read: nothing stored (ingest it again)",
+        )
     if not counts.balanced:
         batch.abort()
         return FileResult(
@@ -210,10 +409,11 @@ def ingest_file(
     committed = batch.commit(
         {
             "path": str(source.path),
-            "sha256": sha,
+            "sha256": plan.sha,
             "bytes": size,
-            "byte_start": 0,
-            "byte_end": size,
+            "byte_start": plan.start,
+            "byte_end": plan.end,
+            "first_line_no": plan.first_line_no,
             "format": parser.name,
             "lines_total": counts.total,
             "lines_parsed": counts.parsed,
@@ -224,12 +424,23 @@ def ingest_file(
             "schema_version": SCHEMA_VERSION,
             "warnings": "\n".join(warnings) or None,
             "ingested_at": datetime.now(UTC),
-        }
+            "parser_state": json.dumps(state, separators=(",", ":")) if state else None,
+        },
+        expect_head=plan.head["batch_id"] if plan.head is not None else None,
     )
     if not committed:
-        return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
+        return FileResult(
+            shown,
+            STATUS_SKIPPED,
+            format=parser.name,
+            bytes=size,
+            message="committed meanwhile by another ingest",
+        )
     for w in warnings:
         log.info("%s: %s", shown, w)
+    message = plan.note
+    if plan.start > 0:
+        message = f"appended: bytes {plan.start}-{plan.end}, lines from {plan.first_line_no}"
     return FileResult(
         shown,
         STATUS_OK,
@@ -237,8 +448,20 @@ def ingest_file(
         counts=counts,
         rows=dict(batch.rows),
         bytes=size,
+        message=message,
         warnings=warnings,
     )
+
+
+def _state_of(
+    parser: Parser, source: Source, run_id: str, rank: int | None
+) -> dict[str, Any] | None:
+    """The end state of a parse of ``source`` (rows discarded): resume state for old stores."""
+    state: dict[str, Any] | None = None
+    for chunk in parser.parse(source, run_id=run_id, rank=rank, resume=None):  # type: ignore[call-arg]
+        if chunk.state is not None:
+            state = chunk.state
+    return state
 
 
 def _fill_provenance(
@@ -260,9 +483,9 @@ def _fill_provenance(
     return df.with_columns(add) if add else df
 
 
-def _ingest_one(args: tuple[Path, Path, str, str | None, int | None]) -> FileResult:
-    root, path, run_id, fmt, rank = args
-    return ingest_file(Store.open(root), path, run_id=run_id, fmt=fmt, rank=rank)
+def _ingest_one(args: tuple[Path, Path, str, str | None, int | None, bool]) -> FileResult:
+    root, path, run_id, fmt, rank, follow = args
+    return ingest_file(Store.open(root), path, run_id=run_id, fmt=fmt, rank=rank, follow=follow)
 
 
 ProgressFn = Callable[[FileResult, int, int], None]
@@ -278,6 +501,7 @@ def ingest_paths(
     jobs: int = 1,
     progress: ProgressFn | None = None,
     config: Path | None = None,
+    follow: bool = False,
 ) -> list[FileResult]:
     """Ingest files and directories into one run; per-file outcomes in input order.
 
@@ -291,6 +515,8 @@ def ingest_paths(
         progress: called after each file with (result, files done, files total).
         config: the run's model/parallel config (TOML); without it, a ``manifest.json`` in an
             input folder is recorded as the run's config.
+        follow: live logs (scheduled ingests): a final line without newline waits for the
+            next ingest instead of being rejected as cut (see :func:`ingest_file`).
     """
     validate_run_id(run_id)
     files, results = discover(paths)
@@ -298,9 +524,12 @@ def ingest_paths(
     total = len(files)
     if jobs > 1 and total > 1:
         out: dict[int, FileResult] = {}
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # 'spawn', not fork: a forked child inherits the parent's threads' locks (Polars,
+        # DuckDB, pytest's capture) and can hang; spawned workers start clean.
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             futs = {
-                pool.submit(_ingest_one, (store.root, f, run_id, fmt, rank)): i
+                pool.submit(_ingest_one, (store.root, f, run_id, fmt, rank, follow)): i
                 for i, f in enumerate(files)
             }
             for n, fut in enumerate(as_completed(futs), 1):
@@ -311,7 +540,7 @@ def ingest_paths(
         results.extend(out[i] for i in range(total))
     else:
         for n, f in enumerate(files, 1):
-            res = ingest_file(store, f, run_id=run_id, fmt=fmt, rank=rank)
+            res = ingest_file(store, f, run_id=run_id, fmt=fmt, rank=rank, follow=follow)
             results.append(res)
             if progress:
                 progress(res, n, total)

@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Parse files or folders (recursively; .gz/.xz/.zst/.bz2 read transparently) into "
             "the store under one run id. Each file's format is sniffed unless --format is "
-            "given. Re-ingesting the same content adds nothing. Prints one row per file; exits "
+            "given. Re-ingesting the same content adds nothing; a plain-text log that grew is read from where its last ingest stopped. Prints one row per file; exits "
             "non-zero only when nothing could be ingested."
         ),
     )
@@ -34,6 +34,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="the run's model/parallel/platform config (TOML, see configs/); default: a "
         "manifest.json found in an input folder",
+    )
+    p.add_argument(
+        "--follow",
+        action="store_true",
+        help="the inputs are live logs: a final line without newline waits for the next "
+        "ingest instead of being rejected as cut (files that grew are always read from "
+        "where the last ingest stopped)",
     )
     p.set_defaults(func=run)
 
@@ -53,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
             jobs=max(1, args.jobs),
             progress=stderr_progress(total),
             config=args.config,
+            follow=args.follow,
         )
     except (StoreError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
@@ -75,10 +83,17 @@ def render_results(results: list[FileResult]) -> str:
             r.counts.ignored,
             r.counts.rejected,
             sum(r.rows.values()),
-            r.status if r.status != "error" else f"error: {r.message}",
+            _status(r),
         )
         for r in results
     ]
     return table(
         ("file", "format", "lines", "parsed", "ignored", "rejected", "rows", "status"), rows
     )
+
+
+def _status(r: FileResult) -> str:
+    """The status cell: the status, with the message when there is one."""
+    if r.status == "error":
+        return f"error: {r.message}"
+    return f"{r.status} ({r.message})" if r.message else r.status
