@@ -56,7 +56,9 @@ def summarize(
             "rejects",
         ):
             tables[name] = int(
-                con.execute(f"SELECT count(*) FROM {name} WHERE run_id = ?", [run_id]).fetchone()[0]  # type: ignore[index]
+                con.execute(f"SELECT count(*) FROM {name} WHERE run_id = ?", [run_id]).fetchall()[
+                    0
+                ][0]
             )
     finally:
         if own:

@@ -1,62 +1,153 @@
-"""``commscope demo``: the main job on the bundled sample traces."""
+"""``commscope demo``: the main job, through the Prefect flows, on bundled and synthetic data.
+
+Why: the README's first command should show the whole pipeline as it runs in production: a
+small synthetic cluster run (GPT-3B at (p, t, d) = (4, 2, 4), 32 ranks, 2 iterations, seed 0,
+labelled synthetic in its folder name, run id and manifest) is generated beside the store,
+then the ``process_cluster_logs`` flow ingests it together with ``sample_traces/`` (a real
+DeepSpeed CPU recording), derives the marts and writes one HTML report per run, on Prefect's
+embedded local server. ``--no-flows`` runs the same steps with the plain functions (no Prefect)
+for debugging.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 from pipeline.commands._format import table
-from pipeline.commands.ingest import render_results
+from pipeline.commands.serve import (
+    add_flow_options,
+    check_flow_options,
+    flow_parameters,
+    prepare_prefect_env,
+    render_summary,
+)
 from pipeline.commands.summary import render
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
 from pipeline.store import Store, StoreError
 from pipeline.summary import summarize
 
-REPO_SAMPLES = Path(__file__).resolve().parents[2] / "sample_traces"
+ROOT = Path(__file__).resolve().parents[2]
+REPO_SAMPLES = ROOT / "sample_traces"
+SYNTHETIC_CONFIG = ROOT / "configs" / "synthetic_gpt3b_4x2x4.toml"
+SYNTHETIC_RUN = "synthetic_gpt3b_4x2x4"
+SYNTHETIC_FORMATS = "nccl,deepspeed,kineto"
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``demo`` subcommand."""
     p = sub.add_parser(
         "demo",
-        help="ingest and derive the bundled sample traces (one run per folder), then summarise",
-        description="Run the main job on sample_traces/: every sub-folder is one run; ingest "
-        "it, derive its marts, then print each run's summary.",
+        help="generate a small synthetic run, then ingest, derive and report it with the "
+        "bundled sample traces through the Prefect flows",
+        description="Generate a 32-rank synthetic run (GPT-3B, (4,2,4), 2 iterations, seed 0) "
+        "into generated/ beside the store, then run the process_cluster_logs flow on "
+        "sample_traces/ and generated/ (every sub-folder is one run) on Prefect's embedded "
+        "local server: ingest, derive, one HTML report per run. Prints each run's summary "
+        "and the report paths.",
     )
     p.add_argument("--samples", type=Path, default=REPO_SAMPLES, help="folder of run folders")
+    p.add_argument(
+        "--generated",
+        type=Path,
+        default=None,
+        help="folder for the synthetic run folder (default: generated/ beside the store)",
+    )
+    p.add_argument(
+        "--synthetic-formats",
+        default=SYNTHETIC_FORMATS,
+        help=f"formats of the synthetic run (default: {SYNTHETIC_FORMATS}; 'none' skips it)",
+    )
+    add_flow_options(p)
+    p.add_argument("--no-flows", action="store_true", help="run ingest/derive with plain functions")
     p.set_defaults(func=run)
 
 
+def generate_synthetic(dest_root: Path, formats: str) -> Path:
+    """Write the demo's synthetic run folder (kept if an identical one is there)."""
+    from pipeline.synthetic import generate, load_generate_config, with_overrides
+
+    out = dest_root / SYNTHETIC_RUN
+    wanted = tuple(f.strip() for f in formats.split(",") if f.strip())
+    marker = out / ".commscope_demo_formats"
+    if (out / "manifest.json").exists() and marker.exists() and marker.read_text() == formats:
+        return out
+    run_cfg, opts = load_generate_config(SYNTHETIC_CONFIG)
+    opts = with_overrides(
+        opts,
+        iterations=2,
+        seed=0,
+        formats=wanted,
+        run_name=SYNTHETIC_RUN.removeprefix("synthetic_"),
+    )
+    generate(run_cfg, opts, out, command=f"commscope demo (config {SYNTHETIC_CONFIG.name})")
+    marker.write_text(formats)
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
-    """Ingest each run folder and print the summaries."""
-    runs = sorted(d for d in args.samples.iterdir() if d.is_dir()) if args.samples.is_dir() else []
-    if not runs:
+    """Generate, process through the flows, print the summaries and report paths."""
+    if not args.samples.is_dir() or not any(d.is_dir() for d in args.samples.iterdir()):
         print(f"commscope: error: no run folders in {args.samples}", file=sys.stderr)
+        return 2
+    problem = check_flow_options(args)
+    if problem:
+        print(f"commscope: error: {problem}", file=sys.stderr)
         return 2
     try:
         store = Store.open(args.store)
     except StoreError as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2
+    roots = [args.samples]
+    if args.synthetic_formats != "none":
+        gen_root = args.generated or store.root.parent / "generated"
+        t0 = time.perf_counter()
+        try:
+            out = generate_synthetic(gen_root, args.synthetic_formats)
+        except (OSError, ValueError) as exc:
+            print(f"commscope: error: generating the synthetic run: {exc}", file=sys.stderr)
+            return 2
+        print(f"synthetic run {out} ({time.perf_counter() - t0:.1f} s)", flush=True)
+        roots.append(gen_root)
+    if args.no_flows:
+        return _run_plain(store, roots)
+    prepare_prefect_env(store.root)
+    from pipeline.flows import process_cluster_logs
+
+    summary = process_cluster_logs(**flow_parameters(args, roots))
+    print(render_summary(summary) + "\n")
+    _print_summaries(store, list(summary["runs"]))
+    reports = [(rid, e["report"]) for rid, e in summary["runs"].items() if e["report"]]
+    if reports:
+        print(table(("run", "report"), reports))
+    print(table(("store",), [(str(store.root),)]))
+    return 1 if summary["errors"] else 0
+
+
+def _print_summaries(store: Store, runs: list[str]) -> None:
+    stored = set(store.runs())
+    for rid in runs:
+        if rid in stored:
+            # A connection per run: summarize leaves a result open on a shared connection.
+            print(render(summarize(store, rid)))
+
+
+def _run_plain(store: Store, roots: list[Path]) -> int:
+    """The demo without Prefect: ingest each run folder, derive, summarise (no reports)."""
+    from pipeline.commands.ingest import render_results
+    from pipeline.derive import derive_run
+    from pipeline.ingest import ingest_paths
+
     ok = True
+    runs = [d for r in roots for d in sorted(r.iterdir()) if d.is_dir() and d.name[0] != "."]
     for d in runs:
         results = ingest_paths(store, [d], run_id=d.name)
-        print(f"ingested {d} as run {d.name}:")
-        print(render_results(results) + "\n")
+        print(f"ingested {d} as run {d.name}:\n{render_results(results)}\n")
         ok = ok and any(r.ok for r in results)
         derived = derive_run(store, d.name)
-        print(
-            f"derived {len(derived.marts)} marts for {d.name}: "
-            + ", ".join(f"{k} ({v} rows)" for k, v in derived.marts.items())
-            + "\n"
-        )
-    con = store.connect(read_only=True)
-    try:
-        for d in runs:
-            print(render(summarize(store, d.name, con)))
-    finally:
-        con.close()
+        print(f"derived {len(derived.marts)} marts for {d.name}\n")
+    _print_summaries(store, [d.name for d in runs])
     print(table(("store",), [(str(store.root),)]))
     return 0 if ok else 1

@@ -1,0 +1,296 @@
+"""``commscope serve``: keep a store and its reports current from a watched log folder.
+
+Why: cluster logs keep arriving; rather than running ingest/derive/report by hand, the
+``process_cluster_logs`` Prefect flow runs now and then on a schedule (``--every`` or
+``--cron``) through ``flow.serve``. Without ``PREFECT_API_URL``, serve starts Prefect's own
+local server as a child process (``prefect server start`` on 127.0.0.1, database in
+``<store>/.prefect``; it has the scheduler and the UI, whose address is printed; Prefect's
+in-process ephemeral server cannot schedule) and stops it on exit: nothing to install or start
+by hand. With ``PREFECT_API_URL`` set the runs go to that server. ``--once`` runs the flow a
+single time on the ephemeral server and exits (exit status 1 if any file, derive or report
+failed).
+
+Prefect is imported only after the environment is prepared (``prepare_prefect_env``): its
+settings are read at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pipeline.commands._format import table
+
+DEFAULT_REPORTS = Path("commscope_reports")
+_EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$")
+_UNIT_SECONDS = {None: 1, "s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "d": 86400}
+
+
+def parse_every(text: str) -> timedelta:
+    """An interval such as ``30s``, ``5m``, ``1h``, ``1d`` or plain seconds (``90``).
+
+    Raises:
+        ValueError: not an interval, or not positive.
+    """
+    m = _EVERY.match(text)
+    if not m:
+        raise ValueError(f"bad interval {text!r} (use e.g. 30s, 5m, 1h)")
+    seconds = float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    if seconds <= 0:
+        raise ValueError(f"interval {text!r} must be positive")
+    return timedelta(seconds=seconds)
+
+
+def prepare_prefect_env(store: Path) -> None:
+    """Point Prefect at a private home inside the store unless the user configured one.
+
+    Must run before ``pipeline.flows`` (and so Prefect) is imported. Also turns Prefect's
+    anonymous usage analytics off (nothing leaves the machine) and gives the embedded server
+    time to start on a loaded machine.
+    """
+    if "PREFECT_API_URL" not in os.environ and "PREFECT_HOME" not in os.environ:
+        home = store.expanduser().resolve() / ".prefect"
+        home.mkdir(parents=True, exist_ok=True)  # the embedded server's SQLite file goes here
+        os.environ["PREFECT_HOME"] = str(home)
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+
+
+@contextmanager
+def local_prefect_server(store: Path, port: int = 0, timeout: float = 180.0) -> Iterator[str]:
+    """Run ``prefect server start`` (scheduler + UI) on 127.0.0.1 for the block; yield its URL.
+
+    Used when no ``PREFECT_API_URL`` is configured: schedules need a real server. Its state
+    lives in ``$PREFECT_HOME`` (``<store>/.prefect`` by default), its output in
+    ``server.log`` there. Sets ``PREFECT_API_URL`` for this process (before Prefect is
+    imported).
+    """
+    if port == 0:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = int(sock.getsockname()[1])
+    home = Path(os.environ.get("PREFECT_HOME", store / ".prefect"))
+    home.mkdir(parents=True, exist_ok=True)
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1"]
+    cmd += ["--port", str(port), "--analytics-off"]
+    with (home / "server.log").open("ab") as log_fh:
+        proc = subprocess.Popen(
+            cmd,
+            stdout=log_fh,
+            stderr=subprocess.STDOUT,
+        )
+    # SIGTERM (service managers, `timeout`) must stop the child server too: exit via finally.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"the Prefect server exited (see {home / 'server.log'})")
+            try:
+                with urllib.request.urlopen(f"{url}/api/health", timeout=2) as resp:
+                    if resp.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the Prefect server did not start in {timeout:.0f} s")
+            time.sleep(0.5)
+        os.environ["PREFECT_API_URL"] = f"{url}/api"
+        yield url
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def add_flow_options(p: argparse.ArgumentParser) -> None:
+    """Options shared by ``serve`` and ``demo``: reports folder, task runner, run layout."""
+    p.add_argument(
+        "--reports",
+        type=Path,
+        default=DEFAULT_REPORTS,
+        help="folder of the HTML reports, one <run>.html per run (default: ./commscope_reports)",
+    )
+    p.add_argument(
+        "--task-runner",
+        choices=("local", "dask"),
+        default="local",
+        help="run per-file parsing in local threads or on a Dask cluster (default: local)",
+    )
+    p.add_argument(
+        "--dask-address",
+        default=None,
+        help="scheduler of a running Dask cluster (tcp://host:8786); without it --task-runner "
+        "dask starts a local cluster",
+    )
+    p.add_argument(
+        "--dask-workers", type=int, default=2, help="workers of the local Dask cluster (2)"
+    )
+    p.add_argument(
+        "--run-layout",
+        choices=("subfolder", "pattern"),
+        default="subfolder",
+        help="how files map to runs: one sub-folder per run (default) or --run-pattern",
+    )
+    p.add_argument(
+        "--run-pattern",
+        default=None,
+        help="regex searched in each file's path relative to the watched folder; the group "
+        "(?P<run>...) (else group 1) is the run id, e.g. '^(?P<run>[^/]+)/'",
+    )
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``serve`` subcommand."""
+    p = sub.add_parser(
+        "serve",
+        help="watch a log folder: ingest new/grown files, derive and report changed runs",
+        description="Run the process_cluster_logs Prefect flow on the watched folder now, "
+        "then on a schedule (--every or --cron), on Prefect's embedded local server unless "
+        "PREFECT_API_URL points at a Prefect server. Each run folder (or --run-pattern match) "
+        "is one run; reports go to --reports/<run>.html.",
+    )
+    p.add_argument("--watch", type=Path, required=True, help="folder where the cluster logs go")
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--every", default=None, help="interval, e.g. 30s, 5m (default), 1h")
+    when.add_argument("--cron", default=None, help='cron schedule, e.g. "*/10 * * * *"')
+    when.add_argument("--once", action="store_true", help="run one time and exit")
+    add_flow_options(p)
+    p.add_argument("--no-derive", action="store_true", help="ingest only")
+    p.add_argument("--no-report", action="store_true", help="ingest and derive, no HTML")
+    p.add_argument("--name", default="commscope-serve", help="deployment name in Prefect")
+    p.add_argument("--json", action="store_true", help="print each run's summary as JSON")
+    p.add_argument(
+        "--server-port",
+        type=int,
+        default=0,
+        help="port of the local Prefect server and UI started when PREFECT_API_URL is unset "
+        "(default: a free port)",
+    )
+    p.set_defaults(func=run)
+
+
+def flow_parameters(args: argparse.Namespace, roots: list[Path]) -> dict[str, Any]:
+    """The ``process_cluster_logs`` parameters (JSON-able) from the parsed options."""
+    return {
+        "root": [str(r.expanduser().resolve()) for r in roots],
+        "store": str(args.store.expanduser().resolve()),
+        "reports_dir": str(args.reports.expanduser().resolve()),
+        "task_runner": args.task_runner,
+        "dask_address": args.dask_address,
+        "dask_workers": args.dask_workers,
+        "run_layout": args.run_layout,
+        "run_pattern": args.run_pattern,
+        "derive": not getattr(args, "no_derive", False),
+        "report": not getattr(args, "no_report", False),
+    }
+
+
+def check_flow_options(args: argparse.Namespace) -> str | None:
+    """An error message for inconsistent options, else None."""
+    if args.run_layout == "pattern" and not args.run_pattern:
+        return "--run-layout pattern needs --run-pattern"
+    if args.run_pattern:
+        try:
+            re.compile(args.run_pattern)
+        except re.error as exc:
+            return f"bad --run-pattern: {exc}"
+    if args.dask_workers < 1:
+        return "--dask-workers must be at least 1"
+    return None
+
+
+def render_summary(summary: dict[str, Any]) -> str:
+    """A table of what one ``process_cluster_logs`` run did, run by run."""
+    rows = []
+    for rid, e in summary["runs"].items():
+        rows.append(
+            (
+                rid,
+                e["files"],
+                e["new_files"],
+                e["rows"],
+                e["file_errors"],
+                "yes" if e["changed"] else "no",
+                "-" if e["marts"] is None else e["marts"],
+                e["report"] or "-",
+            )
+        )
+    out = table(
+        ("run", "files", "new", "rows", "file errors", "changed", "mart rows", "report"), rows
+    )
+    if summary["errors"]:
+        out += "\n" + "\n".join(f"error: {e}" for e in summary["errors"])
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the flow once, or serve it on a schedule."""
+    if not args.watch.is_dir():
+        print(f"commscope: error: {args.watch}: not a folder", file=sys.stderr)
+        return 2
+    problem = check_flow_options(args)
+    every = None
+    try:
+        if args.every:
+            every = parse_every(args.every)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem:
+        print(f"commscope: error: {problem}", file=sys.stderr)
+        return 2
+    prepare_prefect_env(args.store)
+    params = flow_parameters(args, [args.watch])
+    if args.once:
+        from pipeline.flows import process_cluster_logs
+
+        summary = process_cluster_logs(**params)
+        print(json.dumps(summary, indent=2) if args.json else render_summary(summary), flush=True)
+        return 1 if summary["errors"] else 0
+    schedule: dict[str, Any] = (
+        {"cron": args.cron} if args.cron else {"interval": every or timedelta(minutes=5)}
+    )
+    if "PREFECT_API_URL" in os.environ:
+        return _serve(args, params, schedule)
+    try:
+        with local_prefect_server(args.store, args.server_port) as url:
+            print(f"Prefect server and UI: {url}", flush=True)
+            return _serve(args, params, schedule)
+    except RuntimeError as exc:
+        print(f"commscope: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _serve(args: argparse.Namespace, params: dict[str, Any], schedule: dict[str, Any]) -> int:
+    """Run the flow once now, then serve it on ``schedule`` until interrupted."""
+    from pipeline.flows import process_cluster_logs
+
+    summary = process_cluster_logs(**params)
+    print(json.dumps(summary, indent=2) if args.json else render_summary(summary), flush=True)
+    print(
+        f"serving process-cluster-logs/{args.name} "
+        + (f"on cron {args.cron!r}" if args.cron else f"every {schedule['interval']}")
+        + " (Ctrl-C stops)",
+        flush=True,
+    )
+    process_cluster_logs.serve(
+        name=args.name, parameters=params, limit=1, print_starting_message=False, **schedule
+    )
+    return 0
