@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+import polars as pl
 import zstandard
 
 from parsers.registry import ParseError
@@ -124,33 +125,143 @@ class Source:
         return io.BufferedReader(_BoundedReader(inner, self.path, limit), 1024 * 1024)  # type: ignore[return-value]
 
     def head(self, n: int = 65536) -> bytes:
-        """First ``n`` decompressed bytes (for sniffing); empty on a broken stream."""
+        """First ``n`` decompressed bytes (for sniffing); on a broken stream, those before the break.
+
+        Read in small pieces: one large buffered read of a truncated .gz would fail as a whole
+        and hide a readable head, so a cut file would be "not recognised" instead of reported
+        as truncated by its parser.
+        """
+        out = bytearray()
         try:
             with self.open() as fh:
-                return fh.read(n)
-        except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError):
-            return b""
+                raw = getattr(fh, "raw", fh)  # below the 1 MiB buffer: small reads
+                while len(out) < n:
+                    piece = raw.read(min(16384, n - len(out)))
+                    if not piece:
+                        break
+                    out += piece
+        except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError, ParseError):
+            pass
+        return bytes(out)
 
 
-@dataclass
 class LineBlock:
     """Whole lines read from a source.
 
+    The lines are split in Rust into a Polars Series (``series``): parsers classify and
+    extract with vectorised expressions, so a Python ``list[str]`` (``lines``) is only built
+    when a parser asks for it (it costs about three times the split itself).
+
     Attributes:
-        lines: decoded lines without their ``\\n`` (a trailing ``\\r`` is removed).
-        first_line_no: 1-based line number of ``lines[0]``.
+        series: decoded lines without their ``\\n`` (a trailing ``\\r`` is removed), Utf8.
+        first_line_no: 1-based line number of the first line.
         end_offset: byte offset just after the block (decompressed stream).
         complete: False if the last line had no newline (file cut mid-line).
     """
 
-    lines: list[str]
+    __slots__ = ("_lines", "complete", "end_offset", "first_line_no", "series")
+
+    def __init__(
+        self, series: pl.Series, first_line_no: int, end_offset: int, complete: bool = True
+    ) -> None:
+        self.series = series
+        self.first_line_no = first_line_no
+        self.end_offset = end_offset
+        self.complete = complete
+        self._lines: list[str] | None = None
+
+    @property
+    def lines(self) -> list[str]:
+        """The lines as Python strings (built on first use)."""
+        if self._lines is None:
+            self._lines = self.series.to_list()
+        return self._lines
+
+    def __len__(self) -> int:
+        return self.series.len()
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")
+
+
+def split_lines(body: bytes) -> pl.Series:
+    """Split ``body`` at every ``\\n`` into a Utf8 Series of lines (``"a\\n"`` gives two).
+
+    Valid UTF-8 is split in Rust without a Python string; anything else is decoded with
+    U+FFFD replacements first (as ``bytes.decode(errors="replace")``). A ``\\r`` at the end
+    of a line is dropped; one inside a line (progress bars) is kept.
+    """
+    try:
+        one = pl.Series("raw", [body], dtype=pl.Binary).cast(pl.Utf8)
+    except pl.exceptions.ComputeError:
+        one = pl.Series("raw", [_decode(body)], dtype=pl.Utf8)
+    parts = one.str.split("\n")
+    del one  # free each copy as soon as the next exists (blocks are 32 MiB)
+    lines = parts.explode()
+    del parts
+    if b"\r" in body:
+        lines = lines.str.strip_suffix("\r")
+    return lines
+
+
+@dataclass
+class ByteBlock:
+    """Whole lines of a source as raw bytes (for parsers that search bytes before splitting).
+
+    Attributes:
+        data: the lines, each ending in ``\\n`` except a final cut one (``complete=False``).
+        first_line_no: 1-based line number of the first line.
+        end_offset: byte offset just after the block (decompressed stream).
+        complete: False if this is a final line without newline (file cut mid-line).
+    """
+
+    data: bytes
     first_line_no: int
     end_offset: int
     complete: bool = True
 
 
-def _decode(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
+def iter_byte_blocks(
+    source: Source, *, block_bytes: int = BLOCK_BYTES, complete_lines_only: bool = False
+) -> Iterator[ByteBlock]:
+    """Yield blocks of whole lines of ``source`` as bytes (see :func:`iter_line_blocks`).
+
+    A block of complete lines ends in ``\\n``; a final line without one comes alone, with
+    ``complete=False``. ``first_line_no`` counts ``\\n`` with ``bytes.count`` (no split).
+
+    Raises:
+        ParseError: the stream is corrupt (e.g. a truncated gzip member).
+    """
+    line_no = source.first_line_no
+    offset = source.start_offset
+    remaining = None if source.end_offset is None else source.end_offset - source.start_offset
+    carry = b""
+    try:
+        with source.open() as fh:
+            while True:
+                want = block_bytes if remaining is None else min(block_bytes, remaining)
+                data = fh.read(want) if want > 0 else b""
+                if remaining is not None:
+                    remaining -= len(data)
+                if not data:
+                    break
+                if carry:
+                    data = carry + data
+                cut = data.rfind(b"\n")
+                if cut < 0:
+                    carry = data
+                    continue
+                carry = data[cut + 1 :]
+                body = data[: cut + 1] if carry else data
+                del data
+                offset += len(body)
+                yield ByteBlock(body, line_no, offset)
+                line_no += body.count(b"\n")
+    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+        raise ParseError(source.path, f"cannot read: {exc}", line_no) from exc
+    if carry and not complete_lines_only:
+        yield ByteBlock(carry, line_no, offset + len(carry), complete=False)
 
 
 def iter_line_blocks(
@@ -170,37 +281,12 @@ def iter_line_blocks(
     Raises:
         ParseError: the stream is corrupt (e.g. a truncated gzip member).
     """
-    line_no = source.first_line_no
-    offset = source.start_offset
-    remaining = None if source.end_offset is None else source.end_offset - source.start_offset
-    carry = b""
-    try:
-        with source.open() as fh:
-            while True:
-                want = block_bytes if remaining is None else min(block_bytes, remaining)
-                data = fh.read(want) if want > 0 else b""
-                if remaining is not None:
-                    remaining -= len(data)
-                if not data:
-                    break
-                data = carry + data
-                cut = data.rfind(b"\n")
-                if cut < 0:
-                    carry = data
-                    continue
-                body, carry = data[: cut + 1], data[cut + 1 :]
-                lines = _decode(body[:-1]).split("\n")
-                lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-                offset += len(body)
-                yield LineBlock(lines, line_no, offset)
-                line_no += len(lines)
-    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
-        raise ParseError(source.path, f"cannot read: {exc}", line_no) from exc
-    if carry and not complete_lines_only:
-        text = _decode(carry)
-        yield LineBlock(
-            [text[:-1] if text.endswith("\r") else text],
-            line_no,
-            offset + len(carry),
-            complete=False,
-        )
+    for block in iter_byte_blocks(
+        source, block_bytes=block_bytes, complete_lines_only=complete_lines_only
+    ):
+        lines = split_lines(block.data)
+        first, end, complete = block.first_line_no, block.end_offset, block.complete
+        del block  # do not hold the raw bytes while the parser works on the lines
+        if complete:  # the text after the final "\n" is no line
+            lines = lines.head(lines.len() - 1)
+        yield LineBlock(lines, first, end, complete)

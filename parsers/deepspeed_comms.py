@@ -73,6 +73,13 @@ are 32 MiB, so usually with the whole file's evidence), else at end of file; chu
 until then. In cumulative mode ``dur_ns`` = value minus the previous value of the same record
 (the first call: the value itself); a value below its predecessor is read as a timer restart
 (new process writing to the same log) and taken as is. A warning on the chunk says so.
+
+Incremental parse (``resume``, see ``parsers.registry.is_resumable``): the end state carries
+the version hint, the evidence counters, the last logged value per record name (so cumulative
+differencing continues across the appended lines), the decided mode and the summary table in
+progress. The mode is re-decided on resume only when the stored part held no verbose line
+(otherwise stored rows already used it). Limit: an increment that ends right after a summary
+table's record-name line ends that table (its next data row is not yet there to look ahead to).
 """
 
 from __future__ import annotations
@@ -223,7 +230,7 @@ CUMULATIVE = "cumulative"
 class _Segment:
     """Lines to process together, with the line after them for one line of lookahead."""
 
-    lines: list[str]
+    lines: pl.Series
     first_line_no: int
     peek: str | None
 
@@ -250,6 +257,42 @@ class _State:
     mode: str | None = None
     table: _Table | None = None
     n_tables: int = 0
+    n_ops: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-serialisable form (the parser's resume state)."""
+        t = self.table
+        return {
+            "v": 1,
+            "version": list(self.version) if self.version else None,
+            "last_logged": self.last_logged,
+            "pairs": self.pairs,
+            "inc": self.inc,
+            "dec": self.dec,
+            "mode": self.mode,
+            "table": [t.kind, t.index, t.raw_op, t.caller] if t else None,
+            "n_tables": self.n_tables,
+            "n_ops": self.n_ops,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any] | None) -> _State:
+        """Inverse of :meth:`to_json`; a fresh state for None or an unknown version."""
+        if not d or d.get("v") != 1:
+            return cls()
+        v, t = d.get("version"), d.get("table")
+        n_ops = int(d.get("n_ops", 0))
+        return cls(
+            version=(int(v[0]), int(v[1]), int(v[2])) if v else None,
+            last_logged={str(k): int(x) for k, x in d.get("last_logged", {}).items()},
+            pairs=int(d.get("pairs", 0)),
+            inc=int(d.get("inc", 0)),
+            dec=int(d.get("dec", 0)),
+            mode=d.get("mode") if n_ops else None,
+            table=_Table(t[0], int(t[1]), t[2], t[3]) if t else None,
+            n_tables=int(d.get("n_tables", 0)),
+            n_ops=n_ops,
+        )
 
 
 def _segments(blocks: Iterator[LineBlock]) -> Iterator[_Segment]:
@@ -258,18 +301,22 @@ def _segments(blocks: Iterator[LineBlock]) -> Iterator[_Segment]:
     The last line of each block is held back and processed with the next block; the summary
     state machine needs one line of lookahead to tell a record-name line from a table's end.
     """
-    carry: list[str] = []
+    carry: pl.Series | None = None
     carry_no = 1
     for block in blocks:
-        if not block.lines:
+        series = block.series
+        n = series.len()
+        if not n:
             continue
-        lines = carry + block.lines[:-1]
-        first = carry_no if carry else block.first_line_no
-        carry = block.lines[-1:]
-        carry_no = block.first_line_no + len(block.lines) - 1
-        if lines:
+        lines = series.head(n - 1)
+        if carry is not None:
+            lines = pl.concat([carry, lines], rechunk=False)
+        first = carry_no if carry is not None else block.first_line_no
+        carry = series.tail(1)
+        carry_no = block.first_line_no + n - 1
+        if lines.len():
             yield _Segment(lines, first, carry[0])
-    if carry:
+    if carry is not None:
         yield _Segment(carry, carry_no, None)
 
 
@@ -330,6 +377,7 @@ class DeepSpeedCommsParser:
 
     name: ClassVar[str] = "deepspeed_comms"
     version: ClassVar[str] = "1.0.0"
+    resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head`` is DeepSpeed comms-logger output.
@@ -355,22 +403,42 @@ class DeepSpeedCommsParser:
         return 0
 
     def parse(
-        self, source: Source, *, run_id: str, rank: int | None = None
+        self,
+        source: Source,
+        *,
+        run_id: str,
+        rank: int | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> Iterator[ParsedChunk]:
         """Yield one chunk per line block: ``comm_ops``, ``comm_summaries`` and ``rejects``.
 
         Chunks are held back until the cumulative-latency mode is decided (module docstring).
+        The last chunk carries the resume ``state``; ``resume`` continues from such a state.
 
         Raises:
             ParseError: the input is binary, not a text log.
         """
         if b"\x00" in source.head(4096):
             raise ParseError(source.path, "binary data (NUL bytes): not a DeepSpeed text log")
-        st = _State()
+        st = _State.from_json(resume)
+        last: ParsedChunk | None = None
+        for chunk in self._parse_all(source, st, run_id, rank):
+            if last is not None:
+                yield last
+            last = chunk
+        if last is None:
+            last = ParsedChunk()
+        last.state = st.to_json()
+        yield last
+
+    def _parse_all(
+        self, source: Source, st: _State, run_id: str, rank: int | None
+    ) -> Iterator[ParsedChunk]:
         pending: list[tuple[ParsedChunk, pl.DataFrame | None]] = []
         blocks = iter_line_blocks(source, block_bytes=_BLOCK_BYTES)
         for seg in _segments(blocks):
             chunk, ops = self._parse_segment(seg, st, run_id, rank, str(source.path))
+            st.n_ops += ops.height if ops is not None else 0
             pending.append((chunk, ops))
             if st.mode is None and st.pairs >= MIN_PAIRS:
                 pending[0][0].warnings.extend(self._decide(st, final=False))
@@ -450,12 +518,12 @@ class DeepSpeedCommsParser:
     def _parse_segment(
         self, seg: _Segment, st: _State, run_id: str, rank: int | None, path: str
     ) -> tuple[ParsedChunk, pl.DataFrame | None]:
-        lines = pl.Series("line", seg.lines, dtype=pl.Utf8)
+        lines = seg.lines.alias("line")
         has_ansi = lines.str.contains("\x1b", literal=True)
         clean = (
             lines.str.replace_all(_ANSI, "") if has_ansi.any() else lines
         )  # same length, same order
-        chunk = ParsedChunk(counts=LineCounts(total=len(seg.lines)))
+        chunk = ParsedChunk(counts=LineCounts(total=seg.lines.len()))
         rejects: list[pl.DataFrame] = []
 
         self._scan_hints(clean, st, chunk)

@@ -402,7 +402,9 @@ class KinetoParser:
         if type(ev) is not dict:
             self._reject(st, idx, ev, "event is not a JSON object")
             return
-        kind = _CAT_KIND.get(ev.get("cat"))  # type: ignore[arg-type]
+        cat = ev.get("cat")
+        # A non-string cat (corrupt event) is no known category; lists are unhashable.
+        kind = _CAT_KIND.get(cat) if type(cat) is str else None
         if kind is None or ev.get("ph") != "X":
             counts.ignored += 1
             return

@@ -24,7 +24,17 @@ longest known host (seen on unspliced lines) it ends with. Only ``INFO`` message
 Two passes over the file (both streaming, bounded memory): pass 1 reads only the communicator
 lifecycle and version lines and builds the registry of communicator *incarnations*; pass 2 emits
 ``comm_ops`` (and ``rejects``) block by block; ``communicators`` and ``topology`` come in a last
-chunk. A byte range (incremental ingest) only knows the Init lines inside the range.
+chunk. A byte range without ``resume`` state only knows the Init lines inside the range.
+
+Incremental parse (``resume``, see ``parsers.registry.is_resumable``): the end state holds
+pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of the
+``communicators`` and ``topology`` rows already emitted. A resumed parse of the appended lines
+rebuilds the registry from the stored plus the new events, so COLL rows of the new lines get
+the same ranks as in a single parse, and emits only communicators/topology rows not emitted
+before. Limits (rows already stored are never rewritten): a stored row that the new lines
+would change (e.g. a world-size communicator initialised only later changes earlier global
+ranks, or a cut falls between a TUNING line and its COLL line or inside an NCCL <= 2.18
+init) keeps its first value, and a warning counts the communicators concerned.
 
 Communicator incarnations and global ranks
 ------------------------------------------
@@ -127,7 +137,9 @@ null. Rows are de-duplicated on (comm, process, rank, kind, channel, peer, direc
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import re
 from collections import defaultdict
 from collections.abc import Iterator
@@ -138,7 +150,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from parsers import _nccl_enums as enums
-from parsers._io import Source, iter_line_blocks
+from parsers._io import Source, iter_byte_blocks, iter_line_blocks
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 # --------------------------------------------------------------------------------------------
@@ -172,6 +184,16 @@ _BARE_RECORD = (
     r"[A-Za-z]+: opCount [0-9a-fA-F]+ sendbuff |comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ cudaDev "
 )
 _LIFECYCLE_HINT = r"- Init (?:START|COMPLETE)|- (?:Destroy|Abort) COMPLETE|NCCL version"
+_LIFECYCLE_KEYS = (
+    b"- Init START",
+    b"- Init COMPLETE",
+    b"- Destroy COMPLETE",
+    b"- Abort COMPLETE",
+    b"NCCL version",
+)
+"""``_LIFECYCLE_HINT`` as byte strings (pass 1 searches raw bytes)."""
+_NCCL_LINE_KEYS = (b"NCCL INFO ", b"NCCL WARN ", b"NCCL TRACE ", b"NCCL CALL ", b"NCCL version")
+"""Pass 1 looks for them: none found exactly when no line is NCCL output."""
 
 _INIT_RE = re.compile(
     r"^(?:\[Rank \d+\] )?(?:(?P<fn>ncclComm\w+) )?comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) "
@@ -287,7 +309,7 @@ _SPLIT_SCHEMA: dict[str, Any] = {
 
 
 def _split_block(
-    lines: list[str], first_line_no: int, known_hosts: set[str]
+    lines: pl.Series | list[str], first_line_no: int | list[int], known_hosts: set[str]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Locate the last NCCL prefix of every line of a block.
 
@@ -296,32 +318,57 @@ def _split_block(
         ``_SPLIT_SCHEMA``); ``bare`` holds ``line_no, raw`` of the lines without one. Hosts of
         unspliced lines are added to ``known_hosts``.
     """
-    base = pl.DataFrame({"raw": pl.Series(lines, dtype=pl.Utf8)}).with_columns(
-        line_no=pl.int_range(first_line_no, first_line_no + len(lines), dtype=pl.Int64)
-    )
+    n = len(lines)
+    base = pl.DataFrame({"raw": pl.Series("raw", lines, dtype=pl.Utf8)})
+    if isinstance(first_line_no, int):
+        base = base.with_columns(
+            line_no=pl.int_range(first_line_no, first_line_no + n, dtype=pl.Int64)
+        )
+    else:  # explicit line numbers (pass 1's selected lines)
+        base = base.with_columns(line_no=pl.Series(first_line_no, dtype=pl.Int64))
     # Only short strings go through a capturing regex: locate the first prefix with a
     # capture-free search, cut the message after it, then split the prefix text itself.
     has = pl.col("raw").str.contains("NCCL ", literal=True)
     got = base.filter(has).with_columns(p=pl.col("raw").str.extract(_PREFIX_NC, 0))
-    ok = (
-        got.filter(pl.col("p").is_not_null())
-        .with_columns(msg=pl.col("raw").str.replace("^.*?" + _PREFIX_NC, ""))
-        .with_columns(
+    # ``p`` is the leftmost match: on most lines it starts the line, and the message is all
+    # after it (a cheap slice); lines with text before it take the regex cut. Prefixes repeat
+    # (one per thread unless timestamped): split each distinct one once.
+    ok = got.filter(pl.col("p").is_not_null())
+    at0 = pl.col("raw").str.starts_with(pl.col("p"))
+    head = ok.filter(at0).with_columns(
+        pre=pl.lit("", dtype=pl.Utf8), msg=pl.col("raw").str.slice(pl.col("p").str.len_chars())
+    )
+    tail = ok.filter(~at0)
+    if tail.height:
+        tail = tail.with_columns(msg=pl.col("raw").str.replace("^.*?" + _PREFIX_NC, "")).select(
+            *ok.columns,
             pre=pl.col("raw").str.slice(
                 0,
                 pl.col("raw").str.len_chars()
                 - pl.col("msg").str.len_chars()
                 - pl.col("p").str.len_chars(),
             ),
-            g=pl.col("p").str.extract_groups(_PREFIX),
+            msg="msg",
         )
+        ok = pl.concat([head, tail]).sort("line_no")
+    else:
+        ok = head
+    parts = (
+        ok.select(pl.col("p").unique())
+        .with_columns(g=pl.col("p").str.extract_groups(_PREFIX))
         .unnest("g")
     )
+    ok = ok.join(parts, on="p", how="left", maintain_order="left")
     bare = pl.concat(
         [base.filter(~has), got.filter(pl.col("p").is_null()).select("raw", "line_no")]
     ).sort("line_no")
+    # A second prefix in the message (spliced writers) needs "NCCL ": test the regex only there.
+    maybe = ok["msg"].str.contains("NCCL ", literal=True).arg_true()
+    spliced = pl.repeat(False, ok.height, dtype=pl.Boolean, eager=True)
+    if maybe.len():
+        spliced = spliced.scatter(maybe, ok["msg"].gather(maybe).str.contains(_PREFIX))
     ok = ok.with_columns(
-        spliced=pl.col("msg").str.contains(_PREFIX),
+        spliced=spliced,
         glued=~pl.col("pre").str.contains(_TAG_ONLY),
     )
     clean = ok.filter(~pl.col("spliced"))
@@ -355,7 +402,7 @@ def _split_block(
     cols = list(_SPLIT_SCHEMA)
     frames = [clean.select(cols).cast(_SPLIT_SCHEMA)]  # type: ignore[arg-type]
     if spliced_rows:
-        frames.append(pl.DataFrame(spliced_rows, schema=_SPLIT_SCHEMA))
+        frames.append(pl.DataFrame(_fit_ints(spliced_rows, _SPLIT_SCHEMA), schema=_SPLIT_SCHEMA))
     prefixed = pl.concat(frames).sort("line_no")
     return prefixed, bare
 
@@ -419,7 +466,7 @@ class _Registry:
     proc_versions: dict[tuple[str, int], str] = field(default_factory=dict)
     bare_versions: list[tuple[str | None, str]] = field(default_factory=list)
     tag_procs: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
-    nccl_lines: int = 0
+    nccl_lines: int = 0  # > 0 once any NCCL line was seen (pass 1 stops counting there)
     incs: list[_Inc] = field(default_factory=list)
     by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
     proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
@@ -429,19 +476,37 @@ class _Registry:
 
     # -- pass 1 ------------------------------------------------------------------------------
 
-    def scan(self, lines: list[str], first_line_no: int) -> None:
-        """Collect lifecycle and version lines of one block."""
-        s = pl.Series(lines, dtype=pl.Utf8)
-        self.nccl_lines += int(
-            s.str.contains(r"NCCL (?:INFO|WARN|TRACE|CALL) |NCCL version").sum() or 0
-        )
-        idx = s.str.contains(_LIFECYCLE_HINT).arg_true().to_list()
-        if not idx:
+    def scan(self, data: bytes, first_line_no: int) -> None:
+        """Collect lifecycle and version lines of one block of whole lines (raw bytes).
+
+        The hints are ASCII, so searching the bytes finds exactly the lines whose decoded
+        text matches ``_LIFECYCLE_HINT``; only those lines are decoded and split.
+        """
+        if not self.nccl_lines:  # only "none at all" matters: stop at the first
+            self.nccl_lines += any(k in data for k in _NCCL_LINE_KEYS)
+        starts: set[int] = set()
+        for key in _LIFECYCLE_KEYS:
+            pos = data.find(key)
+            while pos >= 0:
+                start = data.rfind(b"\n", 0, pos) + 1
+                starts.add(start)
+                end = data.find(b"\n", pos)
+                pos = data.find(key, end if end >= 0 else len(data))
+        if not starts:
             return
-        sub = [lines[i] for i in idx]
-        prefixed, bare = _split_block(sub, 0, self.known_hosts)
+        sub: list[str] = []
+        nos: list[int] = []
+        line_no, prev = first_line_no, 0
+        for start in sorted(starts):
+            line_no += data.count(b"\n", prev, start)
+            prev = start
+            end = data.find(b"\n", start)
+            text = data[start : end if end >= 0 else len(data)].decode("utf-8", errors="replace")
+            sub.append(text[:-1] if text.endswith("\r") else text)
+            nos.append(line_no)
+        prefixed, bare = _split_block(sub, nos, self.known_hosts)
         for row in prefixed.iter_rows(named=True):
-            line_no = first_line_no + idx[row["line_no"]]
+            line_no = row["line_no"]
             msg: str = row["msg"]
             if row["level"] != "INFO":
                 continue
@@ -468,6 +533,37 @@ class _Registry:
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:
                 self.bare_versions.append((_launcher_tag(bm.group("pre")), bm.group("ver")))
+
+    # -- resume state ------------------------------------------------------------------------
+
+    def raw_state(self) -> dict[str, Any]:
+        """Pass 1's raw material as JSON-serialisable data (before :meth:`finalize`)."""
+        return {
+            "v": 1,
+            "events": [
+                [e.line_no, e.host, e.pid, e.tid, e.kind, e.fields, e.spliced] for e in self.events
+            ],
+            "known_hosts": sorted(self.known_hosts),
+            "proc_versions": [[h, p, v] for (h, p), v in self.proc_versions.items()],
+            "bare_versions": [list(t) for t in self.bare_versions],
+            "tag_procs": {t: sorted([h, p] for h, p in ps) for t, ps in self.tag_procs.items()},
+            "nccl_lines": self.nccl_lines,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Start from the raw material of :meth:`raw_state` (an earlier parse's prefix)."""
+        if state.get("v") != 1:
+            return
+        self.events = [
+            _Event(int(n), str(h), int(p), int(t), str(k), dict(f), bool(sp))
+            for n, h, p, t, k, f, sp in state.get("events", [])
+        ]
+        self.known_hosts = set(state.get("known_hosts", []))
+        self.proc_versions = {(h, int(p)): v for h, p, v in state.get("proc_versions", [])}
+        self.bare_versions = [(t, v) for t, v in state.get("bare_versions", [])]
+        for tag, procs in state.get("tag_procs", {}).items():
+            self.tag_procs[tag] = {(h, int(p)) for h, p in procs}
+        self.nccl_lines = int(state.get("nccl_lines", 0))
 
     # -- after pass 1 ------------------------------------------------------------------------
 
@@ -716,6 +812,20 @@ def _int(text: str | None) -> int | None:
     return int(text) if text is not None else None
 
 
+_INT_BITS = {pl.Int32: 31, pl.Int64: 63}
+
+
+def _fit_ints(rows: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[str, Any]]:
+    """Null integers too large for their column (corrupt lines), so building a frame never fails."""
+    bounds = {c: 1 << _INT_BITS[t] for c, t in schema.items() if t in _INT_BITS}
+    for row in rows:
+        for c, b in bounds.items():
+            v = row.get(c)
+            if isinstance(v, int) and not -b <= v < b:
+                row[c] = None
+    return rows
+
+
 def _lower(text: str | None) -> str | None:
     return text.lower() if text is not None else None
 
@@ -905,6 +1015,7 @@ class NcclDebugParser:
 
     name: ClassVar[str] = "nccl_debug"
     version: ClassVar[str] = "1.0.0"
+    resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head`` is NCCL debug output: share of NCCL-prefixed lines."""
@@ -920,7 +1031,12 @@ class NcclDebugParser:
         return min(100, score + (5 if "nccl" in path.name.lower() else 0))
 
     def parse(
-        self, source: Source, *, run_id: str, rank: int | None = None
+        self,
+        source: Source,
+        *,
+        run_id: str,
+        rank: int | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> Iterator[ParsedChunk]:
         """Yield one chunk of comm_ops (and rejects) per block, then communicators + topology.
 
@@ -929,40 +1045,54 @@ class NcclDebugParser:
             run_id: training run identifier (rows leave it to ingest).
             rank: global rank of the file's process when the caller knows it; fills only
                 global ranks the file itself does not establish.
+            resume: the ``state`` of the last chunk of the parse of the bytes before
+                ``source.start_offset`` (incremental ingest; module docstring).
 
         Raises:
             ParseError: the file is unreadable, or has lines but no NCCL output at all.
         """
         del run_id
         reg = _Registry()
+        if resume:
+            reg.restore(resume)
         total = 0
-        for block in iter_line_blocks(source):
-            if block.complete:  # a final line cut mid-way is rejected in pass 2, not used
-                reg.scan(block.lines, block.first_line_no)
+        for raw in iter_byte_blocks(source):
+            if raw.complete:  # a final line cut mid-way is rejected in pass 2, not used
+                reg.scan(raw.data, raw.first_line_no)
             else:
-                reg.nccl_lines += sum("NCCL " in line for line in block.lines)
-            total += len(block.lines)
+                reg.nccl_lines += b"NCCL " in raw.data
+            total += 1  # only "any line at all" matters here
         if total and reg.nccl_lines == 0 and source.start_offset == 0:
             raise ParseError(
                 source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
             )
+        raw_state = reg.raw_state()
         reg.finalize()
-        state = _Pass2(reg, rank)
+        state = _Pass2(reg, rank, resume)
         for block in iter_line_blocks(source):
-            yield state.block(block.lines, block.first_line_no, block.complete)
-        yield state.finish()
+            yield state.block(block.series, block.first_line_no, block.complete)
+        last = state.finish()
+        last.state = {**raw_state, **state.emitted_state()}
+        yield last
 
 
 class _Pass2:
     """Row emission, block by block, with what pass 1 learnt."""
 
-    def __init__(self, reg: _Registry, rank: int | None) -> None:
+    def __init__(
+        self, reg: _Registry, rank: int | None, resume: dict[str, Any] | None = None
+    ) -> None:
         self.reg = reg
         self.rank = rank
         self.incs = reg.inc_frame()
         self.procs = reg.proc_frame()
         self.members = reg.member_frame()
         self.known_hosts = set(reg.known_hosts)
+        prior = resume if resume and resume.get("v") == 1 else {}
+        self.known_hosts.update(prior.get("pass2_hosts", []))
+        self.emitted_comms: dict[str, str] = dict(prior.get("comms", {}))
+        self.emitted_topo: set[str] = set(prior.get("topo", []))
+        self.n_changed = 0
         self.topo: list[_Topo] = []
         self.n_spliced = 0
         self.n_unknown_comm = 0
@@ -971,7 +1101,7 @@ class _Pass2:
 
     # -- one block ---------------------------------------------------------------------------
 
-    def block(self, lines: list[str], first_line_no: int, complete: bool) -> ParsedChunk:
+    def block(self, lines: pl.Series, first_line_no: int, complete: bool) -> ParsedChunk:
         """Rows, rejects and line accounting of one block of lines."""
         prefixed, bare = _split_block(lines, first_line_no, self.known_hosts)
         cut_line = first_line_no + len(lines) - 1 if not complete else None
@@ -1083,11 +1213,15 @@ class _Pass2:
                 ts_ns=_ts_ns_expr(),
                 raw_op=f.list.get(0).str.strip_suffix(":"),
                 comm_id=f.list.get(16).str.to_lowercase(),
-                group_size=f.list.get(17).str.slice(8).str.strip_suffix("]").cast(pl.Int32),
-                count=f.list.get(8).cast(pl.Int64),
-                dtype_code=f.list.get(10).cast(pl.Int32),
-                redop_code=f.list.get(12).cast(pl.Int32),
-                root=f.list.get(14).cast(pl.Int32),
+                # Non-strict: digits that overflow the type (corrupt lines) become null, not a crash.
+                group_size=f.list.get(17)
+                .str.slice(8)
+                .str.strip_suffix("]")
+                .cast(pl.Int32, strict=False),
+                count=f.list.get(8).cast(pl.Int64, strict=False),
+                dtype_code=f.list.get(10).cast(pl.Int32, strict=False),
+                redop_code=f.list.get(12).cast(pl.Int32, strict=False),
+                root=f.list.get(14).cast(pl.Int32, strict=False),
                 seq=f.list.get(2).str.to_integer(base=16, strict=False),
                 stream=f.list.get(19).str.extract(r"^(0x[0-9a-fA-F]+|\(nil\))", 1),
             )
@@ -1184,6 +1318,8 @@ class _Pass2:
             info.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
             .with_columns(g=pl.col("msg").str.extract_groups(_TUNE))
             .unnest("g")
+            # A size too large for Int64 (a corrupt line) is no size, not a crash.
+            .with_columns(bytes=pl.col("bytes").cast(pl.Int64, strict=False))
             .filter(pl.col("bytes").is_not_null())
         )
         self.n_tuning += tune.height
@@ -1259,42 +1395,49 @@ class _Pass2:
 
     def finish(self) -> ParsedChunk:
         reg = self.reg
-        comms = pl.DataFrame(
-            [
-                {
-                    "comm_id": i.comm,
-                    "rank": i.rank,
-                    "nranks": i.nranks,
-                    "global_rank": i.global_rank if i.global_rank is not None else self.rank,
-                    "host": i.host,
-                    "pid": i.pid,
-                    "cuda_dev": i.cuda_dev,
-                    "nvml_dev": i.nvml_dev,
-                    "bus_id": i.bus_id,
-                    "comm_hash": i.comm_hash,
-                    "parent_comm_id": i.parent,
-                    "nccl_version": i.nccl_version,
-                    "source_line": i.source_line,
-                }
-                for i in reg.incs
-            ],
-            schema={
-                "comm_id": pl.Utf8,
-                "rank": pl.Int32,
-                "nranks": pl.Int32,
-                "global_rank": pl.Int32,
-                "host": pl.Utf8,
-                "pid": pl.Int64,
-                "cuda_dev": pl.Int32,
-                "nvml_dev": pl.Int32,
-                "bus_id": pl.Utf8,
-                "comm_hash": pl.Utf8,
-                "parent_comm_id": pl.Utf8,
-                "nccl_version": pl.Utf8,
-                "source_line": pl.Int64,
-            },
-        ).sort("source_line")
+        comm_schema: dict[str, Any] = {
+            "comm_id": pl.Utf8,
+            "rank": pl.Int32,
+            "nranks": pl.Int32,
+            "global_rank": pl.Int32,
+            "host": pl.Utf8,
+            "pid": pl.Int64,
+            "cuda_dev": pl.Int32,
+            "nvml_dev": pl.Int32,
+            "bus_id": pl.Utf8,
+            "comm_hash": pl.Utf8,
+            "parent_comm_id": pl.Utf8,
+            "nccl_version": pl.Utf8,
+            "source_line": pl.Int64,
+        }
+        comm_rows = [
+            {
+                "comm_id": i.comm,
+                "rank": i.rank,
+                "nranks": i.nranks,
+                "global_rank": i.global_rank if i.global_rank is not None else self.rank,
+                "host": i.host,
+                "pid": i.pid,
+                "cuda_dev": i.cuda_dev,
+                "nvml_dev": i.nvml_dev,
+                "bus_id": i.bus_id,
+                "comm_hash": i.comm_hash,
+                "parent_comm_id": i.parent,
+                "nccl_version": i.nccl_version,
+                "source_line": i.source_line,
+            }
+            for i in reg.incs
+        ]
+        comms = pl.DataFrame(_fit_ints(comm_rows, comm_schema), schema=comm_schema).sort(
+            "source_line"
+        )
+        comms = self._new_rows(comms)
         warnings = list(reg.warnings)
+        if self.n_changed:
+            warnings.append(
+                f"{self.n_changed} communicators stored by an earlier ingest of this file would "
+                "read differently with the appended lines; the stored rows are kept"
+            )
         if self.n_spliced:
             warnings.append(
                 f"{self.n_spliced} lines carry output of several writers; the last NCCL prefix "
@@ -1313,6 +1456,28 @@ class _Pass2:
         return ParsedChunk(
             tables={"communicators": comms, "topology": self._topology()}, warnings=warnings
         )
+
+    def _new_rows(self, comms: pl.DataFrame) -> pl.DataFrame:
+        """Drop communicators rows emitted by the parse this one resumes; remember the rest."""
+        keep: list[bool] = []
+        for row in comms.iter_rows(named=True):
+            ident = f"{row['host']}\0{row['pid']}\0{row['comm_id']}\0{row['source_line']}"
+            fp = _fingerprint(row)
+            before = self.emitted_comms.get(ident)
+            keep.append(before is None)
+            if before is None:
+                self.emitted_comms[ident] = fp
+            elif before != fp:
+                self.n_changed += 1
+        return comms.filter(pl.Series(keep, dtype=pl.Boolean)) if keep else comms
+
+    def emitted_state(self) -> dict[str, Any]:
+        """Fingerprints of emitted rows and pass-2 hosts (for a resumed parse)."""
+        return {
+            "pass2_hosts": sorted(self.known_hosts),
+            "comms": self.emitted_comms,
+            "topo": sorted(self.emitted_topo),
+        }
 
     def _topology(self) -> pl.DataFrame:
         rows: list[dict[str, Any]] = []
@@ -1347,6 +1512,18 @@ class _Pass2:
             "pid": pl.Int64,
             "source_line": pl.Int64,
         }
-        df = pl.DataFrame(rows, schema=schema)
+        df = pl.DataFrame(_fit_ints(rows, schema), schema=schema)
         key = [c for c in schema if c != "source_line" and c != "transport"]
-        return df.unique(subset=key, keep="first", maintain_order=True)
+        df = df.unique(subset=key, keep="first", maintain_order=True)
+        if df.is_empty():
+            return df
+        fps = [_fingerprint(r) for r in df.select(key).iter_rows(named=True)]
+        new = pl.Series([fp not in self.emitted_topo for fp in fps], dtype=pl.Boolean)
+        self.emitted_topo.update(fps)
+        return df.filter(new)
+
+
+def _fingerprint(row: dict[str, Any]) -> str:
+    """Short stable hash of a row (resume state keeps these, not the rows)."""
+    text = json.dumps(row, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
