@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from parsers.schema import TABLES
 from pipeline import run_config as rc
 from pipeline.sql_modules import apply, discover
 from pipeline.store import Store, validate_run_id
@@ -35,6 +37,10 @@ class DeriveResult:
     marts: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     config_source: str | None = None
+    intermediate_seconds: dict[str, float] = field(default_factory=dict)
+    """Seconds to materialise each intermediate object (computed once, read by the marts)."""
+    load_seconds: float = 0.0
+    """Seconds to copy the run's rows and load the SQL modules."""
 
 
 RUN_CONFIG_COLUMNS: dict[str, pl.DataType] = {
@@ -87,34 +93,38 @@ def run_config_frame(stored: rc.StoredConfig | None, run_id: str) -> pl.DataFram
     )
 
 
+PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "predicted_traffic": {
+        "run_id": pl.Utf8(),
+        "rank": pl.Int32(),
+        "traffic_class": pl.Utf8(),
+        "count": pl.Int64(),
+        "msg_bytes": pl.Int64(),
+        "volume_bytes": pl.Int64(),
+        "sent_bytes": pl.Int64(),
+    },
+    "predicted_matrix": {
+        "run_id": pl.Utf8(),
+        "src_rank": pl.Int32(),
+        "dst_rank": pl.Int32(),
+        "traffic_class": pl.Utf8(),
+        "bytes": pl.Int64(),
+        "intra_node": pl.Boolean(),
+    },
+    "predicted_times": {"run_id": pl.Utf8(), "term": pl.Utf8(), "value": pl.Float64()},
+}
+
+INPUT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
+    "run_config": RUN_CONFIG_COLUMNS,
+    **PREDICTION_COLUMNS,
+}
+"""Relations the SQL reads beside the canonical tables (``EXTERNAL_INPUTS`` of sql_modules):
+the run's configuration and the analytical model's predictions, with their column types."""
+
+
 def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
     """The model's per-rank traffic, matrix and time terms for the run's config (or empty)."""
-    empty = {
-        "predicted_traffic": pl.DataFrame(
-            schema={
-                "run_id": pl.Utf8,
-                "rank": pl.Int32,
-                "traffic_class": pl.Utf8,
-                "count": pl.Int64,
-                "msg_bytes": pl.Int64,
-                "volume_bytes": pl.Int64,
-                "sent_bytes": pl.Int64,
-            }
-        ),
-        "predicted_matrix": pl.DataFrame(
-            schema={
-                "run_id": pl.Utf8,
-                "src_rank": pl.Int32,
-                "dst_rank": pl.Int32,
-                "traffic_class": pl.Utf8,
-                "bytes": pl.Int64,
-                "intra_node": pl.Boolean,
-            }
-        ),
-        "predicted_times": pl.DataFrame(
-            schema={"run_id": pl.Utf8, "term": pl.Utf8, "value": pl.Float64}
-        ),
-    }
+    empty = {name: pl.DataFrame(schema=cols) for name, cols in PREDICTION_COLUMNS.items()}
     if stored is None or "model" not in stored.config:
         return empty
     try:
@@ -155,22 +165,77 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
     return out
 
 
+def input_frames(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
+    """``run_config`` and the ``predicted_*`` frames of one run (typed; predictions may be empty)."""
+    return {"run_config": run_config_frame(stored, run_id), **predictions(stored, run_id)}
+
+
+def empty_inputs() -> dict[str, pl.DataFrame]:
+    """Every input relation with its columns and no rows."""
+    return {name: pl.DataFrame(schema=cols) for name, cols in INPUT_COLUMNS.items()}
+
+
+def register_tables(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFrame]) -> None:
+    """Create (or replace) one DuckDB table per frame, keeping the frame's column types."""
+    for name, df in frames.items():
+        con.register(f"_{name}_df", df.to_arrow())
+        con.execute(f"CREATE OR REPLACE TABLE {name} AS SELECT * FROM _{name}_df")
+        con.unregister(f"_{name}_df")
+
+
 def connect_for_derive(
     store: Store, run_id: str, stored: rc.StoredConfig | None
-) -> duckdb.DuckDBPyConnection:
-    """An in-memory connection with the store's views, the run's config and predictions,
-    and every SQL module (marts as live views)."""
+) -> tuple[duckdb.DuckDBPyConnection, dict[str, pl.DataFrame]]:
+    """An in-memory connection holding only ``run_id``'s data, and the run's input frames.
+
+    Why: the SQL refers to the canonical tables many times over; reading the store's Parquet
+    (every run, every batch file) at each reference dominated derive time. The run's committed
+    rows are copied once into in-memory tables that take the views' names, so every mart sees
+    exactly this run and nothing else. The run's config and the model's predictions are
+    registered as typed tables, then every SQL module (marts as live views).
+    """
     con = duckdb.connect()
+    _limit_memory(con)
     store.create_views(con)
-    con.register("_run_config_df", run_config_frame(stored, run_id).to_arrow())
-    con.execute("CREATE TABLE run_config AS SELECT * FROM _run_config_df")
-    con.unregister("_run_config_df")
-    for name, df in predictions(stored, run_id).items():
-        con.register(f"_{name}_df", df.to_arrow())
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}_df")
-        con.unregister(f"_{name}_df")
+    for name in TABLES:
+        con.execute(
+            f"CREATE TABLE _run_{name} AS SELECT * FROM {name} WHERE run_id = $run_id",
+            {"run_id": run_id},
+        )
+    for name in TABLES:
+        con.execute(f"DROP VIEW {name}")
+        con.execute(f"ALTER TABLE _run_{name} RENAME TO {name}")
+    inputs = input_frames(stored, run_id)
+    register_tables(con, inputs)
     apply(con)
-    return con
+    return con, inputs
+
+
+MEMORY_LIMIT_ENV = "COMMSCOPE_DERIVE_MEMORY_LIMIT"
+"""Environment variable: DuckDB ``memory_limit`` for derive (e.g. ``8GB``); default 50% of RAM."""
+
+
+def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """Cap derive's DuckDB memory and let it spill to a private temp folder.
+
+    Why: a 1024-rank run holds ~17 M calls and their intermediate tables; DuckDB's default cap
+    (80% of RAM) starves other processes on a shared machine, and an in-memory connection would
+    spill to ``.tmp`` in the working directory.
+    """
+    import tempfile
+
+    limit = os.environ.get(MEMORY_LIMIT_ENV, "").strip()
+    if not limit:
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            limit = f"{max(1, total // 2 // 2**20)}MB"
+        except (ValueError, OSError, AttributeError):
+            limit = ""
+    if limit:
+        con.execute(f"SET memory_limit = '{_q(limit)}'")
+    # DuckDB creates the folder only when it spills; derive_run removes it
+    spill = Path(tempfile.gettempdir()) / f"commscope-derive-{os.getpid()}-{id(con):x}"
+    con.execute(f"SET temp_directory = '{_q(str(spill))}'")
 
 
 def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> DeriveResult:
@@ -189,29 +254,98 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
         )
     stored = rc.load(store, run_id)
     result = DeriveResult(run_id, config_source=stored.source if stored else None)
-    con = connect_for_derive(store, run_id, stored)
+    t_load = time.perf_counter()
+    con, inputs = connect_for_derive(store, run_id, stored)
+    result.load_seconds = time.perf_counter() - t_load
     try:
+        materialise_intermediates(con, result.intermediate_seconds, free=True)
         for mod in discover():
             if mod.layer != "marts":
                 continue
             t0 = time.perf_counter()
-            dest_dir = store.marts_dir() / mod.name
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            dest = dest_dir / f"{run_id}.parquet"
-            tmp = dest_dir / f".{run_id}.{os.getpid()}.tmp"
-            con.execute(
-                f"COPY (SELECT * FROM {mod.name} WHERE run_id = $run_id) TO '{_q(str(tmp))}' "
-                "(FORMAT parquet, COMPRESSION zstd)",
-                {"run_id": run_id},
-            )
-            tmp.replace(dest)
+            dest = store.marts_dir() / mod.name / f"{run_id}.parquet"
+            _copy_atomic(con, f"SELECT * FROM {mod.name} WHERE run_id = $run_id", dest, run_id)
             rows = con.execute(f"SELECT count(*) FROM read_parquet('{_q(str(dest))}')").fetchone()
             result.marts[mod.name] = int(rows[0]) if rows else 0
             result.seconds[mod.name] = time.perf_counter() - t0
     finally:
+        spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
         con.close()
-    store.refresh_catalog()
+        if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
+            shutil.rmtree(str(spill[0]), ignore_errors=True)
+    for name, df in inputs.items():
+        dest = store.model_inputs_dir() / name / f"{run_id}.parquet"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.parent / f".{run_id}.{os.getpid()}.tmp"
+        df.write_parquet(tmp)
+        tmp.replace(dest)
+    # The catalog's signature covers the SQL, the materialised marts and the model inputs, so it
+    # is rewritten only when this derive added a mart or input relation (rewriting it costs
+    # seconds; the views read Parquet by glob and see new runs' files without it).
+    store.ensure_catalog()
     return result
+
+
+def materialise_intermediates(
+    con: duckdb.DuckDBPyConnection,
+    seconds: dict[str, float] | None = None,
+    *,
+    free: bool = False,
+) -> None:
+    """Replace each intermediate view by a table holding its rows, in load order.
+
+    Why: several marts read the same intermediate objects (classified calls, iterations,
+    expanded flows); as views they would be recomputed by every mart that reads them. A
+    connection made by ``connect_for_derive`` holds one run only, so each is computed once.
+    Views are bound by name at query time, so later views read the tables.
+
+    Args:
+        con: a connection on which every SQL module was applied.
+        seconds: if given, receives object name -> seconds spent computing it.
+        free: empty the large intermediates of ``_FREEABLE`` once no module still to be
+            materialised reads them (derive only queries the marts afterwards).
+    """
+    mods = discover()
+    freed: set[str] = set()
+    for i, mod in enumerate(mods):
+        if mod.layer != "intermediate" or mod.kind.upper() != "VIEW":
+            continue
+        t0 = time.perf_counter()
+        con.execute(f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
+        con.execute(f"DROP VIEW {mod.name}")
+        con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
+        # Free the rows of intermediates that no module still to run reads (memory at scale;
+        # e.g. the sequenced calls once int_comm_op_iteration holds their iterations).
+        # Their (now empty) tables stay, so the connection's objects keep their names.
+        still_read = set().union(*(m.references for m in mods[i + 1 :]))
+        for done in mods[: i + 1]:
+            if (
+                free
+                and done.layer == "intermediate"
+                and done.name in _FREEABLE
+                and done.name not in still_read
+                and done.name not in freed
+            ):
+                freed.add(done.name)
+                # DROP frees the memory (DELETE would only mark the rows deleted)
+                con.execute(f"CREATE TABLE _empty_{done.name} AS FROM {done.name} LIMIT 0")
+                con.execute(f"DROP TABLE {done.name}")
+                con.execute(f"ALTER TABLE _empty_{done.name} RENAME TO {done.name}")
+        if seconds is not None:
+            seconds[mod.name] = time.perf_counter() - t0
+
+
+_FREEABLE = frozenset({"int_comm_ops_sequenced"})
+"""Large intermediates whose rows derive may free once every reader is materialised."""
+
+
+def _copy_atomic(con: duckdb.DuckDBPyConnection, sql: str, dest: Path, run_id: str) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{run_id}.{os.getpid()}.tmp"
+    con.execute(
+        f"COPY ({sql}) TO '{_q(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)", {"run_id": run_id}
+    )
+    tmp.replace(dest)
 
 
 def _q(s: str) -> str:

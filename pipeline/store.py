@@ -31,6 +31,7 @@ import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -156,11 +157,27 @@ class Store:
         files = [f for d in dirs for f in sorted(d.glob("*.parquet"))]
         if not files:
             return empty_frame("ingested_files")
-        return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+        # Rows written by older schema versions lack newer columns: they read as null.
+        frames = [empty_frame("ingested_files"), *(pl.read_parquet(f) for f in files)]
+        return pl.concat(frames, how="diagonal_relaxed")
 
     def is_committed(self, run_id: str, batch_id: str) -> bool:
         """True if this batch of this run is already in the commit log."""
         return (self.tables_dir / "ingested_files" / run_id / f"{batch_id}.parquet").exists()
+
+    def path_head(self, run_id: str, path: str) -> dict[str, object] | None:
+        """The latest committed batch of ``path`` in this run (its commit-log row), or None.
+
+        Why: an incremental ingest continues after this batch's ``byte_end``, and a commit
+        checks that the head did not move meanwhile (see :meth:`Batch.commit`).
+        """
+        log = self.committed(run_id)
+        if log.is_empty():
+            return None
+        rows = log.filter(pl.col("path") == path)
+        if rows.is_empty():
+            return None
+        return rows.sort("ingested_at", "byte_end", nulls_last=False).row(-1, named=True)
 
     def has_content(self, run_id: str, sha256: str) -> bool:
         """True if a full-file batch with this content hash is committed in this run."""
@@ -228,6 +245,21 @@ class Store:
         """Folder of materialised marts: ``marts/<mart>/<run_id>.parquet``."""
         return self.root / "marts"
 
+    def model_inputs_dir(self) -> Path:
+        """Folder of each derived run's SQL inputs: ``model_inputs/<relation>/<run_id>.parquet``.
+
+        ``run_config`` and the analytical model's ``predicted_*`` tables, written by derive so
+        the catalog can expose them beside the marts that were computed from them.
+        """
+        return self.root / "model_inputs"
+
+    def model_inputs(self) -> list[str]:
+        """Input relations (run_config, predicted_*) with at least one run written."""
+        d = self.model_inputs_dir()
+        if not d.is_dir():
+            return []
+        return sorted(m.name for m in d.iterdir() if m.is_dir() and any(m.glob("*.parquet")))
+
     def materialised_marts(self) -> list[str]:
         """Marts with at least one materialised run."""
         d = self.marts_dir()
@@ -243,6 +275,7 @@ class Store:
         for f in sorted(SQL_DIR.rglob("*.sql")):
             h.update(f.read_bytes())
         h.update("\0".join(self.materialised_marts()).encode())
+        h.update(("\1" + "\0".join(self.model_inputs())).encode())
         return h.hexdigest()[:16]
 
     def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -250,6 +283,7 @@ class Store:
         from pipeline.sql_modules import SqlModuleError, apply, discover
 
         self.create_views(con)
+        self.create_model_input_views(con)
         # A broken SQL module must not stop ingest or queries over the canonical tables.
         try:
             modules = tuple(m for m in discover() if m.layer != "marts")
@@ -265,6 +299,24 @@ class Store:
             glob = str(self.marts_dir() / mart / "*.parquet").replace("'", "''")
             con.execute(
                 f"CREATE OR REPLACE VIEW {mart} AS SELECT * FROM "
+                f"read_parquet('{glob}', union_by_name = true)"
+            )
+
+    def create_model_input_views(self, con: duckdb.DuckDBPyConnection) -> None:
+        """``run_config`` and ``predicted_*`` as the SQL modules expect them.
+
+        A relation that derive wrote for some run is a view over its Parquet files; one that no
+        run has yet is an empty table with the full column types, so the views reading it bind.
+        """
+        from pipeline.derive import empty_inputs, register_tables
+
+        written = set(self.model_inputs())
+        empty = {k: v for k, v in empty_inputs().items() if k not in written}
+        register_tables(con, empty)
+        for name in sorted(written):
+            glob = str(self.model_inputs_dir() / name / "*.parquet").replace("'", "''")
+            con.execute(
+                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM "
                 f"read_parquet('{glob}', union_by_name = true)"
             )
 
@@ -328,6 +380,10 @@ class Store:
         return duckdb.connect(str(self.catalog_path), read_only=read_only)
 
 
+ANY_HEAD = object()
+"""Default of :meth:`Batch.commit`'s ``expect_head``: commit whatever the path's head is."""
+
+
 class Batch:
     """The Parquet files of one ingest batch, staged until :meth:`commit`."""
 
@@ -360,11 +416,19 @@ class Batch:
                 w.close()
         shutil.rmtree(self.staging, ignore_errors=True)
 
-    def commit(self, log_row: dict[str, object]) -> bool:
+    def commit(self, log_row: dict[str, object], *, expect_head: object = ANY_HEAD) -> bool:
         """Publish the batch; return False (and drop it) if it was already committed.
 
         Data files are moved into place first, then the commit-log row is written with one
         atomic rename: that rename is the moment the batch becomes visible.
+
+        Args:
+            log_row: the commit-log row (``ingested_at`` is set here, under the lock, so that
+                the order of commits of one path is the order of their timestamps).
+            expect_head: the batch id (or None: no batch) that was the latest commit of
+                ``log_row["path"]`` in this run when the batch was planned; if another ingest
+                committed that path since, the batch is dropped (compare-and-swap), so two
+                concurrent ingests of a growing file never store overlapping ranges.
         """
         for w in self._writers.values():
             w.close()
@@ -373,6 +437,12 @@ class Batch:
             if self.store.is_committed(self.run_id, self.batch_id):
                 shutil.rmtree(self.staging, ignore_errors=True)
                 return False
+            if expect_head is not ANY_HEAD:
+                head = self.store.path_head(self.run_id, str(log_row.get("path")))
+                if (head["batch_id"] if head is not None else None) != expect_head:
+                    shutil.rmtree(self.staging, ignore_errors=True)
+                    return False
+            log_row = {**log_row, "ingested_at": datetime.now(UTC)}
             sha = log_row.get("sha256")
             if (
                 log_row.get("byte_start") == 0

@@ -12,11 +12,21 @@ CREATE OR REPLACE VIEW int_comm_op_iteration(
   -- Iteration of the call; null when it lies outside every iteration.
   iteration,
   -- How the iteration was found: source | marker | detected.
-  method
+  method,
+  -- 1-based position of the call in its (run, rank, file) sequence (int_comm_ops_sequenced).
+  pos,
+  -- The call's token op:msg_bytes:group:peer (int_comm_ops_sequenced).
+  token,
+  -- Start of the call, ns (null when the source has no times).
+  ts_ns,
+  -- End of the call, ns.
+  end_ns,
+  -- Compact key of the call (stg_store__comm_ops.call_key).
+  call_key
 ) AS
 WITH ops AS (
-  SELECT run_id, rank, source_file, source_line, ts_ns, iteration AS src_iteration
-  FROM stg_store__comm_ops
+  -- every call once, with its detected iteration (int_comm_ops_sequenced has one row per call)
+  SELECT * FROM int_comm_ops_sequenced
 ),
 by_marker AS (
   SELECT o.run_id, o.rank, o.source_file, o.source_line, min(w.iteration) AS iteration
@@ -34,21 +44,23 @@ SELECT
   o.source_file,
   o.source_line,
   CASE
-    WHEN o.src_iteration IS NOT NULL THEN o.src_iteration
+    WHEN o.source_iteration IS NOT NULL THEN o.source_iteration
     WHEN mf.source_file IS NOT NULL THEN bm.iteration
-    ELSE sq.iteration
+    ELSE o.iteration
   END AS iteration,
   CASE
-    WHEN o.src_iteration IS NOT NULL THEN 'source'
+    WHEN o.source_iteration IS NOT NULL THEN 'source'
     WHEN mf.source_file IS NOT NULL THEN 'marker'
     ELSE 'detected'
-  END AS method
+  END AS method,
+  o.pos,
+  o.token,
+  o.ts_ns,
+  o.end_ns,
+  o.call_key
 FROM ops AS o
 LEFT JOIN marker_files AS mf
   ON o.run_id = mf.run_id AND o.rank = mf.rank AND o.source_file = mf.source_file
 LEFT JOIN by_marker AS bm
   ON o.run_id = bm.run_id AND o.rank = bm.rank
   AND o.source_file = bm.source_file AND o.source_line = bm.source_line
-LEFT JOIN int_comm_ops_sequenced AS sq
-  ON o.run_id = sq.run_id AND coalesce(o.rank, -1) = coalesce(sq.rank, -1)
-  AND o.source_file = sq.source_file AND o.source_line = sq.source_line

@@ -1,5 +1,5 @@
 -- Communication calls with their group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other).
--- One row per communication call seen on one rank (as stg_store__comm_ops). Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides.
+-- One row per communication call of the rank's primary source (int_rank_primary_source; calls without a rank all kept). Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides.
 CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- Training run identifier.
   run_id,
@@ -56,15 +56,17 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- TP | PP | DP | EP | EmbTableSyn | other.
   traffic_class,
   -- How traffic_class was decided: op (send/recv, all_to_all), config_group, config_size, inferred_group, inferred_size, unknown.
-  class_source
+  class_source,
+  -- Compact key of the call (stg_store__comm_ops.call_key).
+  call_key
 ) AS
 WITH
   ops AS (
-    SELECT o.*, d.pid, d.algorithm
+    -- one source per rank (int_rank_primary_source); calls without a rank are kept
+    SELECT o.*
     FROM stg_store__comm_ops AS o
-    LEFT JOIN stg_store__comm_op_details AS d
-      ON d.run_id = o.run_id AND coalesce(d.source_file, '') = coalesce(o.source_file, '')
-      AND coalesce(d.source_line, -1) = coalesce(o.source_line, -1)
+    LEFT JOIN int_rank_primary_source AS ps ON ps.run_id = o.run_id AND ps.rank = o.rank
+    WHERE o.rank IS NULL OR coalesce(ps.source_format, '') = coalesce(o.source_format, '')
   ),
   keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
@@ -83,7 +85,8 @@ WITH
       w.has_config,
       w.pp,
       w.tp,
-      w.dp
+      w.dp,
+      w.ep
     FROM ops AS o
     LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
     LEFT JOIN ck
@@ -113,6 +116,9 @@ WITH
       k.*,
       g.n_members IS NOT NULL AS group_known,
       CASE
+        -- p2p without pipeline stages: NCCL's all-to-all is grouped send/recv (EP)
+        WHEN k.op IN ('send', 'recv') AND k.has_config AND k.pp = 1 AND k.ep > 1 THEN 'EP'
+        WHEN k.op IN ('send', 'recv') AND k.has_config AND k.pp = 1 THEN 'other'
         WHEN k.op IN ('send', 'recv') THEN 'PP'
         WHEN k.op = 'all_to_all' THEN 'EP'
         WHEN NOT k.is_traffic THEN 'other'
@@ -186,7 +192,8 @@ SELECT
   j.group_known,
   n.node,
   j.traffic_class,
-  j.class_source
+  j.class_source,
+  j.call_key
 FROM judged AS j
 LEFT JOIN nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
 LEFT JOIN (

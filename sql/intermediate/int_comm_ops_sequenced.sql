@@ -1,5 +1,5 @@
 -- Iterations detected from the communication sequence itself: the period of the recurring op/size/group token pattern (the paper's regularity finding).
--- One row per communication call, per (run, rank, source file) sequence. Rule: tokens op:msg_bytes:group:peer in log order; candidate periods are the modal gaps between repeats of a token (mode >= 75% of its gaps); each candidate P is scored by the share of positions i with token(i) = token(i+P); the smallest P within 0.05 of the best score wins (best >= 0.5, P <= half the sequence). The periodic region is the longest run of consecutive positions i with token(i) = token(i+P), extended by P at its end; iteration k covers positions start + kP .. start + (k+1)P - 1; calls outside it (prologue, epilogue, a second broken-off run) get a null iteration.
+-- One row per communication call, per (run, rank, source file) sequence. Rule: tokens op:msg_bytes:group:peer in log order; candidate periods P are the modal gaps between repeats of a token (mode >= 75% of its gaps, P <= half the sequence), the 8 voted by most distinct tokens; for each, the longest run of consecutive positions i with token(i) = token(i+P) gives the periodic region [start, end of run + P]; the candidate with the largest region wins (ties: smallest P) when the region covers at least two periods and half the sequence. When the fine token finds no period (sizes that change every iteration, e.g. MoE all-to-all as grouped send/recv), the coarse token op:group:peer (no size) is tried the same way, with the fine token's candidate periods added to its own. Iteration = (pos - start) // P; prologue calls join iteration 0; an epilogue shorter than one period after the region (e.g. end-of-run barriers) joins the last iteration, a longer tail continues the count; a sequence without a period is one iteration 0. Sequences with identical tokens (ranks of the same role) are detected once and share the result.
 CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   -- Training run identifier.
   run_id,
@@ -15,93 +15,131 @@ CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   token,
   -- Detected period (calls per iteration) of the sequence; null when none found.
   period,
-  -- Share of positions i with token(i) = token(i + period), 0..1.
+  -- Share of the sequence inside the periodic region, 0..1 (1 when no period was found).
   period_score,
-  -- 0-based detected iteration; null for prologue/epilogue calls or when no period was found.
-  iteration
+  -- 0-based detected iteration (0 for every call when no period was found).
+  iteration,
+  -- Start of the call, ns (null when the source has no times), carried for downstream objects.
+  ts_ns,
+  -- End of the call, ns (ts_ns + dur_ns).
+  end_ns,
+  -- Iteration as the source logged it (comm_ops.iteration), null when it does not say.
+  source_iteration,
+  -- Compact key of the call (stg_store__comm_ops.call_key).
+  call_key
 ) AS
-WITH ops AS (
+WITH ops AS MATERIALIZED (
   SELECT
     run_id,
     rank,
     source_file,
     source_line,
-    concat_ws('|', run_id, coalesce(CAST(rank AS VARCHAR), '?'), source_file) AS seq_key,
-    concat_ws(
-      ':',
-      op,
-      coalesce(CAST(msg_bytes AS VARCHAR), '?'),
-      coalesce(CAST(group_size AS VARCHAR), comm_id, '?'),
-      coalesce(CAST(peer_rank AS VARCHAR), '-')
-    ) AS token,
+    op,
+    msg_bytes,
+    group_size,
+    comm_id,
+    peer_rank,
+    ts_ns,
+    end_ns,
+    iteration AS source_iteration,
+    call_key,
+    hash(run_id, rank, source_file) AS seq_key,
+    hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS th,
+    hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS ch,
     row_number() OVER (
       PARTITION BY run_id, rank, source_file ORDER BY source_line, ts_ns
     ) AS pos
   FROM stg_store__comm_ops
 ),
-seq_len AS (
-  SELECT seq_key, count(*) AS n FROM ops GROUP BY seq_key
+seqs AS MATERIALIZED (
+  -- order-sensitive fingerprint of each sequence's fine tokens
+  SELECT seq_key, count(*) AS n, bit_xor(hash(th, pos)) AS fp FROM ops GROUP BY seq_key
 ),
-gaps AS (
-  SELECT
-    seq_key,
-    token,
-    pos - lag(pos) OVER (PARTITION BY seq_key, token ORDER BY pos) AS gap
-  FROM ops
+reps AS MATERIALIZED (
+  -- one representative sequence per distinct token sequence
+  SELECT n, fp, min(seq_key) AS rep_key FROM seqs GROUP BY n, fp
+),
+rep_ops AS MATERIALIZED (
+  -- representative sequences under both tokens: fine (with size) and coarse (without)
+  SELECT r.rep_key, g.fine, hash(r.rep_key, g.fine) AS dkey, r.n, o.pos,
+    CASE WHEN g.fine THEN o.th ELSE o.ch END AS th
+  FROM reps AS r
+  JOIN ops AS o ON o.seq_key = r.rep_key
+  CROSS JOIN (VALUES (true), (false)) AS g(fine)
 ),
 token_gaps AS (
   SELECT
-    seq_key,
-    token,
+    dkey,
+    th,
     gap,
     count(*) AS n_gap,
-    sum(count(*)) OVER (PARTITION BY seq_key, token) AS n_token_gaps
-  FROM gaps
-  WHERE gap IS NOT NULL
-  GROUP BY seq_key, token, gap
-),
-candidates AS (
-  SELECT tg.seq_key, tg.gap AS period, sum(tg.n_gap) AS votes
-  FROM token_gaps AS tg
-  JOIN seq_len AS sl ON tg.seq_key = sl.seq_key
-  WHERE tg.n_gap >= 0.75 * tg.n_token_gaps AND 2 * tg.gap <= sl.n
-  GROUP BY tg.seq_key, tg.gap
-  QUALIFY row_number() OVER (PARTITION BY tg.seq_key ORDER BY votes DESC, tg.gap) <= 6
-),
-scored AS (
-  SELECT
-    c.seq_key,
-    c.period,
-    avg(CASE WHEN a.token = b.token THEN 1.0 ELSE 0.0 END) AS score
-  FROM candidates AS c
-  JOIN ops AS a ON a.seq_key = c.seq_key
-  JOIN ops AS b ON b.seq_key = c.seq_key AND b.pos = a.pos + c.period
-  GROUP BY c.seq_key, c.period
-),
-chosen AS (
-  SELECT seq_key, period, score
+    sum(count(*)) OVER (PARTITION BY dkey, th) AS n_token_gaps
   FROM (
-    SELECT *, max(score) OVER (PARTITION BY seq_key) AS best FROM scored
+    SELECT dkey, th, pos - lag(pos) OVER (PARTITION BY dkey, th ORDER BY pos) AS gap
+    FROM rep_ops
   )
-  WHERE best >= 0.5 AND score >= best - 0.05
-  QUALIFY row_number() OVER (PARTITION BY seq_key ORDER BY period) = 1
+  WHERE gap IS NOT NULL
+  GROUP BY dkey, th, gap
+),
+dlen AS MATERIALIZED (
+  SELECT DISTINCT dkey, rep_key, fine, n FROM rep_ops
+),
+candidates AS MATERIALIZED (
+  SELECT tg.dkey, tg.gap AS period, count(*) AS votes
+  FROM token_gaps AS tg
+  JOIN dlen AS sl ON tg.dkey = sl.dkey
+  WHERE tg.n_gap >= 0.75 * tg.n_token_gaps AND 2 * tg.gap <= sl.n
+  GROUP BY tg.dkey, tg.gap
+  QUALIFY row_number() OVER (PARTITION BY tg.dkey ORDER BY votes DESC, tg.gap) <= 8
+),
+candidates_both AS MATERIALIZED (
+  -- the coarse token also tries the fine token's candidates (a period voted by the few calls
+  -- whose size repeats, e.g. once-per-iteration all_reduce among varying all-to-all)
+  SELECT dkey, period FROM candidates
+  UNION
+  SELECT hash(d.rep_key, false) AS dkey, c.period
+  FROM candidates AS c
+  JOIN dlen AS d ON d.dkey = c.dkey
+  WHERE d.fine
 ),
 matched AS (
   SELECT
-    c.seq_key,
+    c.dkey,
+    c.period,
     a.pos,
-    a.pos - row_number() OVER (PARTITION BY c.seq_key ORDER BY a.pos) AS run_id_
-  FROM chosen AS c
-  JOIN ops AS a ON a.seq_key = c.seq_key
-  JOIN ops AS b ON b.seq_key = c.seq_key AND b.pos = a.pos + c.period AND a.token = b.token
+    a.pos - row_number() OVER (PARTITION BY c.dkey, c.period ORDER BY a.pos) AS grp
+  FROM candidates_both AS c
+  JOIN rep_ops AS a ON a.dkey = c.dkey
+  JOIN rep_ops AS b ON b.dkey = a.dkey AND b.pos = a.pos + c.period AND b.th = a.th
 ),
-region AS (
-  -- the longest run of consecutive repeating positions, extended by one period at its end
-  SELECT m.seq_key, min(m.pos) AS start_pos, max(m.pos) + any_value(c.period) AS end_pos
-  FROM matched AS m
-  JOIN chosen AS c ON m.seq_key = c.seq_key
-  GROUP BY m.seq_key, m.run_id_
-  QUALIFY row_number() OVER (PARTITION BY m.seq_key ORDER BY count(*) DESC, min(m.pos)) = 1
+runs AS (
+  SELECT dkey, period, min(pos) AS start_pos, max(pos) + period AS end_pos, count(*) AS run_len
+  FROM matched
+  GROUP BY dkey, period, grp
+),
+chosen AS MATERIALIZED (
+  SELECT
+    sl.rep_key,
+    sl.fine,
+    sl.n,
+    r.period,
+    r.start_pos,
+    r.end_pos,
+    (r.end_pos - r.start_pos + 1) / sl.n AS share
+  FROM runs AS r
+  JOIN dlen AS sl ON r.dkey = sl.dkey
+  WHERE r.run_len >= r.period AND 2 * (r.end_pos - r.start_pos + 1) >= sl.n
+  QUALIFY row_number() OVER (
+    PARTITION BY r.dkey ORDER BY r.end_pos - r.start_pos DESC, r.period, r.start_pos
+  ) = 1
+),
+picked AS MATERIALIZED (
+  -- the fine token's period when it has one, else the coarse token's; mapped to every sequence
+  SELECT s.seq_key, c.period, c.start_pos, c.end_pos, c.share, c.n
+  FROM seqs AS s
+  JOIN reps AS r ON r.n = s.n AND r.fp = s.fp
+  JOIN chosen AS c ON c.rep_key = r.rep_key
+  QUALIFY row_number() OVER (PARTITION BY s.seq_key ORDER BY c.fine DESC) = 1
 )
 SELECT
   o.run_id,
@@ -109,13 +147,26 @@ SELECT
   o.source_file,
   o.source_line,
   o.pos,
-  o.token,
+  concat_ws(
+    ':',
+    o.op,
+    coalesce(CAST(o.msg_bytes AS VARCHAR), '?'),
+    coalesce(CAST(o.group_size AS VARCHAR), o.comm_id, '?'),
+    coalesce(CAST(o.peer_rank AS VARCHAR), '-')
+  ) AS token,
   c.period,
-  c.score AS period_score,
-  CASE
-    WHEN o.pos BETWEEN r.start_pos AND r.end_pos
-      THEN CAST((o.pos - r.start_pos) // c.period AS INTEGER)
-  END AS iteration
+  coalesce(c.share, 1.0) AS period_score,
+  CAST(
+    CASE
+      WHEN c.period IS NULL THEN 0
+      WHEN o.pos > c.end_pos AND c.n - c.end_pos < c.period
+        THEN (c.end_pos - c.start_pos) // c.period
+      ELSE greatest(o.pos - c.start_pos, 0) // c.period
+    END AS INTEGER
+  ) AS iteration,
+  o.ts_ns,
+  o.end_ns,
+  o.source_iteration,
+  o.call_key
 FROM ops AS o
-LEFT JOIN chosen AS c ON o.seq_key = c.seq_key
-LEFT JOIN region AS r ON o.seq_key = r.seq_key
+LEFT JOIN picked AS c ON o.seq_key = c.seq_key

@@ -33,13 +33,23 @@ CREATE OR REPLACE VIEW int_flows_expanded(
 WITH
   edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  classified AS MATERIALIZED (SELECT * FROM int_comm_ops_classified),
+  classified AS (SELECT * FROM int_comm_ops_classified),
   logged_ranks AS MATERIALIZED (
     SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
   ),
-  base AS MATERIALIZED (
+  base AS (
+    -- only the columns the expansion and the output need (the calls are many: keep rows narrow)
     SELECT
-      o.*,
+      o.run_id,
+      o.rank,
+      o.op,
+      o.source_format,
+      o.algorithm,
+      o.global_group,
+      o.traffic_class,
+      o.source_file,
+      o.source_line,
+      o.ts_ns,
       coalesce(it.iteration, o.iteration) AS it_iteration,
       me.group_rank AS my_group_rank,
       coalesce(
@@ -50,7 +60,7 @@ WITH
       o.msg_bytes::DOUBLE AS s
     FROM classified AS o
     LEFT JOIN int_comm_op_iteration AS it
-      ON it.run_id = o.run_id AND it.rank = o.rank AND it.source_file = o.source_file
+      ON it.call_key = o.call_key AND it.run_id = o.run_id AND it.rank = o.rank
       AND it.source_line = o.source_line
     LEFT JOIN members AS me
       ON me.run_id = o.run_id AND me.global_group = o.global_group AND me.global_rank = o.rank
@@ -68,7 +78,7 @@ WITH
     FROM edges
     GROUP BY ALL
   ),
-  sized AS MATERIALIZED (
+  sized AS (
     -- volume sent by the caller on the ring, per op; mode = how it is expanded
     SELECT
       b.*,

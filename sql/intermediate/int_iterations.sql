@@ -25,12 +25,9 @@ CREATE OR REPLACE VIEW int_iterations(
   ops
 ) AS
 WITH assigned AS (
-  SELECT ci.run_id, ci.rank, ci.source_file, ci.source_line, ci.iteration, ci.method, c.ts_ns, c.end_ns
-  FROM int_comm_op_iteration AS ci
-  JOIN stg_store__comm_ops AS c
-    ON ci.run_id = c.run_id AND coalesce(ci.rank, -1) = coalesce(c.rank, -1)
-    AND ci.source_file = c.source_file AND ci.source_line = c.source_line
-  WHERE ci.iteration IS NOT NULL
+  SELECT run_id, rank, source_file, source_line, iteration, method, ts_ns, end_ns
+  FROM int_comm_op_iteration
+  WHERE iteration IS NOT NULL
 ),
 marked AS (
   SELECT

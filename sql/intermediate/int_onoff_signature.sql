@@ -16,13 +16,10 @@ SELECT
   i.run_id,
   i.rank,
   i.iteration,
-  md5(string_agg(s.token, ' ' ORDER BY s.pos)) AS signature,
+  md5(string_agg(ci.token, ' ' ORDER BY ci.pos)) AS signature,
   count(*) AS ops
 FROM int_iterations AS i
 JOIN int_comm_op_iteration AS ci
   ON i.run_id = ci.run_id AND coalesce(i.rank, -1) = coalesce(ci.rank, -1)
   AND i.source_file = ci.source_file AND i.iteration = ci.iteration
-JOIN int_comm_ops_sequenced AS s
-  ON ci.run_id = s.run_id AND coalesce(ci.rank, -1) = coalesce(s.rank, -1)
-  AND ci.source_file = s.source_file AND ci.source_line = s.source_line
 GROUP BY i.run_id, i.rank, i.iteration

@@ -42,7 +42,21 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- Iteration when the source says.
   iteration,
   -- True for calls that move data (not barriers or unknown ops).
-  is_traffic
+  is_traffic,
+  -- Operating-system process id.
+  pid,
+  -- Element count as logged (NCCL semantics per op).
+  elem_count,
+  -- NCCL algorithm (RING, TREE, NVLS, ...) when the source says.
+  algorithm,
+  -- NCCL protocol when the source says.
+  protocol,
+  -- Operation name exactly as the source wrote it.
+  raw_op,
+  -- hash(run_id, rank, source_file, source_line): a compact key of the call, so large joins
+  -- between per-call objects compare one integer instead of the file path (join on it together
+  -- with rank and source_line).
+  call_key
 ) AS
 SELECT
   run_id,
@@ -65,5 +79,11 @@ SELECT
   algbw_gbps,
   busbw_gbps,
   iteration,
-  op NOT IN ('barrier', 'other') AS is_traffic
+  op NOT IN ('barrier', 'other') AS is_traffic,
+  pid,
+  "count" AS elem_count,
+  algorithm,
+  protocol,
+  raw_op,
+  hash(run_id, rank, source_file, source_line) AS call_key
 FROM comm_ops

@@ -135,17 +135,32 @@ def _sent_bounds(op: str, n: int | None, s: float, fmt: str | None) -> tuple[flo
 
 
 def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> None:
+    """A rank's sent bytes in the matrix equal the volume of the calls of its primary source.
+
+    The matrix counts one source format per rank (a rank logged by two tools is not counted
+    twice). The rule is re-applied here on plain rows: formats other than the DeepSpeed comms
+    logger first, then the most data-moving calls, then the most calls. The SQL breaks a
+    remaining tie by the calls whose group is known; that is not recomputed here, so every
+    format tied on the plain criteria is accepted.
+    """
     rows = con.sql(
         "SELECT run_id, rank, op, group_size, comm_id, msg_bytes, source_format FROM comm_ops "
-        "WHERE rank IS NOT NULL AND msg_bytes > 0"
+        "WHERE rank IS NOT NULL"
     ).fetchall()
     assert rows, "no comm_ops ingested from the samples"
-    low: dict[tuple[str, int], float] = defaultdict(float)
-    high: dict[tuple[str, int], float] = defaultdict(float)
-    skip: set[tuple[str, int]] = set()
+    Key = tuple[str, int, str]
+    low: dict[Key, float] = defaultdict(float)
+    high: dict[Key, float] = defaultdict(float)
+    traffic: Counter[Key] = Counter()
+    calls: Counter[Key] = Counter()
+    skip: set[Key] = set()
     for run_id, rank, op, n, comm_id, s, fmt in rows:
-        key = (run_id, rank)
+        key = (run_id, rank, fmt or "")
+        calls[key] += 1
         if op in ("barrier", "other"):
+            continue
+        traffic[key] += 1
+        if s is None or s <= 0:
             continue
         if n is None and comm_id is not None and op not in ("send", "recv"):
             skip.add(key)  # the SQL may learn n from the group's members; not checkable here
@@ -154,6 +169,9 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
         assert lo_hi is not None
         low[key] += lo_hi[0]
         high[key] += lo_hi[1]
+    by_rank: dict[tuple[str, int], list[Key]] = defaultdict(list)
+    for key in calls:
+        by_rank[key[:2]].append(key)
     got = dict(
         ((r, k), b)
         for r, k, b in con.sql(
@@ -161,14 +179,26 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
         ).fetchall()
     )
     checked = 0
-    for key in low:
-        if key in skip:
+    two_formats = 0
+    for rank_key, keys in by_rank.items():
+
+        def order(k: Key) -> tuple[bool, int, int]:
+            return (k[2] == "deepspeed_comms", -traffic[k], -calls[k])
+
+        best = min(order(k) for k in keys)
+        tied = [k for k in keys if order(k) == best]
+        two_formats += len(keys) > 1
+        if any(k in skip for k in tied):
             continue
-        b = got.get(key, 0.0)
-        tol = 1e-9 * max(1.0, high[key])
-        assert low[key] - tol <= b <= high[key] + tol, (key, low[key], b, high[key])
+        b = got.get(rank_key, 0.0)
+        ok = [
+            low[k] - 1e-9 * max(1.0, high[k]) <= b <= high[k] + 1e-9 * max(1.0, high[k])
+            for k in tied
+        ]
+        assert any(ok), (rank_key, b, [(k[2], low[k], high[k]) for k in tied])
         checked += 1
     assert checked > 0
+    assert two_formats > 0, "no sample rank is logged by two formats: the rule is untested"
 
 
 def test_nccltests_two_gpu_matrix_is_ring_allreduce_volume(

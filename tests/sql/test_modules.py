@@ -43,6 +43,7 @@ def test_all_modules_load_on_an_empty_store_with_comments(tmp_path: Path) -> Non
     store = Store.open(tmp_path / "s")
     con = duckdb.connect()
     store.create_views(con)
+    store.create_model_input_views(con)  # empty typed run_config / predicted_* tables
     apply(con)
     for m in discover():
         if m.kind == "VIEW":

@@ -1,0 +1,57 @@
+-- The one source format whose communication calls count for each rank, so a rank logged by two tools (DeepSpeed comms log + Kineto trace, NCCL log + nsys export) is not counted twice in traffic, bandwidth and size metrics.
+-- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members; e.g. NCCL split communicators whose color is not logged are not); ties: nccl_debug, kineto, nsys, then by name.
+CREATE OR REPLACE VIEW int_rank_primary_source(
+  -- Training run identifier.
+  run_id,
+  -- Global rank.
+  rank,
+  -- Chosen parser (comm_ops.source_format).
+  source_format,
+  -- Data-moving calls of the rank in the chosen format.
+  traffic_calls,
+  -- Of those, calls whose group members are known.
+  placed_calls,
+  -- Number of formats that logged calls for the rank (1 = no choice was needed).
+  formats_logged
+) AS
+WITH
+  keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys WHERE members_complete),
+  per_format AS (
+    SELECT
+      o.run_id,
+      o.rank,
+      o.source_format,
+      count(*) FILTER (WHERE o.is_traffic) AS traffic_calls,
+      count(*) FILTER (
+        WHERE o.is_traffic AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL)
+      ) AS placed_calls,
+      count(*) AS calls
+    FROM stg_store__comm_ops AS o
+    LEFT JOIN keys AS ck
+      ON ck.key_kind = 'communicator' AND ck.run_id = o.run_id AND ck.comm_id = o.comm_id
+      AND coalesce(ck.host, '') = coalesce(o.host, '') AND coalesce(ck.pid, -1) = coalesce(o.pid, -1)
+      AND ck.global_rank = o.rank
+    LEFT JOIN keys AS pk
+      ON pk.key_kind = 'process_group' AND pk.run_id = o.run_id AND pk.comm_id = o.comm_id
+      AND pk.group_size = o.group_size
+    WHERE o.rank IS NOT NULL
+    GROUP BY o.run_id, o.rank, o.source_format
+  )
+SELECT
+  run_id,
+  rank,
+  source_format,
+  traffic_calls,
+  placed_calls,
+  count(*) OVER (PARTITION BY run_id, rank) AS formats_logged
+FROM per_format
+QUALIFY row_number() OVER (
+  PARTITION BY run_id, rank
+  ORDER BY
+    coalesce(source_format, '') = 'deepspeed_comms',
+    traffic_calls DESC,
+    placed_calls DESC,
+    calls DESC,
+    CASE source_format WHEN 'nccl_debug' THEN 0 WHEN 'kineto' THEN 1 WHEN 'nsys' THEN 2 ELSE 3 END,
+    source_format
+) = 1
