@@ -90,3 +90,55 @@ def test_serve_once_embedded_server(tmp_path: Path, shared_samples: Path) -> Non
     rc, again, err = _serve_once(watch, store, reports)
     assert rc == 0, err[-3000:]
     assert (again["runs"]["job7"]["new_files"], again["runs"]["job7"]["changed"]) == (0, False)
+
+
+def _committed_paths(store: Path) -> set[str]:
+    from pipeline.store import Store
+
+    if not (store / "STORE.json").exists():
+        return set()
+    try:
+        return set(Store.open(store, create=False).committed()["path"].to_list())
+    except Exception:  # the store is being written by the server's flow; try again later
+        return set()
+
+
+@pytest.mark.slow
+def test_serve_every_runs_on_schedule(tmp_path: Path, shared_samples: Path) -> None:
+    """serve --every: after the first pass, a file dropped into the watched folder is ingested
+    by a later *scheduled* run (this failed with SQLAlchemy 2.1: the scheduler never fired)."""
+    import time
+
+    watch, store = tmp_path / "watch", tmp_path / "store"
+    (watch / "job1").mkdir(parents=True)
+    shutil.copy(shared_samples / NCCL_SAMPLE, watch / "job1" / "rank0.log")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    cmd = [sys.executable, "-m", "pipeline", "serve", "--watch", str(watch), "--store"]
+    cmd += [str(store), "--reports", str(tmp_path / "r"), "--every", "5s", "--no-report"]
+    cmd += ["--no-derive"]
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    try:
+        deadline = time.monotonic() + 150
+        while time.monotonic() < deadline and len(_committed_paths(store)) < 1:
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]  # type: ignore[union-attr]
+            time.sleep(1)
+        assert len(_committed_paths(store)) == 1
+        late = watch / "job1" / "rank1.log"
+        shutil.copy(shared_samples / NCCL_SAMPLE.replace("rank0", "rank1"), late)
+        while time.monotonic() < deadline and str(late.resolve()) not in _committed_paths(store):
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]  # type: ignore[union-attr]
+            time.sleep(1)
+        assert str(late.resolve()) in _committed_paths(store), "no scheduled run picked it up"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
