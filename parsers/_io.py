@@ -78,6 +78,58 @@ class _BoundedReader(io.RawIOBase):
         super().close()
 
 
+class _ZstdReader(io.RawIOBase):
+    """A zstd stream (one or more frames) that reports truncation.
+
+    Why: zstandard's ``stream_reader`` ends a cut stream as if it were complete, so a
+    truncated ``.zst`` would read as a shorter (even empty) file and its tail would be lost
+    silently; here a stream that ends inside a frame raises ``EOFError`` like gzip does.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._fh = path.open("rb")
+        self._dctx = zstandard.ZstdDecompressor()
+        self._dobj = self._dctx.decompressobj()
+        self._in_frame = False  # bytes of the current frame consumed, frame not finished
+        self._pending = b""
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def _fill(self) -> bool:
+        """Decompress more into ``_pending``; False at a clean end of the stream."""
+        self._pending, self._pos = b"", 0
+        while not self._pending:
+            chunk = self._fh.read(256 * 1024)
+            if not chunk:
+                if self._in_frame:
+                    raise EOFError("zstd stream ends inside a frame (file truncated)")
+                return False
+            while chunk:
+                self._in_frame = True
+                self._pending += self._dobj.decompress(chunk)
+                if self._dobj.eof:  # frame done: what follows starts the next frame
+                    chunk = self._dobj.unused_data
+                    self._dobj = self._dctx.decompressobj()
+                    self._in_frame = False
+                else:
+                    chunk = b""
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._pos >= len(self._pending) and not self._fill():
+            return 0
+        n = min(len(b), len(self._pending) - self._pos)
+        b[:n] = memoryview(self._pending)[self._pos : self._pos + n]
+        self._pos += n
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+
 @dataclass(frozen=True)
 class Source:
     """One input file to parse, with an optional starting byte offset (incremental ingest).
@@ -118,8 +170,7 @@ class Source:
         elif comp == "bz2":
             inner = bz2.open(self.path, "rb")  # type: ignore[assignment]
         else:
-            fh = self.path.open("rb")
-            inner = zstandard.ZstdDecompressor().stream_reader(fh, closefd=True)  # type: ignore[assignment]
+            inner = _ZstdReader(self.path)  # type: ignore[assignment]
         size = self.path.stat().st_size
         limit = min(MAX_DECOMPRESSED_BYTES, size * MAX_RATIO + 64 * 1024**2)
         return io.BufferedReader(_BoundedReader(inner, self.path, limit), 1024 * 1024)  # type: ignore[return-value]

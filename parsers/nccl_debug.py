@@ -719,30 +719,32 @@ class _Registry:
 
     def inc_frame(self) -> pl.DataFrame:
         """Incarnations as a frame for the as-of join of COLL lines."""
-        return pl.DataFrame(
+        schema = {
+            "host": pl.Utf8,
+            "pid": pl.Int64,
+            "comm_key": pl.Utf8,
+            "window_start": pl.Int64,
+            "window_end": pl.Int64,
+            "group_rank": pl.Int32,
+            "inc_global": pl.Int32,
+            "comm_hash": pl.Utf8,
+            "identity_world": pl.Boolean,
+        }
+        rows = [
             {
-                "host": [i.host for i in self.incs],
-                "pid": [i.pid for i in self.incs],
-                "comm_key": [i.comm for i in self.incs],
-                "window_start": [i.window_start for i in self.incs],
-                "window_end": [i.end_line for i in self.incs],
-                "group_rank": [i.rank for i in self.incs],
-                "inc_global": [i.global_rank for i in self.incs],
-                "comm_hash": [i.comm_hash for i in self.incs],
-                "identity_world": [i.identity_world for i in self.incs],
-            },
-            schema={
-                "host": pl.Utf8,
-                "pid": pl.Int64,
-                "comm_key": pl.Utf8,
-                "window_start": pl.Int64,
-                "window_end": pl.Int64,
-                "group_rank": pl.Int32,
-                "inc_global": pl.Int32,
-                "comm_hash": pl.Utf8,
-                "identity_world": pl.Boolean,
-            },
-        ).sort("window_start")
+                "host": i.host,
+                "pid": i.pid,
+                "comm_key": i.comm,
+                "window_start": i.window_start,
+                "window_end": i.end_line,
+                "group_rank": i.rank,
+                "inc_global": i.global_rank,
+                "comm_hash": i.comm_hash,
+                "identity_world": i.identity_world,
+            }
+            for i in self.incs
+        ]
+        return pl.DataFrame(_fit_ints(rows, schema), schema=schema).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:
         """Process-level global ranks (single-GPU processes)."""
@@ -754,6 +756,7 @@ class _Registry:
                 "proc_global": [self.proc_global[k] for k in keys],
             },
             schema={"host": pl.Utf8, "pid": pl.Int64, "proc_global": pl.Int32},
+            strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
         )
 
     def member_frame(self) -> pl.DataFrame:
@@ -772,6 +775,7 @@ class _Registry:
                 "peer_comm": pl.Int32,
                 "peer_global": pl.Int32,
             },
+            strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
         )
 
     def attribute(

@@ -7,6 +7,7 @@ does not stop the others.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -378,6 +379,17 @@ def ingest_file(
             bytes=size,
             message=exc.message + (f" (line {exc.line})" if exc.line is not None else ""),
         )
+    except OSError as exc:
+        batch.abort()
+        if exc.errno in STORE_FULL_ERRNOS:
+            raise store_write_error(store, shown, exc) from exc
+        return FileResult(
+            shown,
+            STATUS_ERROR,
+            format=parser.name,
+            bytes=size,
+            message=f"read failed: {exc.strerror or exc}",
+        )
     except Exception as exc:  # a parser bug must not stop the other files
         batch.abort()
         log.exception("parser %s failed on %s", parser.name, shown)
@@ -406,28 +418,34 @@ def ingest_file(
             bytes=size,
             message=f"line accounting does not balance: {counts} (parser bug)",
         )
-    committed = batch.commit(
-        {
-            "path": str(source.path),
-            "sha256": plan.sha,
-            "bytes": size,
-            "byte_start": plan.start,
-            "byte_end": plan.end,
-            "first_line_no": plan.first_line_no,
-            "format": parser.name,
-            "lines_total": counts.total,
-            "lines_parsed": counts.parsed,
-            "lines_ignored": counts.ignored,
-            "lines_rejected": counts.rejected,
-            "rows_written": sum(batch.rows.values()),
-            "parser_version": parser.version,
-            "schema_version": SCHEMA_VERSION,
-            "warnings": "\n".join(warnings) or None,
-            "ingested_at": datetime.now(UTC),
-            "parser_state": json.dumps(state, separators=(",", ":")) if state else None,
-        },
-        expect_head=plan.head["batch_id"] if plan.head is not None else None,
-    )
+    try:
+        committed = batch.commit(
+            {
+                "path": str(source.path),
+                "sha256": plan.sha,
+                "bytes": size,
+                "byte_start": plan.start,
+                "byte_end": plan.end,
+                "first_line_no": plan.first_line_no,
+                "format": parser.name,
+                "lines_total": counts.total,
+                "lines_parsed": counts.parsed,
+                "lines_ignored": counts.ignored,
+                "lines_rejected": counts.rejected,
+                "rows_written": sum(batch.rows.values()),
+                "parser_version": parser.version,
+                "schema_version": SCHEMA_VERSION,
+                "warnings": "\n".join(warnings) or None,
+                "ingested_at": datetime.now(UTC),
+                "parser_state": json.dumps(state, separators=(",", ":")) if state else None,
+            },
+            expect_head=plan.head["batch_id"] if plan.head is not None else None,
+        )
+    except OSError as exc:
+        batch.abort()
+        if exc.errno in STORE_FULL_ERRNOS:
+            raise store_write_error(store, shown, exc) from exc
+        raise
     if not committed:
         return FileResult(
             shown,
@@ -450,6 +468,24 @@ def ingest_file(
         bytes=size,
         message=message,
         warnings=warnings,
+    )
+
+
+STORE_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Store write failures that every later file would hit too (disk full, quota, read-only)."""
+
+
+def store_write_error(store: Store, shown: str, exc: OSError) -> StoreError:
+    """The error that stops an ingest whose store cannot be written (disk full and the like).
+
+    Why: such a failure is not the input's or the parser's fault, and every later file would
+    fail the same way, so the ingest stops with one clear message instead of a traceback per
+    file; the batch was aborted, so the store is as it was before this file.
+    """
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    return StoreError(
+        f"{store.root}: cannot write the store ({reason}) while ingesting {shown}: "
+        "nothing from this file was stored; free space and run the ingest again"
     )
 
 

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import duckdb
+
 from pipeline.commands._format import table
 from pipeline.ingest import FileResult, discover, ingest_paths, stderr_progress
 from pipeline.store import Store, StoreError
@@ -62,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             config=args.config,
             follow=args.follow,
         )
-    except (StoreError, OSError, ValueError) as exc:
+    except (StoreError, OSError, ValueError, duckdb.Error) as exc:
+        # Store-level failures (disk full, read-only, catalog) stop the ingest: one clear line.
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2
     print(render_results(results))

@@ -1,5 +1,5 @@
 -- Point-to-point flows of each logged communication call, expanded by its algorithm (ring, tree, all-to-all, p2p).
--- One row per (logged call, destination rank): each rank's row yields that rank's outgoing bytes, so a rank's flows sum to its logged send volume. Ring all_reduce: 2(n-1)/n*S to the ring successor; all_gather: (n-1)*S (S = per-rank sendcount, NCCL semantics); reduce_scatter: (n-1)*S for NCCL (S = recvcount) else (n-1)/n*S (S = full input, DeepSpeed/PyTorch); broadcast: S to the successor unless it is the root; reduce: S to the successor unless the caller is the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S to every other member for NCCL (per-peer count) else S/n; send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank.
+-- One row per (run, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size, placement, logged_rank): the logged calls are counted per distinct (rank, iteration, op, size, group, peer, algorithm) pattern before expansion (a rank repeats identical calls many times per iteration), so rows are sums over calls; each rank's rows yield that rank's outgoing bytes, so a rank's flows sum to its logged send volume. Ring all_reduce: 2(n-1)/n*S to the ring successor; all_gather: (n-1)*S (S = per-rank sendcount, NCCL semantics); reduce_scatter: (n-1)*S for NCCL (S = recvcount) else (n-1)/n*S (S = full input, DeepSpeed/PyTorch); broadcast: S to the successor unless it is the root; reduce: S to the successor unless the caller is the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S to every other member for NCCL (per-peer count) else S/n; send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank.
 CREATE OR REPLACE VIEW int_flows_expanded(
   -- Training run identifier.
   run_id,
@@ -17,18 +17,16 @@ CREATE OR REPLACE VIEW int_flows_expanded(
   global_group,
   -- Ranks in the group (n).
   group_size,
-  -- Bytes sent from src_rank to dst_rank by this call (fractional for ring shares).
+  -- Bytes sent from src_rank to dst_rank by these calls (fractional for ring shares).
   bytes,
   -- How the destination was found: ring_topology, ring_group_order, tree_topology, all_to_all, p2p, recv_only, root, unplaced.
   placement,
-  -- Global rank that logged the call.
+  -- Global rank that logged the calls.
   logged_rank,
-  -- File of the call.
-  source_file,
-  -- Line of the call.
-  source_line,
-  -- Start of the call, ns (null for NCCL logs).
-  ts_ns
+  -- Point-to-point flows summed (expanded call x channel rows).
+  flows,
+  -- Logged calls contributing (each call has one placement, so calls add up across rows).
+  calls
 ) AS
 WITH
   edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
@@ -38,7 +36,7 @@ WITH
     SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
   ),
   base AS (
-    -- only the columns the expansion and the output need (the calls are many: keep rows narrow)
+    -- identical calls of a rank in an iteration expand identically: count them per pattern
     SELECT
       o.run_id,
       o.rank,
@@ -47,9 +45,6 @@ WITH
       o.algorithm,
       o.global_group,
       o.traffic_class,
-      o.source_file,
-      o.source_line,
-      o.ts_ns,
       coalesce(it.iteration, o.iteration) AS it_iteration,
       me.group_rank AS my_group_rank,
       coalesce(
@@ -57,7 +52,8 @@ WITH
         CASE WHEN o.global_group IS NULL OR o.global_group = 'world' THEN o.peer_rank END
       ) AS peer_global,
       o.group_size AS n,
-      o.msg_bytes::DOUBLE AS s
+      o.msg_bytes::DOUBLE AS s,
+      count(*) AS ncalls
     FROM classified AS o
     LEFT JOIN int_comm_op_iteration AS it
       ON it.call_key = o.call_key AND it.run_id = o.run_id AND it.rank = o.rank
@@ -67,6 +63,7 @@ WITH
     LEFT JOIN members AS rt
       ON rt.run_id = o.run_id AND rt.global_group = o.global_group AND rt.group_rank = o.peer_rank
     WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
+    GROUP BY ALL
   ),
   ring_nch AS MATERIALIZED (
     SELECT
@@ -202,11 +199,21 @@ SELECT
   op,
   global_group,
   n::INTEGER AS group_size,
-  b::DOUBLE AS bytes,
+  sum(b * ncalls)::DOUBLE AS bytes,
   placement,
   rank AS logged_rank,
-  source_file,
-  source_line,
-  ts_ns
-FROM flows
-WHERE b > 0
+  sum(ncalls)::BIGINT AS flows,
+  -- a pattern's calls count once per destination however many channels reach it
+  sum(ncalls) FILTER (WHERE first_of_dst)::BIGINT AS calls
+FROM (
+  SELECT
+    *,
+    row_number() OVER (
+      PARTITION BY run_id, it_iteration, rank, op, source_format, algorithm, global_group,
+        traffic_class, my_group_rank, peer_global, n, s, dst
+    ) = 1 AS first_of_dst
+  FROM flows
+  WHERE b > 0
+)
+GROUP BY run_id, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size,
+  placement, logged_rank

@@ -34,8 +34,8 @@ WITH
       dst_rank,
       traffic_class,
       sum(bytes) AS bytes,
-      count(*) AS flows,
-      count(DISTINCT (logged_rank, source_file, source_line)) AS calls
+      sum(flows)::BIGINT AS flows,
+      sum(calls)::BIGINT AS calls
     FROM int_flows_expanded
     GROUP BY run_id, iteration, src_rank, dst_rank, traffic_class
   )

@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fuzz_common import SCALE, Scratch, count_lines, parser_named, run_parser, text_inputs
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+import pytest
+from fuzz_common import (
+    MORE,
+    Scratch,
+    count_lines,
+    fuzz_settings,
+    parser_named,
+    run_parser,
+    text_inputs,
+)
+from hypothesis import given
 
 SAMPLES = (
     "deepspeed_comms/mlprof_thetagpu_2node_16gpu_verbose_run1.log",
@@ -36,19 +44,23 @@ def _check(scratch: Scratch, data: bytes) -> None:
         assert counts.total == count_lines(data), (counts, data[:200])
 
 
-def test_fuzz_deepspeed_comms(shared_samples: Path, scratch: Scratch) -> None:
-    lines = _lines(shared_samples)
+def _fuzz(shared: Path, scratch: Scratch, *, more: bool) -> None:
+    strategy = text_inputs(_lines(shared))  # built once: per-example construction is slow
 
-    @settings(
-        max_examples=EXAMPLES * SCALE,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate),
-    )
-    @given(st.data())
-    def inner(data: st.DataObject) -> None:
-        _check(scratch, data.draw(text_inputs(lines)))
+    @fuzz_settings(EXAMPLES, more=more)
+    @given(strategy)
+    def inner(data: bytes) -> None:
+        _check(scratch, data)
 
     inner()
+
+
+@pytest.mark.slow
+def test_fuzz_deepspeed_comms(shared_samples: Path, scratch: Scratch) -> None:
+    _fuzz(shared_samples, scratch, more=False)
+
+
+@pytest.mark.slow
+@MORE
+def test_fuzz_deepspeed_comms_more(shared_samples: Path, scratch: Scratch) -> None:
+    _fuzz(shared_samples, scratch, more=True)

@@ -12,8 +12,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from fuzz_common import SCALE, Scratch, parser_named, run_parser
-from hypothesis import HealthCheck, Phase, given, settings
+import pytest
+from fuzz_common import MORE, Scratch, fuzz_settings, parser_named, run_parser
+from hypothesis import given
 from hypothesis import strategies as st
 
 SAMPLES = (
@@ -48,16 +49,31 @@ def _events(shared: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return events, top
 
 
-@st.composite
+_NOISE = st.binary(max_size=200)
+
+
 def documents(
-    draw: st.DrawFn, events: list[dict[str, Any]], top: dict[str, Any]
+    events: list[dict[str, Any]], top: dict[str, Any]
+) -> st.SearchStrategy[tuple[bytes, int | None]]:
+    """Traces (bytes) with their event count when they are well-formed JSON."""
+    pick = st.sampled_from(events)  # built once: per-draw construction is slow
+
+    @st.composite
+    def build(draw: st.DrawFn) -> tuple[bytes, int | None]:
+        return _document(draw, pick, top)
+
+    return build()
+
+
+def _document(
+    draw: st.DrawFn, pick: st.SearchStrategy[dict[str, Any]], top: dict[str, Any]
 ) -> tuple[bytes, int | None]:
-    """A trace (bytes) and its event count when it is well-formed JSON."""
+    """One trace and its event count (None when the JSON is not well-formed)."""
     if draw(st.integers(0, 19)) == 0:
-        return draw(st.binary(max_size=200)), None
+        return draw(_NOISE), None
     evs: list[Any] = []
     for _ in range(draw(st.integers(0, 20))):
-        e = dict(draw(st.sampled_from(events)))
+        e = dict(draw(pick))
         for _ in range(draw(st.integers(0, 2))):
             key = draw(st.sampled_from([*sorted(e), "args", "ts", "dur", "ph", "cat", "name"]))
             if draw(st.booleans()):
@@ -75,18 +91,11 @@ def documents(
     return data, len(evs)
 
 
-def test_fuzz_kineto(shared_samples: Path, scratch: Scratch) -> None:
-    events, top = _events(shared_samples)
+def _fuzz(shared: Path, scratch: Scratch, *, more: bool) -> None:
+    events, top = _events(shared)
     parser = parser_named("kineto")
 
-    @settings(
-        max_examples=EXAMPLES * SCALE,
-        derandomize=True,
-        deadline=None,
-        database=None,
-        suppress_health_check=list(HealthCheck),
-        phases=(Phase.explicit, Phase.generate),
-    )
+    @fuzz_settings(EXAMPLES, more=more)
     @given(documents(events, top))
     def inner(doc: tuple[bytes, int | None]) -> None:
         data, n_events = doc
@@ -98,3 +107,14 @@ def test_fuzz_kineto(shared_samples: Path, scratch: Scratch) -> None:
             assert counts.total < n_events and counts.rejected >= 1, (counts, n_events)
 
     inner()
+
+
+@pytest.mark.slow
+def test_fuzz_kineto(shared_samples: Path, scratch: Scratch) -> None:
+    _fuzz(shared_samples, scratch, more=False)
+
+
+@pytest.mark.slow
+@MORE
+def test_fuzz_kineto_more(shared_samples: Path, scratch: Scratch) -> None:
+    _fuzz(shared_samples, scratch, more=True)

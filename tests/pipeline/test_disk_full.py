@@ -1,0 +1,147 @@
+"""Disk full: an ingest into a store on a full file system fails clearly and changes nothing.
+
+Why: cluster scratch file systems fill up. An ingest that hits ENOSPC must say which file it
+was ingesting and that the disk is full (not print a traceback or blame the parser), and it
+must leave the store exactly as it was: same commit log, same views, no staged files left.
+
+The store lives on a private 3 MB tmpfs, filled to the last byte after a first small ingest.
+Needs root and a working ``mount -t tmpfs`` (skipped otherwise, e.g. in unprivileged CI).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pipeline.store import Store
+
+SMALL = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
+LARGE = "nccl_debug/nccltests_2.27.7_1proc_2gpu_allreduce.log"
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MB tmpfs mounted for the test (unmounted afterwards)."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _ingest(project_root: Path, store: Path, path: Path, run: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "ingest",
+            str(path),
+            "--run",
+            run,
+            "--store",
+            str(store),
+        ],
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _snapshot(store: Path) -> dict[str, str]:
+    """Every file of the store (the lock file aside) with its content hash."""
+    return {
+        str(f.relative_to(store)): hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(store.rglob("*"))
+        if f.is_file() and f.name != ".lock"
+    }
+
+
+def _fill(mnt: Path) -> None:
+    """Write a filler file until the file system is full."""
+    with (mnt / "filler").open("wb") as fh:
+        try:
+            while True:
+                fh.write(b"\0" * 65536)
+                fh.flush()
+        except OSError:
+            pass
+
+
+def _views(store: Path) -> dict[str, int]:
+    con = Store.open(store, create=False).connect(read_only=True)
+    try:
+        return {
+            t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            for t in ("ingested_files", "comm_ops", "communicators", "rejects")
+        }
+    finally:
+        con.close()
+
+
+@pytest.fixture
+def full_store(tmpfs: Path, shared_samples: Path, project_root: Path) -> tuple[Path, dict]:
+    """A store with one small ingest, on a file system that is then filled up."""
+    store = tmpfs / "store"
+    r = _ingest(project_root, store, shared_samples / SMALL, "before")
+    assert r.returncode == 0, r.stderr
+    before = _views(store)
+    assert before["ingested_files"] == 1 and before["comm_ops"] > 0
+    _fill(tmpfs)
+    return store, before
+
+
+def test_disk_full_leaves_store_unchanged(
+    full_store: tuple[Path, dict], shared_samples: Path, project_root: Path
+) -> None:
+    store, before = full_store
+    files_before = _snapshot(store)
+    big = shared_samples / LARGE
+    r = _ingest(project_root, store, big, "after")
+    assert r.returncode != 0
+    err = r.stderr
+    assert str(big) in err
+    assert "No space left" in err
+    # Nothing of the failed batch is visible or left behind.
+    assert _snapshot(store) == files_before
+    staging = store / ".staging"
+    assert not staging.exists() or not any(staging.iterdir())
+    (store.parent / "filler").unlink()
+    assert _views(store) == before
+    # With space again, the same ingest completes (the store still works).
+    r = _ingest(project_root, store, big, "after")
+    assert r.returncode == 0, r.stderr
+    after = _views(store)
+    assert after["ingested_files"] == 2 and after["comm_ops"] > before["comm_ops"]
+    assert not staging.exists() or not any(staging.iterdir())
+
+
+def test_disk_full_error_is_clear(
+    full_store: tuple[Path, dict], shared_samples: Path, project_root: Path
+) -> None:
+    store, _ = full_store
+    big = shared_samples / LARGE
+    r = _ingest(project_root, store, big, "after")
+    out = r.stdout + r.stderr
+    assert r.returncode == 2
+    assert "Traceback" not in out
+    assert "internal error in parser" not in out
+    assert "cannot write the store (No space left on device)" in r.stderr
+    assert str(big) in r.stderr
