@@ -29,27 +29,30 @@ CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   call_key
 ) AS
 WITH ops AS MATERIALIZED (
+  -- numbered per sequence by its integer key (partitioning by the file path string is slower)
   SELECT
-    run_id,
-    rank,
-    source_file,
-    source_line,
-    op,
-    msg_bytes,
-    group_size,
-    comm_id,
-    peer_rank,
-    ts_ns,
-    end_ns,
-    iteration AS source_iteration,
-    call_key,
-    hash(run_id, rank, source_file) AS seq_key,
-    hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS th,
-    hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS ch,
-    row_number() OVER (
-      PARTITION BY run_id, rank, source_file ORDER BY source_line, ts_ns
-    ) AS pos
-  FROM stg_store__comm_ops
+    *,
+    row_number() OVER (PARTITION BY seq_key ORDER BY source_line, ts_ns) AS pos
+  FROM (
+    SELECT
+      run_id,
+      rank,
+      source_file,
+      source_line,
+      op,
+      msg_bytes,
+      group_size,
+      comm_id,
+      peer_rank,
+      ts_ns,
+      end_ns,
+      iteration AS source_iteration,
+      call_key,
+      hash(run_id, rank, source_file) AS seq_key,
+      hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS th,
+      hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS ch
+    FROM stg_store__comm_ops
+  )
 ),
 seqs AS MATERIALIZED (
   -- order-sensitive fingerprint of each sequence's fine tokens
