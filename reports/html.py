@@ -141,6 +141,14 @@ def _headline(d: rd.RunData) -> list[Block]:
                 "chart", chart=charts.headline_errors(df.filter(pl.col("rel_error").is_not_null()))
             )
         )
+    elif df["predicted"].is_not_null().any():
+        blocks.append(
+            Block(
+                "text",
+                text="No relative errors: this run's logs carry no timings for these terms "
+                "(NCCL debug output has none; add a Kineto/Nsight trace or DeepSpeed log).",
+            )
+        )
     else:
         blocks.append(
             Block(

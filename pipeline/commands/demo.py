@@ -119,10 +119,10 @@ def run(args: argparse.Namespace) -> int:
     summary = process_cluster_logs(**flow_parameters(args, roots))
     print(render_summary(summary) + "\n")
     _print_summaries(store, list(summary["runs"]))
+    print(f'store: {store.root}  (try: commscope query --store {store.root} "SHOW TABLES")')
     reports = [(rid, e["report"]) for rid, e in summary["runs"].items() if e["report"]]
     if reports:
-        print(table(("run", "report"), reports))
-    print(table(("store",), [(str(store.root),)]))
+        print(table(("run", "report (open in a browser)"), reports))
     return 1 if summary["errors"] else 0
 
 
