@@ -105,7 +105,16 @@ communicators (one row per incarnation)
 ---------------------------------------
 comm_id, rank (in the comm), nranks, global_rank, host, pid, cuda_dev, nvml_dev (2.19+ and 2.4),
 bus_id (lowercase hex), comm_hash (``commId``, same on every member; absent before 2.16 and on
-split lines), parent_comm_id (``ncclCommSplit``), nccl_version (``x.y.z[suffix]`` without
+split lines), parent_comm_id (``ncclCommSplit``'s parent pointer as logged), split_color and
+split_key (the ``color``/``key`` of a split line, 2.21+: ``splitCount``/``childCount`` variants
+and the ``key %d- Init START`` form included), parent_comm_hash (the parent's identity, the same
+on every member: the parent's ``commId`` from its Init line in the same process, or for a parent
+that is itself a split child ``split:<its parent identity>/<its parent nranks>:<its color>``;
+the parent incarnation is the latest one of the logged pointer open at the child's Init line)
+and parent_nranks (the parent's nranks). The members of one split child are the rows sharing
+(parent_comm_hash, parent_nranks, split_color); their order is the logged child ``rank`` (NCCL
+orders by key, ties by parent rank). Peer ranks of split children are translated like those of
+comms with a ``commId`` (above) using that identity. nccl_version (``x.y.z[suffix]`` without
 ``+cuda``, from the process's own version line; else a bare version line attributed through its
 launcher tag; else the version of the other processes of the host, or of the file, when they
 agree; a warning says so), source_line (the first Init line, or the Destroy/Abort line for
@@ -199,7 +208,7 @@ _INIT_RE = re.compile(
     r"^(?:\[Rank \d+\] )?(?:(?P<fn>ncclComm\w+) )?comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) "
     r"nranks (?P<nranks>\d+) cudaDev (?P<cudadev>\d+)(?: nvmlDev (?P<nvmldev>\d+))?"
     r"(?: busId (?P<busid>[0-9a-fA-F]+))?"
-    r"(?: parent (?P<parent>\S+)(?: (?:splitCount|childCount) \d+)? color -?\d+ key -?\d+)?"
+    r"(?: parent (?P<parent>\S+)(?: (?:splitCount|childCount) \d+)? color (?P<color>-?\d+) key (?P<key>-?\d+))?"
     r"(?: commId (?P<commid>0x[0-9a-fA-F]+))? ?- Init (?P<phase>START|COMPLETE)\s*$"
 )
 _END_RE = re.compile(
@@ -427,6 +436,10 @@ class _Inc:
     comm_hash: str | None
     parent: str | None
     window_start: int
+    split_color: int | None = None
+    split_key: int | None = None
+    parent_inc: _Inc | None = field(default=None, compare=False, repr=False)
+    ident: str | None = None
     first_init_line: int | None = None
     has_start: bool = False
     complete_line: int | None = None
@@ -591,6 +604,10 @@ class _Registry:
                 cur.complete_line = ev.line_no
                 cur.init_tids.add(ev.tid)
                 cur.comm_hash = cur.comm_hash or _lower(ev.fields.get("commid"))
+                if cur.split_color is None:
+                    cur.split_color = _int(ev.fields.get("color"))
+                    cur.split_key = _int(ev.fields.get("key"))
+                cur.parent = cur.parent or _lower(ev.fields.get("parent"))
                 continue
             inc = self._new_inc(ev, comm, ev.line_no)
             inc.first_init_line = ev.line_no
@@ -606,10 +623,13 @@ class _Registry:
         self.world_size = max((i.nranks for i in self.incs), default=None)
         for proc, incs in self.by_proc.items():
             self._assign_global(proc, incs)
+            self._link_parents(incs)
+        for inc in self.incs:
+            inc.ident = self._ident(inc)
         seen: dict[tuple[str, int, int], int | None] = {}
         for inc in self.incs:
-            if inc.comm_hash and inc.global_rank is not None:
-                key = (inc.comm_hash, inc.nranks, inc.rank)
+            if inc.ident and inc.global_rank is not None:
+                key = (inc.ident, inc.nranks, inc.rank)
                 if key in seen and seen[key] != inc.global_rank:
                     seen[key] = None  # conflicting: do not translate
                 else:
@@ -631,9 +651,56 @@ class _Registry:
             comm_hash=_lower(f.get("commid")),
             parent=_lower(f.get("parent")),
             window_start=window_start,
+            split_color=_int(f.get("color")),
+            split_key=_int(f.get("key")),
         )
         self.incs.append(inc)
         return inc
+
+    @staticmethod
+    def _link_parents(incs: list[_Inc]) -> None:
+        """Tie each split child to its parent's incarnation in the same process.
+
+        The parent is the latest incarnation of the logged parent pointer that opened before the
+        child and was not closed before it (a destroyed pointer may be reused by a later comm).
+        """
+        by_comm: dict[str, list[_Inc]] = defaultdict(list)
+        for i in incs:
+            by_comm[i.comm].append(i)
+        for inc in incs:
+            if inc.parent is None:
+                continue
+            cands = [
+                p
+                for p in by_comm.get(inc.parent, [])
+                if p is not inc
+                and p.window_start <= inc.window_start
+                and (p.end_line is None or p.end_line >= inc.window_start)
+            ]
+            inc.parent_inc = max(cands, key=lambda p: p.window_start) if cands else None
+
+    @staticmethod
+    def _ident(inc: _Inc) -> str | None:
+        """Identity of a communicator, the same on every member (None when unknown).
+
+        Its ``commId`` when logged; for a split child without one (NCCL 2.21+ split lines),
+        ``split:<parent identity>/<parent nranks>:<color>``: the members of one child are
+        exactly the ranks of one parent that passed the same color.
+        """
+        chain: list[_Inc] = []
+        cur: _Inc | None = inc
+        while cur is not None and cur.comm_hash is None and all(c is not cur for c in chain):
+            chain.append(cur)
+            cur = cur.parent_inc
+        if cur is None or cur.comm_hash is None:
+            return None
+        ident = cur.comm_hash
+        for child in reversed(chain):
+            parent = child.parent_inc
+            if parent is None or child.split_color is None:
+                return None
+            ident = f"split:{ident}/{parent.nranks}:{child.split_color}"
+        return ident
 
     def _assign_global(self, proc: tuple[str, int], incs: list[_Inc]) -> None:
         worlds = [i for i in incs if i.nranks == self.world_size]
@@ -739,7 +806,7 @@ class _Registry:
                 "window_end": i.end_line,
                 "group_rank": i.rank,
                 "inc_global": i.global_rank,
-                "comm_hash": i.comm_hash,
+                "comm_hash": i.ident,
                 "identity_world": i.identity_world,
             }
             for i in self.incs
@@ -1411,6 +1478,10 @@ class _Pass2:
             "bus_id": pl.Utf8,
             "comm_hash": pl.Utf8,
             "parent_comm_id": pl.Utf8,
+            "parent_comm_hash": pl.Utf8,
+            "parent_nranks": pl.Int32,
+            "split_color": pl.Int64,
+            "split_key": pl.Int64,
             "nccl_version": pl.Utf8,
             "source_line": pl.Int64,
         }
@@ -1427,6 +1498,10 @@ class _Pass2:
                 "bus_id": i.bus_id,
                 "comm_hash": i.comm_hash,
                 "parent_comm_id": i.parent,
+                "parent_comm_hash": i.parent_inc.ident if i.parent_inc else None,
+                "parent_nranks": i.parent_inc.nranks if i.parent_inc else None,
+                "split_color": i.split_color,
+                "split_key": i.split_key,
                 "nccl_version": i.nccl_version,
                 "source_line": i.source_line,
             }

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.1.0"
+SCHEMA_VERSION = "1.2.0"
 
 
 @dataclass(frozen=True)
@@ -200,7 +200,26 @@ COMMUNICATORS = Table(
         Column("nvml_dev", I32, "NVML device index (NCCL 2.19+)."),
         Column("bus_id", STR, "PCI bus id, lowercase hex."),
         Column("comm_hash", STR, "commId / commHash when logged (same on every member)."),
-        Column("parent_comm_id", STR, "Parent communicator of a split."),
+        Column(
+            "parent_comm_id",
+            STR,
+            "Parent communicator of a split: its pointer as logged (per process).",
+        ),
+        Column(
+            "parent_comm_hash",
+            STR,
+            "Identity of the split's parent, the same on every member of the parent: its commId "
+            "(resolved from the parent's Init line in the same process), or for a parent that is "
+            "itself a split child 'split:<its parent identity>/<its parent nranks>:<its color>'.",
+        ),
+        Column("parent_nranks", I32, "nranks of the split's parent communicator."),
+        Column(
+            "split_color",
+            I64,
+            "color passed to ncclCommSplit: ranks of one parent with the same color form one "
+            "child communicator.",
+        ),
+        Column("split_key", I64, "key passed to ncclCommSplit: orders the ranks inside the child."),
         Column("nccl_version", STR, "NCCL version of the process, when logged."),
         _SRC_FILE,
         _SRC_LINE,

@@ -15,17 +15,58 @@ CREATE OR REPLACE VIEW int_groups_comm_keys(
   global_rank,
   -- Number of ranks in the group.
   group_size,
-  -- Group key: 'world' for the whole world, else the sorted member global ranks joined by ',' when all members are known, else 'nccl:<commHash>/<n>' or 'pg:<name>/<n>'.
+  -- Group key: 'world' for the whole world, else the sorted member global ranks joined by ',' when all members are known, else 'nccl:<commHash>/<n>' (or 'nccl:split:<parent>/<parent n>:<color>[#<call>]/<n>' for a split child) or 'pg:<name>/<n>'.
   global_group,
   -- True when every member's global rank is known.
   members_complete
 ) AS
 WITH
   rw AS MATERIALIZED (SELECT run_id, world_size FROM int_run_world),
-  comms AS MATERIALIZED (
-    SELECT c.*, w.world_size
+  comms_raw AS MATERIALIZED (
+    SELECT
+      c.* EXCLUDE (comm_hash),
+      c.comm_hash AS logged_hash,
+      w.world_size,
+      -- A split child logs no commId (NCCL 2.21+): its members are the ranks of one parent
+      -- (identity + nranks) that passed the same color.
+      CASE
+        WHEN c.comm_hash IS NULL AND c.parent_comm_hash IS NOT NULL AND c.split_color IS NOT NULL
+          THEN 'split:' || c.parent_comm_hash || '/' || coalesce(c.parent_nranks::VARCHAR, '?')
+            || ':' || c.split_color::VARCHAR
+      END AS split_base,
+      -- Position of this split among the splits of the same parent logged by the process: split
+      -- calls are collective over the parent, so it tells apart two calls that reused a color.
+      CASE WHEN c.comm_hash IS NULL AND c.parent_comm_hash IS NOT NULL THEN
+        row_number() OVER (
+          PARTITION BY c.run_id, c.source_file, c.host, c.pid, c.parent_comm_hash, c.comm_hash IS NULL
+          ORDER BY c.source_line
+        )
+      END AS split_call
     FROM stg_store__communicators AS c
     LEFT JOIN rw AS w USING (run_id)
+  ),
+  -- (parent, color) groups that mix several split calls: more member rows than distinct global
+  -- ranks, or more distinct global ranks than the child's nranks. Those are keyed by call too.
+  split_ambiguous AS (
+    SELECT run_id, split_base, nranks
+    FROM comms_raw
+    WHERE split_base IS NOT NULL
+    GROUP BY run_id, split_base, nranks
+    HAVING count(*) > count(DISTINCT global_rank) OR count(DISTINCT global_rank) > any_value(nranks)
+  ),
+  comms AS MATERIALIZED (
+    SELECT
+      c.* EXCLUDE (logged_hash, split_base, split_call),
+      coalesce(
+        c.logged_hash,
+        CASE
+          WHEN a.split_base IS NOT NULL THEN c.split_base || '#' || c.split_call::VARCHAR
+          ELSE c.split_base
+        END
+      ) AS comm_hash
+    FROM comms_raw AS c
+    LEFT JOIN split_ambiguous AS a
+      ON a.run_id = c.run_id AND a.split_base = c.split_base AND a.nranks = c.nranks
   ),
   by_hash AS (
     SELECT

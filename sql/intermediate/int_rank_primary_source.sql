@@ -1,5 +1,5 @@
 -- The one source format whose communication calls count for each rank, so a rank logged by two tools (DeepSpeed comms log + Kineto trace, NCCL log + nsys export) is not counted twice in traffic, bandwidth and size metrics.
--- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members; e.g. NCCL split communicators whose color is not logged are not); ties: nccl_debug, kineto, nsys, then by name.
+-- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members; e.g. NCCL split communicators whose color is not logged are not), then the most data-moving calls with a duration (NCCL debug logs none); ties: nccl_debug, kineto, nsys, then by name.
 CREATE OR REPLACE VIEW int_rank_primary_source(
   -- Training run identifier.
   run_id,
@@ -25,6 +25,7 @@ WITH
       count(*) FILTER (
         WHERE o.is_traffic AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL)
       ) AS placed_calls,
+      count(*) FILTER (WHERE o.is_traffic AND o.dur_ns IS NOT NULL) AS timed_calls,
       count(*) AS calls
     FROM stg_store__comm_ops AS o
     LEFT JOIN keys AS ck
@@ -51,6 +52,7 @@ QUALIFY row_number() OVER (
     coalesce(source_format, '') = 'deepspeed_comms',
     traffic_calls DESC,
     placed_calls DESC,
+    timed_calls DESC,
     calls DESC,
     CASE source_format WHEN 'nccl_debug' THEN 0 WHEN 'kineto' THEN 1 WHEN 'nsys' THEN 2 ELSE 3 END,
     source_format

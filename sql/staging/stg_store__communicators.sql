@@ -19,8 +19,16 @@ CREATE OR REPLACE VIEW stg_store__communicators(
   cuda_dev,
   -- commId / commHash, the same on every member (null before NCCL 2.16).
   comm_hash,
-  -- Parent communicator of a split.
+  -- Parent communicator of a split: its pointer as logged.
   parent_comm_id,
+  -- Identity of a split's parent, the same on every member (its commId, or its own split identity).
+  parent_comm_hash,
+  -- nranks of a split's parent.
+  parent_nranks,
+  -- color passed to ncclCommSplit (ranks of one parent with the same color form one child).
+  split_color,
+  -- key passed to ncclCommSplit (orders the ranks inside the child).
+  split_key,
   -- File the row came from.
   source_file,
   -- Line in that file.
@@ -37,6 +45,10 @@ SELECT
   cuda_dev,
   comm_hash,
   parent_comm_id,
+  parent_comm_hash,
+  parent_nranks,
+  split_color,
+  split_key,
   source_file,
   source_line
 FROM communicators

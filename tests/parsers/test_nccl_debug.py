@@ -761,3 +761,92 @@ def test_roundtrip_coll_fields(
     assert row["msg_bytes"] == (count * known[1] if known else None)
     reducing = op in enums.REDUCING_OPS
     assert row["redop"] == (enums.redop_name(redop) if reducing else None)
+
+
+# --------------------------------------------------------------------------------------------
+# ncclCommSplit children (NCCL 2.21+: no commId; parent pointer, color and key instead)
+# --------------------------------------------------------------------------------------------
+
+SPLIT_T = re.compile(
+    r"ncclCommSplit comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) .* parent (0x[0-9a-f]+)"
+    r"(?: (?:splitCount|childCount) \d+)? color (-?\d+) key (-?\d+) ?- Init (START|COMPLETE)$"
+)
+COMMID_T = re.compile(r" comm (0x[0-9a-f]+) .* commId (0x[0-9a-f]+) - Init COMPLETE$")
+
+
+@pytest.mark.parametrize("version", ["2.21.5", "2.24.3"])
+def test_generated_split_children_color_key_parent(tmp_path: Path, version: str) -> None:
+    """synthetic (commscope generate): every split child gets color, key and its parent's commId."""
+    from pipeline.synthetic import GenerateOptions, generate
+    from pipeline.synthetic.presets import tiny_config
+    from reports.model.config import config_from_dict
+
+    opts = GenerateOptions(iterations=1, seed=3, formats=("nccl",), nccl_version=version)
+    generate(config_from_dict(tiny_config(pp=2, tp=2, dp=2, m=2)), opts, tmp_path / "gen")
+    files = sorted((tmp_path / "gen").rglob("*.nccl.log"))
+    assert len(files) == 8
+    for path in files:
+        # Independent: one child per (comm pointer) from the COMPLETE split lines; the parent's
+        # commId from the parent's own Init COMPLETE line in the same file.
+        hashes = {m.group(1): m.group(2) for m in map(COMMID_T.search, lines_of(path)) if m}
+        want = {}
+        for line in lines_of(path):
+            m = SPLIT_T.search(line)
+            if m and m.group(7) == "COMPLETE":
+                comm, rank, _, parent, color, key, _ = m.groups()
+                want[comm] = (int(rank), parent, hashes[parent], int(color), int(key))
+        assert want, path
+        tables, counts, _ = parse(path)
+        conform_all(tables, path)
+        assert counts.total == line_count(path)
+        split = tables["communicators"].filter(pl.col("split_color").is_not_null())
+        got = {
+            r["comm_id"]: (
+                r["rank"],
+                r["parent_comm_id"],
+                r["parent_comm_hash"],
+                r["split_color"],
+                r["split_key"],
+            )
+            for r in split.iter_rows(named=True)
+        }
+        assert got == want
+        assert split["comm_hash"].null_count() == split.height
+        assert (split["parent_nranks"] == 8).all()
+        assert split["global_rank"].null_count() == 0
+
+
+def test_synthetic_split_variants_childcount_and_nested(tmp_path: Path) -> None:
+    """synthetic: 2.29 childCount + ``[Rank n]`` prefix, START-only child, nested split."""
+    pre = "nodeA:100:101 [0] NCCL INFO "
+    text = "\n".join(
+        [
+            pre + "[Rank 2] ncclCommInitRankConfig comm 0xa rank 2 nranks 8 cudaDev 0 nvmlDev 0 "
+            "busId 1b000 commId 0xfeed - Init START",
+            pre + "ncclCommInitRankConfig comm 0xa rank 2 nranks 8 cudaDev 0 nvmlDev 0 "
+            "busId 1b000 commId 0xfeed - Init COMPLETE",
+            pre + "ncclCommSplit comm 0xb rank 1 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 "
+            "parent 0xa childCount 1 color 7 key 5- Init START",
+            pre + "ncclCommSplit comm 0xb rank 1 nranks 4 cudaDev 0 nvmlDev 0 busId 1b000 "
+            "parent 0xa childCount 1 color 7 key 5 - Init COMPLETE",
+            pre + "ncclCommSplit comm 0xc rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1b000 "
+            "parent 0xb childCount 1 color 3 key -1- Init START",
+            "",
+        ]
+    )
+    path = write(tmp_path, text)
+    tables, counts, _ = parse(path)
+    conform_all(tables, path)
+    assert counts.total == 5
+    comms = {r["comm_id"]: r for r in tables["communicators"].iter_rows(named=True)}
+    assert set(comms) == {"0xa", "0xb", "0xc"}
+    b, c = comms["0xb"], comms["0xc"]
+    assert (b["split_color"], b["split_key"], b["parent_comm_hash"], b["parent_nranks"]) == (
+        7,
+        5,
+        "0xfeed",
+        8,
+    )
+    assert (c["split_color"], c["split_key"], c["parent_nranks"]) == (3, -1, 4)
+    assert c["parent_comm_hash"] == "split:0xfeed/8:7"  # the parent is itself a split child
+    assert b["global_rank"] == c["global_rank"] == 2
