@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 # Largest rank axis drawn rank by rank; above it, ranks are grouped into nodes or blocks.
 MAX_AXIS = 128
 # Ranks and iterations shown in the detailed on/off timeline.
-TIMELINE_RANKS = 8
-TIMELINE_ITERATIONS = 3
 MAX_TIMELINE_ROWS = 5_000
 # Rows shown in data-quality tables.
 MAX_TABLE_ROWS = 200
@@ -43,6 +41,7 @@ CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
 MARTS = (
     "iterations",
     "on_off",
+    "on_off_timeline",
     "traffic_matrix",
     "effective_bandwidth",
     "message_sizes",
@@ -449,41 +448,17 @@ def onoff_overview(data: RunData) -> tuple[pl.DataFrame, str]:
     return df, unit
 
 
-def select_ranks(data: RunData) -> list[int]:
-    """Up to TIMELINE_RANKS ranks: spread evenly over the run, plus the one with most comm."""
-    oo = data.mart("on_off")
-    ranks = sorted(int(r) for r in oo["rank"].unique().drop_nulls())
-    if len(ranks) <= TIMELINE_RANKS:
-        return ranks
-    step = len(ranks) / (TIMELINE_RANKS - 1)
-    chosen = {ranks[int(i * step)] for i in range(TIMELINE_RANKS - 1)}
-    top = oo.group_by("rank").agg(pl.col("on_ns").mean()).sort("on_ns", descending=True)
-    chosen.add(int(top["rank"][0]))
-    return sorted(chosen)[:TIMELINE_RANKS]
-
-
 def onoff_timeline(data: RunData) -> pl.DataFrame:
-    """On (communication) and compute intervals of selected ranks over a few iterations.
+    """On (communication) and compute intervals of sampled ranks over the middle iterations.
 
-    Reads int_rank_busy_merged (the intervals on_off is computed from) for the chosen ranks
-    and iterations; times are ms from the earliest shown iteration start. Compute intervals
-    are dropped first when the rows exceed MAX_TIMELINE_ROWS, then the tail is cut.
+    Reads the on_off_timeline mart (a bounded sample chosen in SQL: at most 8 ranks and the 3
+    middle iterations); times are ms from the earliest shown interval. Compute intervals are
+    dropped first when the rows exceed MAX_TIMELINE_ROWS, then the tail is cut.
     """
-    oo = data.mart("on_off")
-    if oo.is_empty():
-        raise Unavailable("on_off has no rows (no timed iterations in this run)")
-    iters = sorted(int(i) for i in oo["iteration"].unique().drop_nulls())
-    if len(iters) > TIMELINE_ITERATIONS:
-        mid = len(iters) // 2
-        iters = iters[max(0, mid - 1) : max(0, mid - 1) + TIMELINE_ITERATIONS]
-    ranks = select_ranks(data)
-    df = _query(
-        data,
-        "SELECT rank, iteration, activity, ts_ns, end_ns FROM int_rank_busy_merged "
-        "WHERE run_id = $run_id AND activity IN ('comm', 'compute') "
-        "AND list_contains($ranks, rank) AND list_contains($iters, iteration)",
-        {"ranks": ranks, "iters": iters},
-    )
+    df = data.mart("on_off_timeline")
+    if df.is_empty():
+        raise Unavailable("on_off_timeline has no rows (no timed intervals in this run)")
+    df = df.select("rank", "iteration", "activity", "ts_ns", "end_ns")
     if df.is_empty():
         raise Unavailable("no timed communication intervals for the selected ranks")
     if df.height > MAX_TIMELINE_ROWS:  # drop compute first (the view is about comm on/off)
