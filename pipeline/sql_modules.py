@@ -205,6 +205,25 @@ def check_layering(modules: tuple[SqlModule, ...]) -> list[str]:
     return problems
 
 
+def with_dependencies(names: tuple[str, ...] | list[str]) -> list[SqlModule]:
+    """The modules that create ``names`` and everything they read, in load order (macros too).
+
+    Why: a test or a tool that needs a few objects over a custom set of tables can create just
+    those, instead of the whole catalog (whose other objects may read tables it lacks).
+    """
+    modules = discover()
+    by_name = {m.name.lower(): m for m in modules}
+    keep: set[str] = set()
+    todo = [n.lower() for n in names]
+    while todo:
+        name = todo.pop()
+        if name in keep or name not in by_name:
+            continue
+        keep.add(name)
+        todo.extend(ref.lower() for ref in by_name[name].references)
+    return [m for m in modules if m.name.lower() in keep or m.layer == "macros"]
+
+
 def apply(con: duckdb.DuckDBPyConnection, modules: tuple[SqlModule, ...] | None = None) -> None:
     """Create every SQL object on ``con`` in load order, with its comments."""
     for m in modules if modules is not None else discover():

@@ -24,7 +24,7 @@ import pytest
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import SqlModule, discover
+from pipeline.sql_modules import with_dependencies
 from pipeline.store import Store
 from pipeline.synthetic.write_kineto import STEP_LEAD_NS
 
@@ -39,22 +39,6 @@ EXACT = {
     "T_bubble": "t_bubble_ns",
     "T_iter": "t_iter_ns",
 }
-
-
-def _needed(names: tuple[str, ...]) -> list[SqlModule]:
-    by_name = {m.name.lower(): m for m in discover()}
-    keep: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in keep or name not in by_name:
-            return
-        keep.add(name)
-        for ref in by_name[name].references:
-            visit(ref)
-
-    for n in names:
-        visit(n)
-    return [m for m in discover() if m.name.lower() in keep or m.layer == "macros"]
 
 
 @pytest.fixture(scope="session")
@@ -76,7 +60,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> d
     for name, df in predictions(stored, RUN).items():
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    for m in _needed(("iteration_breakdown", "bubble_ratio")):
+    for m in with_dependencies(("iteration_breakdown", "bubble_ratio")):
         con.execute(m.text)
     truth = json.loads((out / "truth.json").read_text())
     table = truth["per_rank_iteration"]

@@ -19,7 +19,7 @@ import pytest
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import SqlModule, discover
+from pipeline.sql_modules import with_dependencies
 from pipeline.store import Store
 
 OBJECTS = (
@@ -79,22 +79,6 @@ INVARIANTS: dict[str, str] = {
 }
 
 
-def _needed(names: tuple[str, ...]) -> list[SqlModule]:
-    by_name = {m.name.lower(): m for m in discover()}
-    keep: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in keep or name not in by_name:
-            return
-        keep.add(name)
-        for ref in by_name[name].references:
-            visit(ref)
-
-    for n in names:
-        visit(n)
-    return [m for m in discover() if m.name.lower() in keep or m.layer == "macros"]
-
-
 def _connect(store: Store, runs: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     """One connection over every run, each with its stored config and the model's predictions."""
     con = duckdb.connect()
@@ -107,7 +91,7 @@ def _connect(store: Store, runs: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
         df = pl.concat([p[name] for p in preds], how="vertical_relaxed")
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    for m in _needed(OBJECTS):
+    for m in with_dependencies(OBJECTS):
         con.execute(m.text)
     return con
 

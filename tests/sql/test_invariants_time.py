@@ -19,7 +19,7 @@ import pytest
 
 from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import SqlModule, discover
+from pipeline.sql_modules import discover, with_dependencies
 from pipeline.store import Store
 
 TIME_OBJECTS = ("iterations", "on_off", "int_onoff_signature", "int_rank_busy_merged")
@@ -56,22 +56,6 @@ INVARIANTS: dict[str, str] = {
 }
 
 
-def _needed(names: tuple[str, ...]) -> list[SqlModule]:
-    by_name = {m.name.lower(): m for m in discover()}
-    keep: set[str] = set()
-
-    def visit(name: str) -> None:
-        if name in keep or name not in by_name:
-            return
-        keep.add(name)
-        for ref in by_name[name].references:
-            visit(ref)
-
-    for n in names:
-        visit(n)
-    return [m for m in discover() if m.name.lower() in keep or m.layer == "macros"]
-
-
 def _connect(store: Store, run_id: str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     store.create_views(con)
@@ -80,7 +64,7 @@ def _connect(store: Store, run_id: str) -> duckdb.DuckDBPyConnection:
     for name, df in predictions(None, run_id).items():
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    for m in _needed(TIME_OBJECTS):
+    for m in with_dependencies(TIME_OBJECTS):
         con.execute(m.text)
     return con
 
