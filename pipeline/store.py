@@ -158,7 +158,7 @@ class Store:
         if not files:
             return empty_frame("ingested_files")
         # Rows written by older schema versions lack newer columns: they read as null.
-        frames = [empty_frame("ingested_files"), *(pl.read_parquet(f) for f in files)]
+        frames = [empty_frame("ingested_files"), *(_commit_rows(f) for f in files)]
         return pl.concat(frames, how="diagonal_relaxed")
 
     def is_committed(self, run_id: str, batch_id: str) -> bool:
@@ -463,6 +463,25 @@ class Batch:
             _write_atomic(conform(log, "ingested_files"), dest_dir / f"{self.batch_id}.parquet")
             shutil.rmtree(self.staging, ignore_errors=True)
         return True
+
+
+_COMMIT_ROWS: dict[tuple[str, int, int], pl.DataFrame] = {}
+"""Commit-log files already read in this process, by (path, mtime_ns, size)."""
+
+
+def _commit_rows(path: Path) -> pl.DataFrame:
+    """The rows of one commit-log file, read once per process.
+
+    Why: every ingested file looks at its run's commit log (its head, its content hash, the
+    commit check), so without this a run of n files reads O(n^2) Parquet files. A log file is
+    written once by an atomic rename and never changed, so (path, mtime, size) identifies it.
+    """
+    st = path.stat()
+    key = (str(path), st.st_mtime_ns, st.st_size)
+    rows = _COMMIT_ROWS.get(key)
+    if rows is None:
+        rows = _COMMIT_ROWS[key] = pl.read_parquet(path)
+    return rows
 
 
 def _sql_str(s: str) -> str:
