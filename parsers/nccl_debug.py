@@ -160,6 +160,7 @@ import polars as pl
 
 from parsers import _nccl_enums as enums
 from parsers._io import Source, iter_byte_blocks, iter_line_blocks
+from parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 # --------------------------------------------------------------------------------------------
@@ -318,7 +319,9 @@ _SPLIT_SCHEMA: dict[str, Any] = {
 
 
 def _split_block(
-    lines: pl.Series | list[str], first_line_no: int | list[int], known_hosts: set[str]
+    lines: pl.Series | list[str],
+    first_line_no: int | list[int] | pl.Series,
+    known_hosts: set[str],
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Locate the last NCCL prefix of every line of a block.
 
@@ -1173,9 +1176,27 @@ class _Pass2:
     # -- one block ---------------------------------------------------------------------------
 
     def block(self, lines: pl.Series, first_line_no: int, complete: bool) -> ParsedChunk:
-        """Rows, rejects and line accounting of one block of lines."""
-        prefixed, bare = _split_block(lines, first_line_no, self.known_hosts)
-        cut_line = first_line_no + len(lines) - 1 if not complete else None
+        """Rows, rejects and line accounting of one block of lines.
+
+        Plain COLL lines (most of a log) are parsed from their tokens
+        (:mod:`parsers._nccl_coll_fields`); only the other lines go through the general path.
+        """
+        n_lines = len(lines)
+        cut_line = first_line_no + n_lines - 1 if not complete else None
+        numbers = pl.int_range(first_line_no, first_line_no + n_lines, dtype=pl.Int64, eager=True)
+        mask = plain_coll_mask(lines)
+        if cut_line is not None:  # a cut line is rejected by the general path
+            mask = mask.scatter(n_lines - 1, False)
+        plain: pl.DataFrame | None = None
+        if mask.any():
+            plain = plain_coll_rows(lines.filter(mask), numbers.filter(mask))
+            self.known_hosts.update(plain["host"].unique().to_list())
+            rest = ~mask
+            prefixed, bare = _split_block(
+                lines.filter(rest), numbers.filter(rest), self.known_hosts
+            )
+        else:
+            prefixed, bare = _split_block(lines, first_line_no, self.known_hosts)
         cut = cut_line if cut_line is not None else -1
         self.n_spliced += int(prefixed["spliced"].sum() or 0)
         info = prefixed.filter(pl.col("level") == "INFO")
@@ -1194,7 +1215,7 @@ class _Pass2:
             why = cut_reason if line_no == cut else "COLL line does not fit its pattern (cut?)"
             rejects.append((line_no, raw, why))
 
-        n_parsed = good.height
+        n_parsed = good.height + (plain.height if plain is not None else 0)
         others = info.filter(
             pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
             & ~pl.col("msg").str.contains(_COLL_LIKE)
@@ -1218,7 +1239,7 @@ class _Pass2:
             why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
             rejects.append((line_no, raw, why))
 
-        tables = {"comm_ops": self._comm_ops(good, info)}
+        tables = {"comm_ops": self._comm_ops(good, info, plain)}
         if rejects:
             rejects.sort()
             tables["rejects"] = pl.DataFrame(
@@ -1266,58 +1287,58 @@ class _Pass2:
         )
         return None
 
-    def _comm_ops(self, good: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
-        """Build comm_ops rows of a block from its well-formed COLL lines."""
+    def _comm_ops(
+        self, good: pl.DataFrame, info: pl.DataFrame, plain: pl.DataFrame | None
+    ) -> pl.DataFrame:
+        """Build comm_ops rows of a block from its well-formed COLL lines.
+
+        ``good`` are the COLL lines of the general path (message in ``msg``), ``plain`` those
+        already split into tokens; both map tokens to columns with ``coll_field_exprs``.
+        """
         dt_names = {k: v[0] for k, v in enums.DTYPES.items()}
         dt_sizes = {k: v[1] for k, v in enums.DTYPES.items()}
-        # The full COLL pattern matched, so the fields sit at fixed space-separated positions:
-        # 0 "Op:" 2 opCount 8 count 10 datatype 12 op 14 root 16 comm 17 "[nranks=N]" 19 stream
-        f = pl.col("f")
-        df = (
-            good.with_columns(f=pl.col("msg").str.split(" "))
-            .select(
-                source_line=pl.col("line_no"),
-                host=pl.col("host"),
-                pid=pl.col("pid"),
-                tid=pl.col("tid"),
-                cuda_dev=pl.col("dev"),
-                ts_ns=_ts_ns_expr(),
-                raw_op=f.list.get(0).str.strip_suffix(":"),
-                comm_id=f.list.get(16).str.to_lowercase(),
-                # Non-strict: digits that overflow the type (corrupt lines) become null, not a crash.
-                group_size=f.list.get(17)
-                .str.slice(8)
-                .str.strip_suffix("]")
-                .cast(pl.Int32, strict=False),
-                count=f.list.get(8).cast(pl.Int64, strict=False),
-                dtype_code=f.list.get(10).cast(pl.Int32, strict=False),
-                redop_code=f.list.get(12).cast(pl.Int32, strict=False),
-                root=f.list.get(14).cast(pl.Int32, strict=False),
-                seq=f.list.get(2).str.to_integer(base=16, strict=False),
-                stream=f.list.get(19).str.extract(r"^(0x[0-9a-fA-F]+|\(nil\))", 1),
+        # The full COLL pattern matched, so the fields sit at fixed space-separated positions.
+        fields = good.with_columns(f=pl.col("msg").str.split(" ")).select(
+            source_line=pl.col("line_no"),
+            host=pl.col("host"),
+            pid=pl.col("pid"),
+            tid=pl.col("tid"),
+            cuda_dev=pl.col("dev"),
+            ts_ns=_ts_ns_expr(),
+            **coll_field_exprs(pl.col("f").list.get),
+        )
+        if plain is not None and plain.height:
+            fields = pl.concat(
+                [
+                    fields,
+                    plain.select(
+                        pl.col("line_no").alias("source_line"),
+                        "host",
+                        "pid",
+                        "tid",
+                        pl.col("dev").alias("cuda_dev"),
+                        pl.lit(None, dtype=pl.Int64).alias("ts_ns"),
+                        *fields.columns[6:],
+                    ),
+                ]
             )
-            .with_columns(
-                op=pl.col("raw_op").replace_strict(
-                    enums.OPS, default="other", return_dtype=pl.Utf8
-                ),
-                dtype=pl.col("dtype_code")
-                .replace_strict(dt_names, default=None, return_dtype=pl.Utf8)
-                .fill_null(pl.format("dtype_{}", pl.col("dtype_code"))),
-                msg_bytes=pl.col("count")
-                * pl.col("dtype_code").replace_strict(
-                    dt_sizes, default=None, return_dtype=pl.Int64
-                ),
-                redop=pl.when(pl.col("raw_op").is_in(list(enums.REDUCING_OPS)))
-                .then(
-                    pl.col("redop_code")
-                    .replace_strict(enums.REDOPS, default=None, return_dtype=pl.Utf8)
-                    .fill_null(pl.format("user_{}", pl.col("redop_code")))
-                )
-                .otherwise(None),
-                peer_comm=pl.when(pl.col("raw_op").is_in(list(enums.ROOTED_OPS)))
-                .then(pl.col("root"))
-                .otherwise(None),
+        df = fields.with_columns(
+            op=pl.col("raw_op").replace_strict(enums.OPS, default="other", return_dtype=pl.Utf8),
+            dtype=pl.col("dtype_code")
+            .replace_strict(dt_names, default=None, return_dtype=pl.Utf8)
+            .fill_null(pl.format("dtype_{}", pl.col("dtype_code"))),
+            msg_bytes=pl.col("count")
+            * pl.col("dtype_code").replace_strict(dt_sizes, default=None, return_dtype=pl.Int64),
+            redop=pl.when(pl.col("raw_op").is_in(list(enums.REDUCING_OPS)))
+            .then(
+                pl.col("redop_code")
+                .replace_strict(enums.REDOPS, default=None, return_dtype=pl.Utf8)
+                .fill_null(pl.format("user_{}", pl.col("redop_code")))
             )
+            .otherwise(None),
+            peer_comm=pl.when(pl.col("raw_op").is_in(list(enums.ROOTED_OPS)))
+            .then(pl.col("root"))
+            .otherwise(None),
         )
         df = df.sort("source_line").join_asof(
             self.incs,
