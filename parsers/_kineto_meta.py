@@ -23,6 +23,7 @@ import re
 import zlib
 from collections import deque
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -191,10 +192,14 @@ def norm_dtype(raw: Any) -> tuple[str | None, int | None]:
     """Map a Kineto dtype name to (canonical dtype, element bytes); unknown sizes are None."""
     if not isinstance(raw, str) or not raw:
         return None, None
-    hit = DTYPES.get(raw.lower())
-    if hit:
-        return hit
-    return raw.lower(), None
+    return _norm_dtype_name(raw)
+
+
+@lru_cache(maxsize=1024)
+def _norm_dtype_name(raw: str) -> tuple[str | None, int | None]:
+    """:func:`norm_dtype` of a non-empty string; cached since every collective repeats it."""
+    key = raw.lower()
+    return DTYPES.get(key) or (key, None)
 
 
 _OPS: dict[str, str | None] = {
@@ -258,11 +263,12 @@ CANONICAL_OPS = frozenset(
 """Values ``comm_ops.op`` may take."""
 
 
+@lru_cache(maxsize=4096)
 def norm_op(raw: str) -> str | None:
     """Normalise a collective name (``record_param_comms`` or ``nccl:*``) to ``comm_ops.op``.
 
     Returns None for ``wait`` (a completion wait, not a transfer); names not in the table
-    map to ``other``.
+    map to ``other``. Cached (bounded): a trace repeats a handful of names per collective.
     """
     key = raw.strip().lower()
     if key in _OPS:

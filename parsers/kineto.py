@@ -129,7 +129,7 @@ MAX_RAW = 4096
 EPOCH_US_MIN = 1e15
 """ts values above this (µs; Sept 2001) are taken as Unix-epoch microseconds."""
 
-# Event kinds by ``cat`` (2021 traces capitalise them).
+# Event kinds by ``cat`` (2021 traces capitalise them); GPU activity first (``<= _K_MEMSET``).
 _K_KERNEL, _K_MEMCPY, _K_MEMSET, _K_CPU_ANN, _K_GPU_ANN, _K_CPU_OP = range(6)
 _CAT_KIND: dict[str, int] = {
     "kernel": _K_KERNEL,
@@ -250,30 +250,75 @@ def _dur_ns(col: pl.Expr) -> pl.Expr:
     return (col * 1000).round().cast(pl.Int64)
 
 
+_CommRow = tuple[Any, ...]
+"""A ``comm_ops`` row: its values in :data:`_COMM_SCHEMA` order."""
+
+
+def _comm_frame(rows: list[_CommRow]) -> pl.DataFrame:
+    """The ``comm_ops`` frame of ``rows``, built from columns (cheaper than from rows).
+
+    The columns are built strictly: an integer out of its column's range (a corrupt arg),
+    which polars turns into null in a column but rejects in a row, sends the rows through
+    the row-dict path, so that such a trace fails exactly as it always did.
+    """
+    columns = dict(zip(_COMM_SCHEMA, map(list, zip(*rows, strict=True)), strict=True))
+    try:
+        return pl.DataFrame(columns, schema=_COMM_SCHEMA, strict=True)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        dicts = [dict(zip(_COMM_SCHEMA, r, strict=True)) for r in rows]
+        return pl.DataFrame(dicts, schema=_COMM_SCHEMA, strict=False)
+
+
+_NO_ARGS: dict[str, Any] = {}
+"""Stand-in for a missing or non-object ``args`` (only read, never stored or mutated)."""
+
+_NO_SIZES: tuple[None, ...] = (None,) * 6
+"""The collective-arg fields of a comm-kernel record (see below) that has none."""
+
+# A comm kernel kept for ``comm_ops``: (source_line, ts, dur, device, stream, short name,
+# Collective name (str or None), External id, Seq, count, dtype, msg_bytes, process group,
+# Group size, Dst/Src Rank). Raw arg values: they are converted at the end, as in the rows.
+_CommKernel = tuple[
+    int, float, float, int | None, int | None, str, Any, Any, Any, Any, Any, Any, Any, Any, Any
+]
+# A record_param_comms op with a collective name (not wait): (source_line, pid, ts, dur,
+# Collective name, op, count, dtype, msg_bytes, Rank, Dst/Src Rank (p2p), process group,
+# Group size, Seq, External id).
+_RpcOp = tuple[int, Any, float, float, str, str, Any, Any, Any, Any, Any, Any, Any, Any, Any]
+
+
 @dataclass
 class _State:
-    """Per-file parse state (everything but the flushed rows)."""
+    """Per-file parse state (everything but the flushed rows).
+
+    Line counts are not kept per event (the hot path): every event makes a ``kernels`` or
+    ``markers`` row (parsed), a ``rejects`` row (rejected), is a ``record_param_comms`` op
+    settled at the end of the file, or is ignored; :meth:`KinetoParser._flush` derives a
+    chunk's counts from its row buffers and the event numbers.
+
+    The communication candidates are kept to the end of the file as tuples of the few arg
+    values they need, not as the events' ``args`` dicts: less memory and less work for the
+    garbage collector, which walks every container that stays alive.
+    """
 
     rank: int | None
     base_ns: int
-    counts: LineCounts = field(default_factory=LineCounts)
     kernels: dict[str, list[Any]] = field(default_factory=dict)
     markers: dict[str, list[Any]] = field(default_factory=dict)
     rejects: list[tuple[int, str, str]] = field(default_factory=list)
-    # communication candidates, kept to the end of the file (few per collective)
-    rpc: list[tuple[int, int | None, float, float, dict[str, Any]]] = field(default_factory=list)
-    rpc_named: int = 0
+    flushed_events: int = 0  # events accounted for in the chunks already yielded
+    rpc_seen: int = 0  # record_param_comms ops with numeric ts/dur (counted at the end)
+    rpc_flushed: int = 0  # rpc_seen when the last chunk was yielded
+    rpc_named: int = 0  # ... of which carry a Collective name (wait included)
+    rpc_ops: list[_RpcOp] = field(default_factory=list)
     ranges: list[tuple[int, int | None, Any, float, float, str, dict[str, Any]]] = field(
         default_factory=list
     )
-    comm_kernels: list[tuple[int, float, float, int | None, int | None, str, dict[str, Any]]] = (
-        field(default_factory=list)
-    )
+    comm_kernels: list[_CommKernel] = field(default_factory=list)
     c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
     steps: list[tuple[float, float, int]] = field(default_factory=list)
     cpu_pid: int | None = None
     min_ts: float | None = None
-    kernel_rows: int = 0
 
     def __post_init__(self) -> None:
         self.kernels = {k: [] for k in _KERNEL_SCHEMA}
@@ -330,10 +375,12 @@ class KinetoParser:
                 fh, gz = open_stream(source)
                 with fh:
                     events = IJSON.items(fh, header.events_prefix, use_float=True)
+                    event = self._event
+                    every = FLUSH_EVENTS  # read per parse: tests lower it
                     for n, ev in enumerate(events, start=1):
-                        self._event(st, n, ev)
-                        if n % FLUSH_EVENTS == 0:
-                            yield self._flush(st, [])
+                        event(st, n, ev)
+                        if n % every == 0:
+                            yield self._flush(st, n, [])
             except (ijson.JSONError, *_READ_ERRORS) as exc:
                 truncated = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         if gz is not None and gz.truncated:
@@ -349,10 +396,9 @@ class KinetoParser:
                 f"trace is truncated or malformed after event {n}: {truncated}; "
                 f"kept the {n} complete events before it"
             )
-            st.counts.total += 1
-            st.counts.rejected += 1
-            st.rejects.append((n + 1, "", f"unreadable tail: {truncated}"[:MAX_RAW]))
-        yield self._finish(st, header, rank_source, warnings)
+            n += 1  # the unreadable tail counts as one more (rejected) event
+            st.rejects.append((n, "", f"unreadable tail: {truncated}"[:MAX_RAW]))
+        yield self._finish(st, n, header, rank_source, warnings)
 
     # ----------------------------------------------------------------------------------------
     # Rank
@@ -386,10 +432,9 @@ class KinetoParser:
         return None, "unknown"
 
     # ----------------------------------------------------------------------------------------
-    # Per event (the hot path: keep it lean)
+    # Per event (the hot path: keep it lean; counts are derived in _flush)
 
     def _reject(self, st: _State, idx: int, ev: Any, reason: str) -> None:
-        st.counts.rejected += 1
         try:
             raw = json.dumps(ev, default=str)
         except (TypeError, ValueError):
@@ -397,8 +442,7 @@ class KinetoParser:
         st.rejects.append((idx, raw[:MAX_RAW], reason))
 
     def _event(self, st: _State, idx: int, ev: Any) -> None:
-        counts = st.counts
-        counts.total += 1
+        """Route one event by kind; one that makes no row and no reject is ignored."""
         if type(ev) is not dict:
             self._reject(st, idx, ev, "event is not a JSON object")
             return
@@ -406,72 +450,65 @@ class KinetoParser:
         # A non-string cat (corrupt event) is no known category; lists are unhashable.
         kind = _CAT_KIND.get(cat) if type(cat) is str else None
         if kind is None or ev.get("ph") != "X":
-            counts.ignored += 1
             return
         name = ev.get("name")
-        if kind == _K_CPU_OP:
+        if kind <= _K_MEMSET:  # kernel, memcpy, memset
+            self._gpu(st, idx, ev, kind, name)
+        elif kind == _K_CPU_OP:
             if type(name) is not str:
-                counts.ignored += 1
                 return
             if st.cpu_pid is None:
                 st.cpu_pid = _int(ev.get("pid"))
             if name == "record_param_comms":
-                counts.total -= 1  # counted (parsed/ignored) at the end of the file
                 self._rpc(st, idx, ev)
-                return
-            if name[:6] == "c10d::":
+            elif name[:6] == "c10d::":
                 ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
                 if ts is not None and dur is not None:
                     st.c10d_ops.append((ev.get("tid"), ts, ts + dur, name, ev.get("args")))
-                counts.ignored += 1
-                return
-            if name[:12] == "ProfilerStep" or name.startswith(BACKEND_PREFIXES):
+            elif name[:12] == "ProfilerStep" or name.startswith(BACKEND_PREFIXES):
                 self._marker(st, idx, ev, name, gpu=False)
-                return
-            counts.ignored += 1
-            return
-        if kind in (_K_CPU_ANN, _K_GPU_ANN):
-            if type(name) is not str:
-                self._reject(st, idx, ev, "annotation without a name")
-                return
+        elif type(name) is str:
             self._marker(st, idx, ev, name, gpu=kind == _K_GPU_ANN)
-            return
-        self._gpu(st, idx, ev, kind, name)
+        else:
+            self._reject(st, idx, ev, "annotation without a name")
 
     def _gpu(self, st: _State, idx: int, ev: dict[str, Any], kind: int, name: Any) -> None:
-        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
-        if ts is None or dur is None or type(name) is not str:
+        ts = ev.get("ts")
+        dur = ev.get("dur")
+        t_ts = type(ts)
+        t_dur = type(dur)
+        if (
+            (t_ts is not float and t_ts is not int)
+            or (t_dur is not float and t_dur is not int)
+            or type(name) is not str
+        ):
             self._reject(st, idx, ev, "GPU activity without numeric ts/dur or name")
             return
         args = ev.get("args")
         if type(args) is not dict:
-            args = {}
-        dev = args.get("device")
+            args = _NO_ARGS
+        get = args.get
+        dev = get("device")
         if type(dev) is not int:
             dev = _int(ev.get("pid"))
-        stream = args.get("stream")
+        stream = get("stream")
         if type(stream) is not int:
             stream = _int(ev.get("tid"))
-        corr = args.get("correlation")
+        corr = get("correlation")
         if type(corr) is not int:
             corr = None
-        op: str | None = None
         msg: int | None = None
         if kind == _K_KERNEL:
             short, cat, op = _kernel_info(name)
             if cat == "comm":
-                coll = args.get("Collective name")
-                if type(coll) is str and coll:
-                    op = norm_op(coll) or op
-                    msg = self._coll_bytes(args, op)[2]
-                st.comm_kernels.append(
-                    (idx, ts, dur, dev, stream, short, args if type(coll) is str else {})
-                )
+                op, msg = self._comm_kernel(st, idx, ts, dur, dev, stream, short, op, args)
         else:
             short = name
             cat = "memcpy" if kind == _K_MEMCPY else "memset"
-            b = args.get("bytes")
-            msg = b if type(b) is int else None
+            op = None
+            b = get("bytes")
+            if type(b) is int:
+                msg = b
         k = st.kernels
         k["source_line"].append(idx)
         k["device"].append(dev)
@@ -483,9 +520,57 @@ class KinetoParser:
         k["dur_us"].append(dur)
         k["correlation"].append(corr)
         k["msg_bytes"].append(msg)
-        st.counts.parsed += 1
-        if st.min_ts is None or ts < st.min_ts:
-            st.min_ts = ts
+
+    def _comm_kernel(
+        self,
+        st: _State,
+        idx: int,
+        ts: float,
+        dur: float,
+        dev: int | None,
+        stream: int | None,
+        short: str,
+        name_op: str | None,
+        args: dict[str, Any],
+    ) -> tuple[str | None, int | None]:
+        """Keep a comm kernel for ``comm_ops``; return its ``(comm_op, msg_bytes)``.
+
+        The op is the ``Collective name`` arg's when Kineto copied one (``name_op``, from the
+        kernel name, for ``wait``), the size is the collective args' (null without them).
+        """
+        coll = args.get("Collective name")
+        if type(coll) is not str:
+            st.comm_kernels.append((idx, ts, dur, dev, stream, short, None, None, None, *_NO_SIZES))
+            return name_op, None
+        get = args.get
+        if not coll:
+            st.comm_kernels.append(
+                (idx, ts, dur, dev, stream, short, coll, get("External id"), get("Seq"), *_NO_SIZES)
+            )
+            return name_op, None
+        norm = norm_op(coll)
+        op = norm or name_op
+        count, dtype, msg = self._coll_bytes(args, op)
+        st.comm_kernels.append(
+            (
+                idx,
+                ts,
+                dur,
+                dev,
+                stream,
+                short,
+                coll,
+                get("External id"),
+                get("Seq"),
+                count,
+                dtype,
+                msg,
+                get("Process Group Name", get("Process Group ID")),
+                get("Group size"),
+                get("Dst Rank" if norm == "send" else "Src Rank"),
+            )
+        )
+        return op, msg
 
     def _marker(self, st: _State, idx: int, ev: dict[str, Any], name: str, *, gpu: bool) -> None:
         ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
@@ -524,23 +609,48 @@ class KinetoParser:
         mk["iteration"].append(iteration)
         mk["ts_us"].append(ts)
         mk["dur_us"].append(dur)
-        st.counts.parsed += 1
-        if st.min_ts is None or ts < st.min_ts:
-            st.min_ts = ts
 
     def _rpc(self, st: _State, idx: int, ev: dict[str, Any]) -> None:
+        """Keep what a ``record_param_comms`` op's ``comm_ops`` row needs (see _from_rpc)."""
         ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
-        args = ev.get("args")
-        if type(args) is not dict:
-            args = {}
         if ts is None or dur is None:
-            st.counts.total += 1  # a reject is counted now, not at the end
             self._reject(st, idx, ev, "record_param_comms without numeric ts/dur")
             return
+        st.rpc_seen += 1  # parsed or ignored: settled at the end of the file
+        args = ev.get("args")
+        if type(args) is not dict:
+            return
         coll = args.get("Collective name")
-        if type(coll) is str and coll:
-            st.rpc_named += 1
-        st.rpc.append((idx, _int(ev.get("pid")), ts, dur, args))
+        if type(coll) is not str or not coll:
+            return
+        st.rpc_named += 1
+        op = norm_op(coll)
+        if op is None:  # wait
+            return
+        get = args.get
+        pg = get("Process Group Name")
+        if pg is None:
+            pg = get("Process Group ID")
+        count, dtype, msg = self._coll_bytes(args, op)
+        st.rpc_ops.append(
+            (
+                idx,
+                _int(ev.get("pid")),
+                ts,
+                dur,
+                coll,
+                op,
+                count,
+                dtype,
+                msg,
+                get("Rank"),
+                get("Dst Rank" if op == "send" else "Src Rank") if op in P2P_OPS else None,
+                pg,
+                get("Group size"),
+                get("Seq"),
+                get("External id"),
+            )
+        )
 
     @staticmethod
     def _coll_bytes(
@@ -558,10 +668,23 @@ class KinetoParser:
     # ----------------------------------------------------------------------------------------
     # Frames
 
-    def _flush(self, st: _State, warnings: list[str]) -> ParsedChunk:
-        """Turn the buffered kernel/marker rows, rejects and counts into one chunk."""
+    def _flush(self, st: _State, n: int, warnings: list[str]) -> ParsedChunk:
+        """Turn the buffered rows and rejects of the events up to ``n`` into one chunk.
+
+        The counts follow from the buffers (see :class:`_State`): the events since the last
+        chunk, less the ``record_param_comms`` ops settled at the end, are ``total``; the
+        ``kernels``/``markers`` rows are ``parsed``, the rejects ``rejected``, the rest
+        ``ignored``.
+        """
         tables: dict[str, pl.DataFrame] = {}
         k = st.kernels
+        mk = st.markers
+        parsed = len(k["source_line"]) + len(mk["source_line"])
+        for ts_col in (k["ts_us"], mk["ts_us"]):
+            if ts_col:
+                low = min(ts_col)
+                if st.min_ts is None or low < st.min_ts:
+                    st.min_ts = low
         if k["source_line"]:
             df = pl.DataFrame(k, schema=_KERNEL_SCHEMA, strict=False)
             tables["kernels"] = df.select(
@@ -577,9 +700,7 @@ class KinetoParser:
                 "msg_bytes",
                 "source_line",
             )
-            st.kernel_rows += df.height
             st.kernels = {c: [] for c in _KERNEL_SCHEMA}
-        mk = st.markers
         if mk["source_line"]:
             df = pl.DataFrame(mk, schema=_MARKER_SCHEMA, strict=False)
             tables["markers"] = df.select(
@@ -593,6 +714,7 @@ class KinetoParser:
                 "source_line",
             )
             st.markers = {c: [] for c in _MARKER_SCHEMA}
+        rejected = len(st.rejects)
         if st.rejects:
             tables["rejects"] = pl.DataFrame(
                 st.rejects,
@@ -600,15 +722,18 @@ class KinetoParser:
                 orient="row",
             )
             st.rejects = []
-        chunk = ParsedChunk(tables=tables, counts=st.counts, warnings=list(warnings))
-        st.counts = LineCounts()
-        return chunk
+        total = n - st.flushed_events - (st.rpc_seen - st.rpc_flushed)
+        st.flushed_events, st.rpc_flushed = n, st.rpc_seen
+        counts = LineCounts(
+            total=total, parsed=parsed, ignored=total - parsed - rejected, rejected=rejected
+        )
+        return ParsedChunk(tables=tables, counts=counts, warnings=list(warnings))
 
     def _finish(
-        self, st: _State, header: Header, rank_source: str, warnings: list[str]
+        self, st: _State, n: int, header: Header, rank_source: str, warnings: list[str]
     ) -> ParsedChunk:
         keys = header.keys
-        comm, source_note = self._comm_ops(st)
+        comm, source_note, used_rpc = self._comm_ops(st)
         if source_note:
             warnings.append(source_note)
         if comm is not None and comm.height:
@@ -635,9 +760,13 @@ class KinetoParser:
                 "stream",
                 "cuda_dev",
             )
+        chunk = self._flush(st, n, warnings)  # sets st.min_ts, which _trace_meta reads
+        # record_param_comms events were left out of the running counts; settle them now.
+        chunk.counts.total += st.rpc_seen
+        chunk.counts.parsed += used_rpc
+        chunk.counts.ignored += st.rpc_seen - used_rpc
         meta, meta_warn = self._trace_meta(st, header, rank_source)
-        warnings.extend(meta_warn)
-        chunk = self._flush(st, warnings)
+        chunk.warnings.extend(meta_warn)
         if comm is not None and comm.height:
             chunk.tables["comm_ops"] = comm
         chunk.tables["trace_meta"] = meta
@@ -651,12 +780,12 @@ class KinetoParser:
     # ----------------------------------------------------------------------------------------
     # comm_ops: the dedup rule
 
-    def _comm_ops(self, st: _State) -> tuple[pl.DataFrame | None, str | None]:
-        rows: list[dict[str, Any]] = []
+    def _comm_ops(self, st: _State) -> tuple[pl.DataFrame | None, str | None, int]:
+        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used."""
+        rows: list[_CommRow] = []
         note: str | None = None
-        used_rpc = 0
         if st.rpc_named:
-            rows, used_rpc = self._from_rpc(st)
+            rows = self._from_rpc(st)
         elif st.ranges:
             rows = self._from_ranges(st)
             note = (
@@ -669,82 +798,95 @@ class KinetoParser:
                 "comm_ops from communication kernels (no record_param_comms and no "
                 "<backend>:<op> ranges): sizes only where the kernel args say"
             )
-        # record_param_comms events were left out of the running counts; settle them now.
-        st.counts.total += len(st.rpc)
-        st.counts.parsed += used_rpc
-        st.counts.ignored += len(st.rpc) - used_rpc
+        used_rpc = len(rows) if st.rpc_named else 0
         if not rows:
-            return None, note
-        return pl.DataFrame(rows, schema=_COMM_SCHEMA, strict=False), note
+            return None, note, used_rpc
+        return _comm_frame(rows), note, used_rpc
 
-    def _from_rpc(self, st: _State) -> tuple[list[dict[str, Any]], int]:
-        # GPU intervals of comm kernels that carry the CPU op's External id (2024+ Kineto).
-        gpu: dict[int, list[Any]] = {}
-        for _idx, ts, dur, dev, stream, _short, kargs in st.comm_kernels:
-            ext = kargs.get("External id") if kargs else None
+    def _from_rpc(self, st: _State) -> list[_CommRow]:
+        # GPU intervals of comm kernels that carry the CPU op's External id (2024+ Kineto):
+        # first start, last end, and the first such kernel (device, stream, Seq). Flat dicts
+        # of numbers, not a container per id: no allocations for the cyclic GC to walk.
+        start: dict[int, float] = {}
+        end: dict[int, float] = {}
+        first: dict[int, _CommKernel] = {}
+        for kernel in st.comm_kernels:
+            ext = kernel[7]
             if type(ext) is not int:
                 continue
-            g = gpu.get(ext)
-            if g is None:
-                gpu[ext] = [ts, ts + dur, dev, stream, kargs.get("Seq")]
+            ts = kernel[1]
+            stop = ts + kernel[2]
+            if ext in first:
+                start[ext] = min(start[ext], ts)
+                end[ext] = max(end[ext], stop)
             else:
-                g[0] = min(g[0], ts)
-                g[1] = max(g[1], ts + dur)
-        rows: list[dict[str, Any]] = []
-        for idx, pid, ts, dur, args in st.rpc:
-            coll = args.get("Collective name")
-            if type(coll) is not str or not coll:
-                continue
-            op = norm_op(coll)
-            if op is None:  # wait
-                continue
-            count, dtype, msg = self._coll_bytes(args, op)
-            rank_arg = _int(args.get("Rank"))
+                first[ext] = kernel
+                start[ext] = ts
+                end[ext] = stop
+        rows: list[_CommRow] = []
+        for (
+            idx,
+            pid,
+            ts,
+            dur,
+            coll,
+            op,
+            count,
+            dtype,
+            msg,
+            rank,
+            p2p_peer,
+            pg,
+            group_size,
+            seq_arg,
+            ext,
+        ) in st.rpc_ops:
+            rank_arg = _int(rank)
             peer = None
             group_rank = None
             if op in P2P_OPS:
-                peer = _int(args.get("Dst Rank" if op == "send" else "Src Rank"))
+                peer = _int(p2p_peer)
                 if peer is None:
                     peer = rank_arg
             elif op in ROOTED_OPS:
                 peer = rank_arg
             else:
                 group_rank = rank_arg
-            pg = args.get("Process Group Name")
-            if pg is None:
-                pg = args.get("Process Group ID")
-            seq = _int(args.get("Seq"))
-            row = {
-                "source_line": idx,
-                "pid": pid,
-                "op": op,
-                "raw_op": coll,
-                "comm_id": None if pg is None else str(pg),
-                "group_size": _int(args.get("Group size")),
-                "group_rank": group_rank,
-                "peer_rank": peer,
-                "count": count,
-                "dtype": dtype,
-                "msg_bytes": msg,
-                "seq": seq,
-                "ts_us": ts,
-                "dur_us": dur,
-                "cpu_ts_us": ts,
-                "stream": None,
-                "cuda_dev": None,
-            }
-            ext = args.get("External id")
-            g = gpu.get(ext) if type(ext) is int else None
-            if g is not None:
-                row["ts_us"], row["dur_us"] = g[0], g[1] - g[0]
-                row["cuda_dev"] = g[2]
-                row["stream"] = None if g[3] is None else str(g[3])
+            seq = _int(seq_arg)
+            comm_id = None if pg is None else str(pg)
+            size = _int(group_size)
+            row_ts, row_dur, stream, cuda_dev = ts, dur, None, None
+            kernel = first.get(ext) if type(ext) is int else None
+            if kernel is not None:  # the linked GPU kernels' interval, device and stream
+                row_ts, row_dur = start[ext], end[ext] - start[ext]
+                cuda_dev = kernel[3]
+                stream = None if kernel[4] is None else str(kernel[4])
                 if seq is None:
-                    row["seq"] = _int(g[4])
-            rows.append(row)
-        return rows, len(rows)
+                    seq = _int(kernel[8])
+            rows.append(
+                (
+                    idx,
+                    pid,
+                    op,
+                    coll,  # raw_op
+                    comm_id,
+                    size,
+                    group_rank,
+                    peer,
+                    count,
+                    dtype,
+                    msg,
+                    seq,
+                    row_ts,
+                    row_dur,
+                    ts,  # cpu_ts_us
+                    stream,
+                    cuda_dev,
+                )
+            )
+        return rows
 
-    def _from_ranges(self, st: _State) -> list[dict[str, Any]]:
+    def _from_ranges(self, st: _State) -> list[_CommRow]:
         # Enclosing c10d::* op per thread, for the peer/root rank of p2p and broadcast.
         by_tid: dict[Any, list[tuple[float, float, str, Any]]] = {}
         for tid, ts, end, name, args in st.c10d_ops:
@@ -753,7 +895,7 @@ class KinetoParser:
         for tid, ops in by_tid.items():
             ops.sort(key=lambda o: o[0])
             starts[tid] = [o[0] for o in ops]
-        rows: list[dict[str, Any]] = []
+        rows: list[_CommRow] = []
         for idx, pid, tid, ts, dur, name, args in st.ranges:
             op = norm_op(name.split(":", 1)[1])
             if op is None:
@@ -776,67 +918,81 @@ class KinetoParser:
                                 peer = _int(ci[2])
                             break
                         i -= 1
+            msg = count * size if count is not None and size is not None else None
             rows.append(
-                {
-                    "source_line": idx,
-                    "pid": pid,
-                    "op": op,
-                    "raw_op": name,
-                    "comm_id": None,
-                    "group_size": None,
-                    "group_rank": None,
-                    "peer_rank": peer,
-                    "count": count,
-                    "dtype": dtype,
-                    "msg_bytes": count * size if count is not None and size is not None else None,
-                    "seq": None,
-                    "ts_us": ts,
-                    "dur_us": dur,
-                    "cpu_ts_us": ts,
-                    "stream": None,
-                    "cuda_dev": None,
-                }
+                (
+                    idx,
+                    pid,
+                    op,
+                    name,  # raw_op
+                    None,  # comm_id
+                    None,  # group_size
+                    None,  # group_rank
+                    peer,
+                    count,
+                    dtype,
+                    msg,
+                    None,  # seq
+                    ts,
+                    dur,
+                    ts,  # cpu_ts_us
+                    None,  # stream
+                    None,  # cuda_dev
+                )
             )
         return rows
 
-    def _from_kernels(self, st: _State) -> list[dict[str, Any]]:
-        rows: list[dict[str, Any]] = []
-        for idx, ts, dur, dev, stream, short, kargs in st.comm_kernels:
-            coll = kargs.get("Collective name") if kargs else None
-            if type(coll) is str and coll:
+    def _from_kernels(self, st: _State) -> list[_CommRow]:
+        rows: list[_CommRow] = []
+        for (
+            idx,
+            ts,
+            dur,
+            dev,
+            stream,
+            short,
+            coll,
+            _ext,
+            seq,
+            count,
+            dtype,
+            msg,
+            pg,
+            group_size_arg,
+            peer_arg,
+        ) in st.comm_kernels:
+            if coll:
                 op = norm_op(coll)
                 if op is None:
                     continue
                 raw = coll
-                count, dtype, msg = self._coll_bytes(kargs, op)
-                pg = kargs.get("Process Group Name", kargs.get("Process Group ID"))
-                group_size = _int(kargs.get("Group size"))
-                peer = _int(kargs.get("Dst Rank" if op == "send" else "Src Rank"))
+                group_size = _int(group_size_arg)
+                peer = _int(peer_arg)
             else:
                 name_op = _kernel_info(short)[2]
                 op = name_op if name_op in CANONICAL_OPS else "other"
                 raw = short
-                count, dtype, msg, pg, group_size, peer = None, None, None, None, None, None
+                group_size, peer = None, None
             rows.append(
-                {
-                    "source_line": idx,
-                    "pid": None,
-                    "op": op,
-                    "raw_op": raw,
-                    "comm_id": None if pg is None else str(pg),
-                    "group_size": group_size,
-                    "group_rank": None,
-                    "peer_rank": peer,
-                    "count": count,
-                    "dtype": dtype,
-                    "msg_bytes": msg,
-                    "seq": _int(kargs.get("Seq")) if kargs else None,
-                    "ts_us": ts,
-                    "dur_us": dur,
-                    "cpu_ts_us": ts,
-                    "stream": None if stream is None else str(stream),
-                    "cuda_dev": dev,
-                }
+                (
+                    idx,
+                    None,  # pid
+                    op,
+                    raw,
+                    None if pg is None else str(pg),  # comm_id
+                    group_size,
+                    None,  # group_rank
+                    peer,
+                    count,
+                    dtype,
+                    msg,
+                    _int(seq),
+                    ts,
+                    dur,
+                    ts,  # cpu_ts_us
+                    None if stream is None else str(stream),
+                    dev,  # cuda_dev
+                )
             )
         return rows
 
