@@ -12,7 +12,14 @@ mixed with everything else the job printed). Two things are read (formats: FORMA
   ``| [Caller Func: <name>]`` (``debug: true``). The line is found with a *search* (tqdm
   progress bars and other text get glued in front) after ANSI escapes are removed; it must end
   the line or be followed by ``\\r``. Each becomes one ``comm_ops`` row. This hot path is
-  vectorised with Polars ``str.extract_groups`` over whole line blocks.
+  vectorised over whole line blocks in two tiers. Lines of the standard shape (the logging
+  prefix, ``[Rank N]``, printable-ASCII tokens without spaces, nothing after ``busbw`` but
+  blanks) take a capture-free fast path: the timestamp is checked with an anchored regex,
+  and the rest of the line, which repeats a lot (the same op, size and rounded latency), is
+  validated and cut at its fixed markers once per distinct value and joined back. Every
+  other ``comm op:`` line goes through ``VERBOSE_RE`` with ``str.extract_groups``, and all
+  other lines through the hint, ANSI and table-header scans; for the lines the fast path
+  takes, both paths give the same row.
 * **Summary tables** (``deepspeed.comm.log_summary()``): the latency table and, with
   ``show_straggler=True``, the straggler table. Each data row becomes one ``comm_summaries`` row.
   Cells are 20 characters wide (``f"{x: <20}"``); rows are cut at fixed offsets from the
@@ -146,6 +153,39 @@ VERBOSE_RE = (
     rf" \| algbw \(Gbps\): (?P<algbw>{_F2}) +\| busbw \(Gbps\): (?P<busbw>{_F2})[ \t]*(?:\r|$)"
 )
 """The verbose line (Rust regex, searched, not anchored at the start); both DeepSpeed shapes."""
+
+_TS_FORMAT = "%Y-%m-%d %H:%M:%S,%3f"
+
+_FAST_TS = r"^\[[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9]{2}:[0-9]{2}:[0-9]{2},[0-9]{3}\] "
+"""Fast path, start of the line: ``[<asctime>] `` exactly as ``VERBOSE_RE``'s ``ts`` group.
+
+Why anchored and that strict: ``VERBOSE_RE`` is searched, so a line that starts otherwise may
+match at a later position (or with ``ts`` missing); such lines stay on the regex path."""
+_FAST_MIN_LINES = 2
+"""Fewest ``comm op:`` lines for which a segment tries the fast path: its fixed cost (some
+twenty Polars calls, ~3 ms) exceeds the regex's cost for a single line, and every block ends
+in a one-line segment (the held-back last line)."""
+_FAST_KEY_AT = 26
+"""Offset of the fast-path key (``[LEVEL] …`` up to the line's end) after the timestamp."""
+_TIME_MARK = " | time (ms): "
+_FAST_HEAD = re.compile(
+    r"\[[A-Z]+\] \[[!-\\^-~]+\] \[Rank (?P<prank>-?[0-9]{1,9})\] (?:rank=(?P<orank>-?[0-9]+) \| )?"
+    r"comm op: (?P<rec>[!-{}~]+)(?: \| \[Caller Func: (?P<caller>[!-\\^-~]*)\])?"
+)
+"""Fast path, the key up to ``_TIME_MARK`` (Python ``fullmatch``, once per distinct head).
+
+The same groups as ``VERBOSE_RE`` but every token is printable ASCII without spaces (the
+file:line:func field also without ``]``, the record name without ``|``, the caller without
+``]``): then the key holds no ANSI escape, no ``\\r``, no second ``comm op:``, and the lazy
+record name of ``VERBOSE_RE`` ends exactly where this one does. ``[Rank N]`` (which
+``log_dist`` always prints) is required, with an N that fits Int32: a segment with a fast
+row then has a multi-chunk ``rank`` on the regex path too, which makes Polars rechunk the
+whole ops frame before ``_finish`` (see :func:`_plain`)."""
+_FAST_TAIL = (
+    rf"^ \| time \(ms\): {_F2} \| msg size: (?:{SIZE_PATTERN})"
+    rf" \| algbw \(Gbps\): {_F2} +\| busbw \(Gbps\): {_F2}[ \t]*$"
+)
+"""Fast path, the key from ``_TIME_MARK`` on: ``VERBOSE_RE``'s tail without the ``\\r`` exit."""
 
 _VERSION_RE = r"DeepSpeed info: version=([0-9]+)\.([0-9]+)\.([0-9]+)"
 
@@ -322,6 +362,141 @@ def _segments(blocks: Iterator[LineBlock]) -> Iterator[_Segment]:
 
 def _normalise_op(expr: pl.Expr) -> pl.Expr:
     return expr.replace_strict(OP_MAP, default="other", return_dtype=pl.Utf8)
+
+
+def _head_columns(rank: int | None) -> list[pl.Expr]:
+    """``rank``, ``op``, ``raw_op``, ``caller`` and the record key ``_key`` from the
+    ``prank``/``orank``/``rec``/``caller`` groups (shared by both verbose paths)."""
+    return [
+        pl.coalesce(
+            pl.col("prank").cast(pl.Int32, strict=False),
+            pl.col("orank").cast(pl.Int32, strict=False),
+            pl.lit(rank, pl.Int32),
+        ).alias("rank"),
+        _normalise_op(pl.col("rec")).alias("op"),
+        pl.col("rec").alias("raw_op"),
+        pl.col("caller"),
+        pl.concat_str([pl.col("rec"), pl.col("caller").fill_null("")], separator="\x1f").alias(
+            "_key"
+        ),
+    ]
+
+
+def _value_columns(frame: pl.DataFrame) -> list[pl.Expr | pl.Series]:
+    """``msg_bytes``, ``_logged`` (ns), ``algbw_gbps``, ``busbw_gbps`` from the printed
+    ``size``/``ms``/``algbw``/``busbw`` of ``frame`` (null where out of range)."""
+    return [
+        sizes_to_bytes(frame.get_column("size")).alias("msg_bytes"),
+        (
+            pl.col("ms").str.replace(".", "", literal=True).cast(pl.Int64, strict=False) * 10_000
+        ).alias("_logged"),
+        pl.col("algbw").cast(pl.Float64, strict=False).alias("algbw_gbps"),
+        pl.col("busbw").cast(pl.Float64, strict=False).alias("busbw_gbps"),
+    ]
+
+
+_IN_RANGE = (
+    pl.col("msg_bytes").is_not_null()
+    & pl.col("_logged").is_not_null()
+    & pl.col("_logged").ge(0)
+    & pl.col("algbw_gbps").is_finite()
+    & pl.col("busbw_gbps").is_finite()
+)
+"""Numbers of a matched verbose line that fit their columns (else the line is rejected)."""
+
+
+def _ts_ns(text: pl.Expr, *, cache: bool = True) -> pl.Expr:
+    """Epoch ns of an ``asctime`` (naive, read as UTC); null when not a valid date.
+
+    The fast path passes ``cache=False`` (same values): its timestamps are almost all
+    distinct, so Polars' cache of distinct values would only cost a hash per line."""
+    return text.str.to_datetime(_TS_FORMAT, strict=False, cache=cache).dt.epoch("ns")
+
+
+def _plain(ops: pl.DataFrame) -> pl.DataFrame:
+    """``ops`` as plain single-chunk columns, the layout the original path ends up with.
+
+    Why: Polars evaluates ``_logged / 1e6`` (in :meth:`DeepSpeedCommsParser._finish`) exactly
+    on a one-row chunk or a constant ("scalar") column, e.g. from a join against a one-row
+    table, and by reciprocal elsewhere, so the last bit of ``latency_logged_ms`` depends on
+    the layout. On the regex path a segment of several chunks (a block's held-back last line
+    in front) gives ops columns chunked like the lines; when ``rank`` is one of them (some
+    row has a valid ``[Rank N]``, as every fast row has) Polars rechunks the whole frame
+    before ``_finish``, and one-chunk segments give one-chunk frames. Frames with fast rows
+    must reach ``_finish`` the same way: one chunk of plain columns.
+    """
+    return pl.DataFrame([ops.get_column(c) for c in _OPS_COLUMNS]).rechunk()
+
+
+_OPS_COLUMNS = (
+    "rank",
+    "source_line",
+    "op",
+    "raw_op",
+    "caller",
+    "msg_bytes",
+    "ts_ns",
+    "algbw_gbps",
+    "busbw_gbps",
+    "_logged",
+    "_key",
+)
+"""Columns of the ops frame the verbose paths return (helper columns ``_logged``/``_key``)."""
+
+
+def _fast_table(keys: pl.Series, rank: int | None) -> pl.DataFrame:
+    """Op columns for each distinct fast-path key (the line after its timestamp).
+
+    Only keys of the standard shape (``_FAST_HEAD`` up to ``_TIME_MARK``, ``_FAST_TAIL`` from
+    there) whose numbers are in range are returned; their fields sit between fixed markers,
+    so they are cut with literal ``find`` and ``slice`` (no capture groups). Keys are ASCII
+    here, so ``find``'s byte offsets are ``slice``'s character offsets. Lazy chains keep the
+    per-call overhead low (a block's last line is a segment of its own).
+    """
+    key, tail = pl.col("_k"), pl.col("_tail")
+    pm, pa, pb = pl.col("_pm"), pl.col("_pa"), pl.col("_pb")
+    k = (
+        keys.to_frame("_k")
+        .lazy()
+        .with_columns(key.str.find(_TIME_MARK, literal=True).alias("_p"))
+        .with_columns(
+            key.str.slice(0, pl.col("_p")).alias("_head"),
+            key.str.slice(pl.col("_p")).alias("_tail"),
+        )
+        .filter(tail.str.contains(_FAST_TAIL))
+        .with_columns(
+            tail.str.find(" | msg size: ", literal=True).alias("_pm"),
+            tail.str.find(" | algbw (Gbps): ", literal=True).alias("_pa"),
+            tail.str.find("| busbw (Gbps): ", literal=True).alias("_pb"),
+        )
+        .select(
+            "_k",
+            "_head",
+            tail.str.slice(len(_TIME_MARK), pm - len(_TIME_MARK)).alias("ms"),
+            tail.str.slice(pm + 13, pa - pm - 13).alias("size"),
+            tail.str.slice(pa + 17, pb - pa - 17).str.strip_chars_end(" ").alias("algbw"),
+            tail.str.slice(pb + 16).str.strip_chars_end(" \t").alias("busbw"),
+        )
+        .collect()
+    )
+    heads: list[tuple[str | None, ...]] = []
+    for h in k.get_column("_head").unique().to_list():
+        m = _FAST_HEAD.fullmatch(h)
+        if m is not None:
+            heads.append((h, *m.group("prank", "orank", "rec", "caller")))
+    head = pl.LazyFrame(
+        heads,
+        schema={c: pl.Utf8 for c in ("_head", "prank", "orank", "rec", "caller")},
+        orient="row",
+    ).select("_head", *_head_columns(rank))
+    return (
+        k.lazy()
+        .with_columns(*_value_columns(k))
+        .filter(_IN_RANGE)
+        .join(head, on="_head", how="inner")
+        .select("_k", *(c for c in _OPS_COLUMNS if c not in ("source_line", "ts_ns")))
+        .collect()
+    )
 
 
 def _clean(line: str) -> str:
@@ -519,26 +694,52 @@ class DeepSpeedCommsParser:
         self, seg: _Segment, st: _State, run_id: str, rank: int | None, path: str
     ) -> tuple[ParsedChunk, pl.DataFrame | None]:
         lines = seg.lines.alias("line")
-        has_ansi = lines.str.contains("\x1b", literal=True)
-        clean = (
-            lines.str.replace_all(_ANSI, "") if has_ansi.any() else lines
-        )  # same length, same order
-        chunk = ParsedChunk(counts=LineCounts(total=seg.lines.len()))
+        n = lines.len()
+        chunk = ParsedChunk(counts=LineCounts(total=n))
         rejects: list[pl.DataFrame] = []
 
+        # Standard verbose lines first; every other line (the rest) takes the general path.
+        is_c = lines.str.contains("comm op:", literal=True)
+        fast = (
+            self._fast(lines, is_c, seg.first_line_no, rank)
+            if is_c.sum() >= _FAST_MIN_LINES
+            else None
+        )
+        if fast is None:
+            rest, rest_pos = lines, pl.int_range(n, dtype=pl.UInt32, eager=True)
+        else:
+            keep = pl.repeat(True, n, dtype=pl.Boolean, eager=True)
+            keep.scatter(fast.get_column("source_line") - seg.first_line_no, False)
+            rest, rest_pos = lines.filter(keep), keep.arg_true()
+        has_ansi = rest.str.contains("\x1b", literal=True)
+        clean = (
+            rest.str.replace_all(_ANSI, "") if has_ansi.any() else rest
+        )  # same length, same order
+
         self._scan_hints(clean, st, chunk)
-        ops, v_rejects, n_ops = self._verbose(
-            lines, clean, seg.first_line_no, run_id, rank, path, chunk.warnings
+        slow, v_rejects, n_slow = self._verbose(
+            rest,
+            clean,
+            rest_pos.cast(pl.Int64) + seg.first_line_no,
+            run_id,
+            rank,
+            path,
+            chunk.warnings,
         )
         if v_rejects is not None:
             rejects.append(v_rejects)
-        chunk.counts.parsed += n_ops
+        chunk.counts.parsed += n_slow + (fast.height if fast is not None else 0)
         chunk.counts.rejected += v_rejects.height if v_rejects is not None else 0
+        if fast is not None and slow is not None:
+            ops = _plain(pl.concat([fast, slow]).sort("source_line"))
+        else:
+            ops = fast if fast is not None else slow
         if ops is not None:
             self._evidence(ops, st)
             ops = ops.with_columns(pl.lit(run_id, pl.Utf8).alias("run_id"))
 
-        s_rows, s_rejects, s_parsed = self._tables(clean, seg, st)
+        headers = rest_pos.filter(clean.str.contains(_HDR_HINT)).to_list()
+        s_rows, s_rejects, s_parsed = self._tables(headers, seg, st)
         chunk.counts.parsed += s_parsed
         chunk.counts.rejected += len(s_rejects)
         if s_rows:
@@ -578,16 +779,55 @@ class DeepSpeedCommsParser:
             )
 
     @staticmethod
+    def _fast(
+        lines: pl.Series, is_c: pl.Series, first_line_no: int, rank: int | None
+    ) -> pl.DataFrame | None:
+        """The ops of the segment's standard verbose lines (``_FAST_*``), in line order.
+
+        A line is taken when it starts with ``_FAST_TS`` and the rest of it is a key of
+        :func:`_fast_table`; the rest repeats a lot, so it is validated and cut once per
+        distinct value. Returns None when no line is taken; taken lines are never rejects.
+        """
+        rows = (
+            pl.DataFrame(
+                {
+                    "source_line": is_c.arg_true().cast(pl.Int64) + first_line_no,
+                    "line": lines.filter(is_c),
+                }
+            )
+            .lazy()
+            .filter(pl.col("line").str.contains(_FAST_TS))
+            .select(
+                "source_line",
+                pl.col("line").str.slice(_FAST_KEY_AT).alias("_k"),
+                _ts_ns(pl.col("line").str.slice(1, 23), cache=False).alias("ts_ns"),
+            )
+            .collect()
+        )
+        table = _fast_table(rows.get_column("_k").unique(), rank)
+        if not table.height:
+            return None
+        ops = (
+            rows.lazy()
+            .join(table.lazy(), on="_k", how="inner", maintain_order="left")
+            .select(_OPS_COLUMNS)
+            .collect()
+        )
+        return _plain(ops)
+
+    @staticmethod
     def _verbose(
         lines: pl.Series,
         clean: pl.Series,
-        first_line_no: int,
+        line_no: pl.Series,
         run_id: str,
         rank: int | None,
         path: str,
         warnings: list[str],
     ) -> tuple[pl.DataFrame | None, pl.DataFrame | None, int]:
-        """Extract the verbose lines of a segment (vectorised).
+        """Extract the verbose lines among ``lines`` with ``VERBOSE_RE`` (vectorised).
+
+        ``clean`` is ``lines`` without ANSI escapes and ``line_no`` their line numbers.
 
         Returns:
             (ops frame with helper columns ``_key``/``_logged`` or None, rejects or None,
@@ -596,33 +836,17 @@ class DeepSpeedCommsParser:
         is_v = clean.str.contains("comm op:", literal=True)
         if not is_v.any():
             return None, None, 0
-        idx = is_v.arg_true()
         sub = clean.filter(is_v)
         df = pl.DataFrame(
             {
-                "source_line": (idx.cast(pl.Int64) + first_line_no),
+                "source_line": line_no.gather(is_v.arg_true()),
                 "raw": lines.filter(is_v),
                 "n_rec": sub.str.count_matches("comm op:", literal=True),
             }
         ).with_columns(sub.str.extract_groups(VERBOSE_RE).struct.unnest())
-        df = df.with_columns(
-            sizes_to_bytes(df["size"]).alias("msg_bytes"),
-            (
-                pl.col("ms").str.replace(".", "", literal=True).cast(pl.Int64, strict=False)
-                * 10_000
-            ).alias("_logged"),
-            pl.col("algbw").cast(pl.Float64, strict=False).alias("algbw_gbps"),
-            pl.col("busbw").cast(pl.Float64, strict=False).alias("busbw_gbps"),
-        )
+        df = df.with_columns(*_value_columns(df))
         matched = pl.col("ms").is_not_null()
-        in_range = (
-            pl.col("msg_bytes").is_not_null()
-            & pl.col("_logged").is_not_null()
-            & pl.col("_logged").ge(0)
-            & pl.col("algbw_gbps").is_finite()
-            & pl.col("busbw_gbps").is_finite()
-        )
-        bad = df.filter(~(matched & in_range))
+        bad = df.filter(~(matched & _IN_RANGE))
         rejects = None
         if bad.height:
             rejects = bad.select(
@@ -640,7 +864,7 @@ class DeepSpeedCommsParser:
                 )
                 .alias("reason"),
             )
-        good = df.filter(matched & in_range)
+        good = df.filter(matched & _IN_RANGE)
         n_multi = int((df["n_rec"] > 1).sum())
         if n_multi:
             warnings.append(
@@ -649,29 +873,11 @@ class DeepSpeedCommsParser:
             )
         if good.height == 0:
             return None, rejects, 0
-        rank_expr = pl.coalesce(
-            pl.col("prank").cast(pl.Int32, strict=False),
-            pl.col("orank").cast(pl.Int32, strict=False),
-            pl.lit(rank, pl.Int32),
-        )
-        ops = good.select(
-            rank_expr.alias("rank"),
-            "source_line",
-            _normalise_op(pl.col("rec")).alias("op"),
-            pl.col("rec").alias("raw_op"),
-            "caller",
-            "msg_bytes",
-            pl.col("ts")
-            .str.to_datetime("%Y-%m-%d %H:%M:%S,%3f", strict=False)
-            .dt.epoch("ns")
-            .alias("ts_ns"),
-            "algbw_gbps",
-            "busbw_gbps",
-            "_logged",
-            pl.concat_str([pl.col("rec"), pl.col("caller").fill_null("")], separator="\x1f").alias(
-                "_key"
-            ),
-        )
+        derived = {
+            e.meta.output_name(): e
+            for e in (*_head_columns(rank), _ts_ns(pl.col("ts")).alias("ts_ns"))
+        }
+        ops = good.select([derived.get(c, pl.col(c)) for c in _OPS_COLUMNS])
         return ops, rejects, good.height
 
     @staticmethod
@@ -690,13 +896,15 @@ class DeepSpeedCommsParser:
     # -- summary tables ---------------------------------------------------------------------
 
     def _tables(
-        self, clean: pl.Series, seg: _Segment, st: _State
+        self, headers: list[int], seg: _Segment, st: _State
     ) -> tuple[list[dict[str, Any]], list[tuple[int, str, str]], int]:
-        """Walk the summary tables of a segment (Python; tables are a few dozen lines)."""
+        """Walk the summary tables of a segment (Python; tables are a few dozen lines).
+
+        ``headers``: segment positions of the (cleaned) lines with ``_HDR_HINT``, in order.
+        """
         rows: list[dict[str, Any]] = []
         rejects: list[tuple[int, str, str]] = []
         parsed = 0
-        headers = clean.str.contains(_HDR_HINT).arg_true().to_list()
         if not headers and st.table is None:
             return rows, rejects, 0
         lines = seg.lines
