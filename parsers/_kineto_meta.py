@@ -324,11 +324,6 @@ class Header:
     has_events: bool = True
     trailer_read: bool = False
 
-    @property
-    def events_prefix(self) -> str:
-        """The ijson prefix of the event items."""
-        return "traceEvents.item" if self.form == "object" else "item"
-
 
 def _first_byte(fh: BinaryIO) -> bytes:
     head = fh.read(4096)

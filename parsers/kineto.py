@@ -3,10 +3,12 @@
 Reads every generation of the format (see ``FORMATS_timeline.md`` §2): the 2020-21 bare array
 (cats ``Operator``/``Kernel``/``Memcpy``, string stream tids), 2022-23 object form with epoch-µs
 ``ts``, and 2024+ traces with ``baseTimeNanoseconds``, ``distributedInfo.pg_config``,
-``record_param_comms`` collective args (also copied onto NCCL kernels) and ``Seq``. The JSON is
-streamed with ijson (C backend) from the decompressed stream; rows are accumulated in column
-lists and flushed as a :class:`ParsedChunk` every :data:`FLUSH_EVENTS` events, so memory stays
-bounded whatever the trace size. Only the (small) communication candidates are kept until the
+``record_param_comms`` collective args (also copied onto NCCL kernels) and ``Seq``. The events
+are decoded from the decompressed stream in pieces of ~128 KiB by msgspec into structs of the
+fields read here (ijson where msgspec might read differently, see
+:mod:`parsers._kineto_events`); rows are accumulated in column lists and flushed as a
+:class:`ParsedChunk` every :data:`FLUSH_EVENTS` events, so memory stays bounded whatever the
+trace size. Only the (small) communication candidates are kept until the
 end of the file, where the dedup rule below is applied.
 
 Tables written:
@@ -86,21 +88,22 @@ from __future__ import annotations
 import bisect
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar
 
 import ijson
+import msgspec
 import polars as pl
 
 from parsers._io import Source
+from parsers._kineto_events import NO_ARGS, Args, Ev, EventReader
 from parsers._kineto_meta import (
     _READ_ERRORS,
     BACKEND_PREFIXES,
     CANONICAL_OPS,
-    IJSON,
     P2P_OPS,
     ROOTED_OPS,
     STEP_RE,
@@ -269,9 +272,6 @@ def _comm_frame(rows: list[_CommRow]) -> pl.DataFrame:
         return pl.DataFrame(dicts, schema=_COMM_SCHEMA, strict=False)
 
 
-_NO_ARGS: dict[str, Any] = {}
-"""Stand-in for a missing or non-object ``args`` (only read, never stored or mutated)."""
-
 _NO_SIZES: tuple[None, ...] = (None,) * 6
 """The collective-arg fields of a comm-kernel record (see below) that has none."""
 
@@ -296,8 +296,11 @@ class _State:
     settled at the end of the file, or is ignored; :meth:`KinetoParser._flush` derives a
     chunk's counts from its row buffers and the event numbers.
 
+    ``raw``/``raw_base`` give a rejected event as ijson reads it (the current batch of
+    :class:`parsers._kineto_events.EventReader`).
+
     The communication candidates are kept to the end of the file as tuples of the few arg
-    values they need, not as the events' ``args`` dicts: less memory and less work for the
+    values they need, not as the events' ``args``: less memory and less work for the
     garbage collector, which walks every container that stays alive.
     """
 
@@ -311,14 +314,14 @@ class _State:
     rpc_flushed: int = 0  # rpc_seen when the last chunk was yielded
     rpc_named: int = 0  # ... of which carry a Collective name (wait included)
     rpc_ops: list[_RpcOp] = field(default_factory=list)
-    ranges: list[tuple[int, int | None, Any, float, float, str, dict[str, Any]]] = field(
-        default_factory=list
-    )
+    ranges: list[tuple[int, int | None, Any, float, float, str, Args]] = field(default_factory=list)
     comm_kernels: list[_CommKernel] = field(default_factory=list)
     c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
     steps: list[tuple[float, float, int]] = field(default_factory=list)
     cpu_pid: int | None = None
     min_ts: float | None = None
+    raw: Callable[[int], Any] = field(default=lambda i: None)  # item i of the current batch
+    raw_base: int = 0  # events before the current batch
 
     def __post_init__(self) -> None:
         self.kernels = {k: [] for k in _KERNEL_SCHEMA}
@@ -374,13 +377,15 @@ class KinetoParser:
             try:
                 fh, gz = open_stream(source)
                 with fh:
-                    events = IJSON.items(fh, header.events_prefix, use_float=True)
                     event = self._event
                     every = FLUSH_EVENTS  # read per parse: tests lower it
-                    for n, ev in enumerate(events, start=1):
-                        event(st, n, ev)
-                        if n % every == 0:
-                            yield self._flush(st, n, [])
+                    for items, raw in EventReader(fh, header.form):
+                        st.raw, st.raw_base = raw, n
+                        for ev in items:
+                            n += 1
+                            event(st, n, ev)
+                            if n % every == 0:
+                                yield self._flush(st, n, [])
             except (ijson.JSONError, *_READ_ERRORS) as exc:
                 truncated = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         if gz is not None and gz.truncated:
@@ -434,7 +439,9 @@ class KinetoParser:
     # ----------------------------------------------------------------------------------------
     # Per event (the hot path: keep it lean; counts are derived in _flush)
 
-    def _reject(self, st: _State, idx: int, ev: Any, reason: str) -> None:
+    def _reject(self, st: _State, idx: int, reason: str) -> None:
+        """Reject event ``idx``; ``rejects.raw`` is its JSON as ijson reads it."""
+        ev = st.raw(idx - st.raw_base - 1)
         try:
             raw = json.dumps(ev, default=str)
         except (TypeError, ValueError):
@@ -442,39 +449,42 @@ class KinetoParser:
         st.rejects.append((idx, raw[:MAX_RAW], reason))
 
     def _event(self, st: _State, idx: int, ev: Any) -> None:
-        """Route one event by kind; one that makes no row and no reject is ignored."""
-        if type(ev) is not dict:
-            self._reject(st, idx, ev, "event is not a JSON object")
+        """Route one event (an :class:`Ev`, or a non-object item) by kind.
+
+        One that makes no row and no reject is ignored.
+        """
+        if type(ev) is not Ev:
+            self._reject(st, idx, "event is not a JSON object")
             return
-        cat = ev.get("cat")
+        cat = ev.cat
         # A non-string cat (corrupt event) is no known category; lists are unhashable.
         kind = _CAT_KIND.get(cat) if type(cat) is str else None
-        if kind is None or ev.get("ph") != "X":
+        if kind is None or ev.ph != "X":
             return
-        name = ev.get("name")
+        name = ev.name
         if kind <= _K_MEMSET:  # kernel, memcpy, memset
             self._gpu(st, idx, ev, kind, name)
         elif kind == _K_CPU_OP:
             if type(name) is not str:
                 return
             if st.cpu_pid is None:
-                st.cpu_pid = _int(ev.get("pid"))
+                st.cpu_pid = _int(ev.pid)
             if name == "record_param_comms":
                 self._rpc(st, idx, ev)
             elif name[:6] == "c10d::":
-                ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+                ts, dur = _num(ev.ts), _num(ev.dur)
                 if ts is not None and dur is not None:
-                    st.c10d_ops.append((ev.get("tid"), ts, ts + dur, name, ev.get("args")))
+                    st.c10d_ops.append((ev.tid, ts, ts + dur, name, ev.args))
             elif name[:12] == "ProfilerStep" or name.startswith(BACKEND_PREFIXES):
                 self._marker(st, idx, ev, name, gpu=False)
         elif type(name) is str:
             self._marker(st, idx, ev, name, gpu=kind == _K_GPU_ANN)
         else:
-            self._reject(st, idx, ev, "annotation without a name")
+            self._reject(st, idx, "annotation without a name")
 
-    def _gpu(self, st: _State, idx: int, ev: dict[str, Any], kind: int, name: Any) -> None:
-        ts = ev.get("ts")
-        dur = ev.get("dur")
+    def _gpu(self, st: _State, idx: int, ev: Ev, kind: int, name: Any) -> None:
+        ts = ev.ts
+        dur = ev.dur
         t_ts = type(ts)
         t_dur = type(dur)
         if (
@@ -482,19 +492,18 @@ class KinetoParser:
             or (t_dur is not float and t_dur is not int)
             or type(name) is not str
         ):
-            self._reject(st, idx, ev, "GPU activity without numeric ts/dur or name")
+            self._reject(st, idx, "GPU activity without numeric ts/dur or name")
             return
-        args = ev.get("args")
-        if type(args) is not dict:
-            args = _NO_ARGS
-        get = args.get
-        dev = get("device")
+        args = ev.args
+        if type(args) is not Args:
+            args = NO_ARGS
+        dev = args.device
         if type(dev) is not int:
-            dev = _int(ev.get("pid"))
-        stream = get("stream")
+            dev = _int(ev.pid)
+        stream = args.stream
         if type(stream) is not int:
-            stream = _int(ev.get("tid"))
-        corr = get("correlation")
+            stream = _int(ev.tid)
+        corr = args.correlation
         if type(corr) is not int:
             corr = None
         msg: int | None = None
@@ -506,7 +515,7 @@ class KinetoParser:
             short = name
             cat = "memcpy" if kind == _K_MEMCPY else "memset"
             op = None
-            b = get("bytes")
+            b = args.nbytes
             if type(b) is int:
                 msg = b
         k = st.kernels
@@ -531,26 +540,28 @@ class KinetoParser:
         stream: int | None,
         short: str,
         name_op: str | None,
-        args: dict[str, Any],
+        args: Args,
     ) -> tuple[str | None, int | None]:
         """Keep a comm kernel for ``comm_ops``; return its ``(comm_op, msg_bytes)``.
 
         The op is the ``Collective name`` arg's when Kineto copied one (``name_op``, from the
         kernel name, for ``wait``), the size is the collective args' (null without them).
         """
-        coll = args.get("Collective name")
+        coll = args.collective
         if type(coll) is not str:
             st.comm_kernels.append((idx, ts, dur, dev, stream, short, None, None, None, *_NO_SIZES))
             return name_op, None
-        get = args.get
         if not coll:
             st.comm_kernels.append(
-                (idx, ts, dur, dev, stream, short, coll, get("External id"), get("Seq"), *_NO_SIZES)
+                (idx, ts, dur, dev, stream, short, coll, args.external_id, args.seq, *_NO_SIZES)
             )
             return name_op, None
         norm = norm_op(coll)
         op = norm or name_op
         count, dtype, msg = self._coll_bytes(args, op)
+        pg = args.pg_name  # present but null stays null; only a missing one falls back
+        if pg is msgspec.UNSET:
+            pg = args.pg_id
         st.comm_kernels.append(
             (
                 idx,
@@ -560,22 +571,22 @@ class KinetoParser:
                 stream,
                 short,
                 coll,
-                get("External id"),
-                get("Seq"),
+                args.external_id,
+                args.seq,
                 count,
                 dtype,
                 msg,
-                get("Process Group Name", get("Process Group ID")),
-                get("Group size"),
-                get("Dst Rank" if norm == "send" else "Src Rank"),
+                pg,
+                args.group_size,
+                args.dst_rank if norm == "send" else args.src_rank,
             )
         )
         return op, msg
 
-    def _marker(self, st: _State, idx: int, ev: dict[str, Any], name: str, *, gpu: bool) -> None:
-        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+    def _marker(self, st: _State, idx: int, ev: Ev, name: str, *, gpu: bool) -> None:
+        ts, dur = _num(ev.ts), _num(ev.dur)
         if ts is None or dur is None:
-            self._reject(st, idx, ev, "annotation without numeric ts/dur")
+            self._reject(st, idx, "annotation without numeric ts/dur")
             return
         iteration: int | None = None
         kind = "annotation"
@@ -587,20 +598,12 @@ class KinetoParser:
                     kind = "iteration"
                     st.steps.append((ts, ts + dur, iteration))
         elif not gpu and name.startswith(BACKEND_PREFIXES):
-            args = ev.get("args")
+            args = ev.args
             st.ranges.append(
-                (
-                    idx,
-                    _int(ev.get("pid")),
-                    ev.get("tid"),
-                    ts,
-                    dur,
-                    name,
-                    args if type(args) is dict else {},
-                )
+                (idx, _int(ev.pid), ev.tid, ts, dur, name, args if type(args) is Args else NO_ARGS)
             )
         if not gpu and st.cpu_pid is None:
-            st.cpu_pid = _int(ev.get("pid"))
+            st.cpu_pid = _int(ev.pid)
         mk = st.markers
         mk["source_line"].append(idx)
         mk["name"].append(name)
@@ -610,32 +613,31 @@ class KinetoParser:
         mk["ts_us"].append(ts)
         mk["dur_us"].append(dur)
 
-    def _rpc(self, st: _State, idx: int, ev: dict[str, Any]) -> None:
+    def _rpc(self, st: _State, idx: int, ev: Ev) -> None:
         """Keep what a ``record_param_comms`` op's ``comm_ops`` row needs (see _from_rpc)."""
-        ts, dur = _num(ev.get("ts")), _num(ev.get("dur"))
+        ts, dur = _num(ev.ts), _num(ev.dur)
         if ts is None or dur is None:
-            self._reject(st, idx, ev, "record_param_comms without numeric ts/dur")
+            self._reject(st, idx, "record_param_comms without numeric ts/dur")
             return
         st.rpc_seen += 1  # parsed or ignored: settled at the end of the file
-        args = ev.get("args")
-        if type(args) is not dict:
+        args = ev.args
+        if type(args) is not Args:
             return
-        coll = args.get("Collective name")
+        coll = args.collective
         if type(coll) is not str or not coll:
             return
         st.rpc_named += 1
         op = norm_op(coll)
         if op is None:  # wait
             return
-        get = args.get
-        pg = get("Process Group Name")
-        if pg is None:
-            pg = get("Process Group ID")
+        pg = args.pg_name
+        if pg is None or pg is msgspec.UNSET:
+            pg = args.pg_id
         count, dtype, msg = self._coll_bytes(args, op)
         st.rpc_ops.append(
             (
                 idx,
-                _int(ev.get("pid")),
+                _int(ev.pid),
                 ts,
                 dur,
                 coll,
@@ -643,25 +645,22 @@ class KinetoParser:
                 count,
                 dtype,
                 msg,
-                get("Rank"),
-                get("Dst Rank" if op == "send" else "Src Rank") if op in P2P_OPS else None,
+                args.rank,
+                (args.dst_rank if op == "send" else args.src_rank) if op in P2P_OPS else None,
                 pg,
-                get("Group size"),
-                get("Seq"),
-                get("External id"),
+                args.group_size,
+                args.seq,
+                args.external_id,
             )
         )
 
     @staticmethod
-    def _coll_bytes(
-        args: dict[str, Any], op: str | None
-    ) -> tuple[int | None, str | None, int | None]:
+    def _coll_bytes(args: Args, op: str | None) -> tuple[int | None, str | None, int | None]:
         """(count, dtype, msg_bytes) from collective args; count has NCCL per-op meaning."""
-        key = "Out msg nelems" if op == "reduce_scatter" else "In msg nelems"
-        count = args.get(key)
+        count = args.out_nelems if op == "reduce_scatter" else args.in_nelems
         if type(count) is not int:
             count = None
-        dtype, size = norm_dtype(args.get("dtype"))
+        dtype, size = norm_dtype(args.dtype)
         msg = count * size if count is not None and size is not None else None
         return count, dtype, msg
 
@@ -900,8 +899,8 @@ class KinetoParser:
             op = norm_op(name.split(":", 1)[1])
             if op is None:
                 continue
-            count = None if op == "reduce_scatter" else _dims_count(args.get("Input Dims"))
-            types = args.get("Input type")
+            count = None if op == "reduce_scatter" else _dims_count(args.input_dims)
+            types = args.input_type
             dtype, size = norm_dtype(types[0] if isinstance(types, list) and types else None)
             if count is None:
                 dtype, size = None, None
@@ -913,7 +912,7 @@ class KinetoParser:
                     while i >= 0:
                         _o_ts, o_end, _o_name, o_args = ops[i]
                         if o_end >= ts:  # the range starts inside the op (async work outlives it)
-                            ci = o_args.get("Concrete Inputs") if isinstance(o_args, dict) else None
+                            ci = o_args.concrete_inputs if type(o_args) is Args else None
                             if isinstance(ci, list) and len(ci) > 2:
                                 peer = _int(ci[2])
                             break

@@ -685,3 +685,133 @@ def test_sniff(shared_samples: Path, tmp_path: Path) -> None:
         assert parser.sniff(Source(path).head(), path) >= 70, name
     assert parser.sniff(b'{"table": "StringIds", "id": 0}', tmp_path / "x.json") == 0
     assert parser.sniff(b"NCCL INFO Bootstrap", tmp_path / "x.log") == 0
+
+
+# ------------------------------------------------------------------------------------------
+# the chunked msgspec decoder (parsers._kineto_events): layout must not change the output
+
+
+def _chunker_doc() -> dict[str, Any]:
+    """Events whose strings hold what a boundary search looks for, and items of odd shapes."""
+    rpc_args = {"Collective name": "allreduce", "In msg nelems": 8, "dtype": "Float", "Seq": 4}
+    events: list[Any] = [
+        {
+            "ph": "X",
+            "cat": "user_annotation",
+            "name": "ProfilerStep#1",
+            "pid": 1,
+            "tid": 1,
+            "ts": 900.0,
+            "dur": 10_000.0,
+            "args": {"note": "}, {", "more": "}]", "x": [{"a": "}, {"}, {"b": 1}]},
+        },
+    ]
+    for i in range(40):
+        events.append(kernel_event(i, name=f"k{i} }}, {{ ] }}] [{{", note="}, {\n]", z=[{"q": i}]))
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 1, "tid": 1,
+             "ts": 1000.0 + i, "dur": 1.0, "args": {**rpc_args, "External id": i}}
+        )  # fmt: skip
+    events += [
+        7,
+        "a string }, { item",
+        [{"x": 1}, {"y": "}, {"}],
+        None,
+        {
+            "ph": "X",
+            "cat": "kernel",
+            "name": "bad }, {",
+            "ts": "soon",
+            "dur": 1,
+            "args": {"s": "]"},
+        },
+        kernel_event(99, name="ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)"),
+    ]
+    return {"schemaVersion": 1, "traceEvents": events, "traceName": "}, {", "x": [{"a": 1}]}
+
+
+def _chunks_as_rows(path: Path) -> list[Any]:
+    """Every chunk of a parse as plain data: tables' rows, counts and warnings."""
+    return [
+        (
+            {name: df.rows() for name, df in chunk.tables.items()},
+            chunk.counts,
+            chunk.warnings,
+        )
+        for chunk in KinetoParser().parse(Source(path), run_id="t", rank=0)
+    ]
+
+
+@pytest.mark.parametrize("piece", [64, 700, None])
+def test_chunker_layouts_give_the_same_frames(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int | None
+) -> None:
+    """Compact, pretty-printed (one key per line, as Kineto writes), CRLF and gzip copies of a
+    trace with ``}, {`` and ``]`` inside strings give the same chunks, whatever the piece size
+    (64 bytes: a piece boundary at nearly every event)."""
+    import parsers._kineto_events as events_mod
+
+    monkeypatch.setattr(kineto_mod, "FLUSH_EVENTS", 9)
+    if piece is not None:
+        monkeypatch.setattr(events_mod, "PIECE_BYTES", piece)
+    doc = _chunker_doc()
+    layouts = {
+        "compact": json.dumps(doc, separators=(",", ":")).encode(),
+        "pretty": json.dumps(doc, indent=2).encode(),
+        "tabs_crlf": json.dumps(doc, indent="\t").replace("\n", "\r\n").encode(),
+        "bare_array": json.dumps(doc["traceEvents"], indent=1).encode(),
+    }
+    results = {}
+    for name, data in layouts.items():
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(data)
+        results[name] = _chunks_as_rows(path)
+        gz = tmp_path / f"{name}.json.gz"
+        gz.write_bytes(gzip.compress(data))
+        assert _chunks_as_rows(gz) == results[name], name
+    # the bare array has no trace keys: only trace_meta's source_version differs
+    for name in ("pretty", "tabs_crlf"):
+        assert results[name] == results["compact"], name
+    assert [r[0].get("kernels") for r in results["bare_array"]] == [
+        r[0].get("kernels") for r in results["compact"]
+    ]
+    p = Parsed(tmp_path / "pretty.json")
+    names = p.get("kernels")["name"].to_list()
+    assert "k3 }, { ] }] [{" in names
+    n_events = len(doc["traceEvents"])
+    assert p.counts.total == n_events and p.counts.rejected == 5  # 4 non-objects + bad ts
+    raw = p.get("rejects").sort("line_no")["raw"].to_list()
+    assert raw[:2] == ["7", '"a string }, { item"']
+    assert json.loads(raw[4]) == doc["traceEvents"][-2]  # the event as written
+    assert p.get("comm_ops").height == 40
+
+
+@pytest.mark.parametrize("piece", [64, None])
+def test_chunker_keeps_the_ijson_limits_and_truncation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int | None
+) -> None:
+    """What yajl (ijson) stops at, the chunked decoder stops at too: an integer past int64 in
+    an arg no one reads, a float overflowing to inf; and a cut pretty-printed file keeps every
+    complete event before the cut."""
+    import parsers._kineto_events as events_mod
+
+    if piece is not None:
+        monkeypatch.setattr(events_mod, "PIECE_BYTES", piece)
+    for bad in ("18446744073709551616", "1e400"):
+        events = [kernel_event(i) for i in range(20)]
+        text = json.dumps({"traceEvents": events}, indent=2)
+        marker = '"correlation": 12'
+        text = text.replace(marker, f'"skipped": {bad}, {marker}')
+        path = tmp_path / "odd.json"
+        path.write_text(text)
+        p = Parsed(path)
+        assert p.get("kernels").height == 12, bad
+        assert p.counts.total == 13 and p.counts.rejected == 1, bad
+        assert any("truncated or malformed after event 12" in w for w in p.warnings), bad
+    data = json.dumps(_synthetic_doc(30), indent=2).encode()
+    cut = data.index(b'"correlation": 20')
+    path = tmp_path / "cut.json"
+    path.write_bytes(data[:cut])
+    p = Parsed(path)
+    assert p.get("kernels").height == 20  # kernels 0..19; kernel 20 is cut
+    assert p.counts.total == 1 + 20 + 1 and p.counts.rejected == 1
