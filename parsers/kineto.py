@@ -205,10 +205,13 @@ def _int(v: Any) -> int | None:
         return int(v) if v == v and abs(v) < 9.2e18 else None
     if t is str:
         s = v.strip()
-        if s.lstrip("-").isdigit():
-            return int(s)
-        digits = "".join(ch for ch in s if ch.isdigit())
-        return int(digits) if digits else None
+        try:  # isdigit() also admits digits int() refuses, e.g. superscripts ("²")
+            if s.lstrip("-").isdigit():
+                return int(s)
+            digits = "".join(ch for ch in s if ch.isdigit())
+            return int(digits) if digits else None
+        except ValueError:
+            return None
     return None
 
 
@@ -260,16 +263,37 @@ _CommRow = tuple[Any, ...]
 def _comm_frame(rows: list[_CommRow]) -> pl.DataFrame:
     """The ``comm_ops`` frame of ``rows``, built from columns (cheaper than from rows).
 
-    The columns are built strictly: an integer out of its column's range (a corrupt arg),
-    which polars turns into null in a column but rejects in a row, sends the rows through
-    the row-dict path, so that such a trace fails exactly as it always did.
+    An integer out of its column's range (a corrupt arg such as a ``Group size`` of 2**40)
+    becomes null, like every other value the trace does not give in a usable form: one
+    corrupt event must not fail the whole file.
     """
     columns = dict(zip(_COMM_SCHEMA, map(list, zip(*rows, strict=True)), strict=True))
     try:
         return pl.DataFrame(columns, schema=_COMM_SCHEMA, strict=True)
     except (TypeError, OverflowError, pl.exceptions.PolarsError):
-        dicts = [dict(zip(_COMM_SCHEMA, r, strict=True)) for r in rows]
-        return pl.DataFrame(dicts, schema=_COMM_SCHEMA, strict=False)
+        return pl.DataFrame(
+            [
+                _column(name, values, dtype)
+                for (name, values), dtype in zip(
+                    columns.items(), _COMM_SCHEMA.values(), strict=True
+                )
+            ]
+        )
+
+
+_INT_RANGE = {pl.Int32(): (-(2**31), 2**31 - 1), pl.Int64(): (-(2**63), 2**63 - 1)}
+
+
+def _column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
+    """One ``comm_ops`` column; integers out of the column's range become null."""
+    try:
+        return pl.Series(name, values, dtype=dtype, strict=True)
+    except (TypeError, OverflowError, pl.exceptions.PolarsError):
+        lo, hi = _INT_RANGE.get(dtype, (None, None))
+        if lo is None:
+            return pl.Series(name, values, dtype=dtype, strict=False)
+        kept = [v if type(v) is int and lo <= v <= hi else None for v in values]
+        return pl.Series(name, kept, dtype=dtype, strict=True)
 
 
 _NO_SIZES: tuple[None, ...] = (None,) * 6

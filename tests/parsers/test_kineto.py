@@ -815,3 +815,46 @@ def test_chunker_keeps_the_ijson_limits_and_truncation(
     p = Parsed(path)
     assert p.get("kernels").height == 20  # kernels 0..19; kernel 20 is cut
     assert p.counts.total == 1 + 20 + 1 and p.counts.rejected == 1
+
+
+def test_corrupt_collective_args_give_nulls_not_a_failed_file(tmp_path: Path) -> None:
+    """SYNTHETIC: out-of-range integers and odd digits in one collective's args."""
+
+    def rpc(i: int, **args: Any) -> dict[str, Any]:
+        base = {
+            "Collective name": "all_reduce",
+            "In msg nelems": 1024,
+            "Out msg nelems": 1024,
+            "dtype": "Float",
+            "Group size": 2,
+            "Process Group Name": "0",
+            "Rank": 0,
+            "Seq": i,
+        }
+        return {
+            "ph": "X",
+            "cat": "cpu_op",
+            "name": "record_param_comms",
+            "pid": 1,
+            "tid": 1,
+            "ts": 10.0 * i,
+            "dur": 2.0,
+            "args": {**base, **args},
+        }
+
+    doc = {
+        "schemaVersion": 1,
+        "distributedInfo": {"rank": 0, "world_size": 2},
+        "traceEvents": [
+            rpc(0),
+            rpc(1, **{"Group size": 2**40, "In msg nelems": 2**62, "dtype": "Double"}),
+            rpc(2, Seq="9" * 25),
+            rpc(3, **{"Group size": "²"}),
+        ],
+    }
+    ops = Parsed(write_trace(tmp_path / "rank0.json", doc)).get("comm_ops").sort("source_line")
+    assert ops.height == 4
+    assert ops["group_size"].to_list() == [2, None, 2, None]
+    assert ops["msg_bytes"].to_list()[0] == 4096
+    assert ops["msg_bytes"].to_list()[1] is None  # 2**62 x 8 bytes does not fit
+    assert ops["seq"].to_list()[2] is None
