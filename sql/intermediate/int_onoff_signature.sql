@@ -29,10 +29,15 @@ FROM (
     i.rank,
     i.iteration,
     ci.pos::HUGEINT AS pos,
-    md5_number_lower(ci.token)::HUGEINT AS h
+    th.h
   FROM int_iterations AS i
   JOIN int_comm_op_iteration AS ci
     ON i.run_id = ci.run_id AND coalesce(i.rank, -1) = coalesce(ci.rank, -1)
     AND i.source_file = ci.source_file AND i.iteration = ci.iteration
+  -- tokens repeat (a few hundred distinct among millions of calls): one md5 per distinct token
+  JOIN (
+    SELECT token, md5_number_lower(token)::HUGEINT AS h
+    FROM (SELECT DISTINCT token FROM int_comm_op_iteration)
+  ) AS th ON th.token = ci.token
 )
 GROUP BY run_id, rank, iteration
