@@ -123,8 +123,9 @@ from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 log = logging.getLogger(__name__)
 
-FLUSH_EVENTS = 200_000
-"""Events per yielded chunk (bounds the row buffers)."""
+FLUSH_EVENTS = 50_000
+"""Events per yielded chunk (bounds the row buffers). Measured on a 43 MB trace (105 k events):
+peak RSS of its ingest 236 MB at 200 k, 206 MB at 50 k, 198 MB at 20 k; time unchanged."""
 
 MAX_RAW = 4096
 """Characters of a rejected event kept in ``rejects.raw``."""
