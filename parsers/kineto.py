@@ -297,9 +297,6 @@ def _column(name: str, values: list[Any], dtype: pl.DataType) -> pl.Series:
         return pl.Series(name, kept, dtype=dtype, strict=True)
 
 
-_GPU_REJECT = "GPU activity without numeric ts/dur or name"
-"""The reject reason of a kernel, memcpy or memset event (checked in two places)."""
-
 _NO_SIZES: tuple[None, ...] = (None,) * 6
 """The collective-arg fields of a comm-kernel record (see below) that has none."""
 
@@ -313,11 +310,6 @@ _CommKernel = tuple[
 # Collective name, op, count, dtype, msg_bytes, Rank, Dst/Src Rank (p2p), process group,
 # Group size, Seq, External id).
 _RpcOp = tuple[int, Any, float, float, str, str, Any, Any, Any, Any, Any, Any, Any, Any, Any]
-
-
-def _column_appends(st: _State) -> tuple[Callable[[Any], None], ...]:
-    """The bound ``append`` of each ``kernels`` column list, in :data:`_KERNEL_SCHEMA` order."""
-    return tuple(column.append for column in st.kernels.values())
 
 
 @dataclass
@@ -410,85 +402,15 @@ class KinetoParser:
             try:
                 fh, gz = open_stream(source)
                 with fh:
-                    # The hot loop: the category dispatch and the kernel row (most events of
-                    # a large trace) are inline, the rest goes to methods bound once.
-                    other, gpu, reject = self._other, self._gpu, self._reject
-                    comm_kernel, rpc = self._comm_kernel, self._rpc
-                    cat_kind = _CAT_KIND.get
-                    kernel_info = _kernel_info
-                    # The kernels columns' appends (one column list per field, not a tuple
-                    # per row: tuples are containers the cyclic GC would walk).
-                    add = _column_appends(st)
+                    event = self._event
                     every = FLUSH_EVENTS  # read per parse: tests lower it
-                    next_flush = every
                     for items, raw in EventReader(fh, header.form):
                         st.raw, st.raw_base = raw, n
                         for ev in items:
                             n += 1
-                            if type(ev) is not Ev:
-                                reject(st, n, "event is not a JSON object")
-                            else:
-                                cat = ev.cat
-                                # A non-string cat (corrupt event) is no known category.
-                                kind = cat_kind(cat) if type(cat) is str else None
-                                if kind is None or ev.ph != "X":
-                                    pass  # ignored
-                                elif kind != _K_KERNEL:
-                                    if (
-                                        kind == _K_CPU_OP
-                                        and st.cpu_pid is not None
-                                        and ev.name == "record_param_comms"
-                                    ):
-                                        rpc(st, n, ev)  # what _other would do, one call less
-                                    elif kind <= _K_MEMSET:
-                                        gpu(st, n, ev, kind)
-                                    else:
-                                        other(st, n, ev, kind)
-                                else:
-                                    ts = ev.ts
-                                    dur = ev.dur
-                                    name = ev.name
-                                    t_ts = type(ts)
-                                    t_dur = type(dur)
-                                    if (
-                                        (t_ts is not float and t_ts is not int)
-                                        or (t_dur is not float and t_dur is not int)
-                                        or type(name) is not str
-                                    ):
-                                        reject(st, n, _GPU_REJECT)
-                                    else:
-                                        args = ev.args
-                                        if type(args) is not Args:
-                                            args = NO_ARGS
-                                        dev = args.device
-                                        if type(dev) is not int:
-                                            dev = _int(ev.pid)
-                                        stream = args.stream
-                                        if type(stream) is not int:
-                                            stream = _int(ev.tid)
-                                        corr = args.correlation
-                                        if type(corr) is not int:
-                                            corr = None
-                                        short, kcat, op = kernel_info(name)
-                                        msg = None
-                                        if kcat == "comm":
-                                            op, msg = comm_kernel(
-                                                st, n, ts, dur, dev, stream, short, op, args
-                                            )
-                                        add[0](n)
-                                        add[1](dev)
-                                        add[2](stream)
-                                        add[3](short)
-                                        add[4](kcat)
-                                        add[5](op)
-                                        add[6](ts)
-                                        add[7](dur)
-                                        add[8](corr)
-                                        add[9](msg)
-                            if n == next_flush:
+                            event(st, n, ev)
+                            if n % every == 0:
                                 yield self._flush(st, n, [])
-                                add = _column_appends(st)
-                                next_flush += every
             except (ijson.JSONError, *_READ_ERRORS) as exc:
                 truncated = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
         if gz is not None and gz.truncated:
@@ -551,14 +473,23 @@ class KinetoParser:
             raw = repr(ev)
         st.rejects.append((idx, raw[:MAX_RAW], reason))
 
-    def _other(self, st: _State, idx: int, ev: Ev, kind: int) -> None:
-        """Route a complete (``ph == "X"``) CPU op or annotation event of category ``kind``.
+    def _event(self, st: _State, idx: int, ev: Any) -> None:
+        """Route one event (an :class:`Ev`, or a non-object item) by kind.
 
-        GPU activity is handled by :meth:`parse` and :meth:`_gpu`. One that makes no row and
-        no reject is ignored.
+        One that makes no row and no reject is ignored.
         """
+        if type(ev) is not Ev:
+            self._reject(st, idx, "event is not a JSON object")
+            return
+        cat = ev.cat
+        # A non-string cat (corrupt event) is no known category; lists are unhashable.
+        kind = _CAT_KIND.get(cat) if type(cat) is str else None
+        if kind is None or ev.ph != "X":
+            return
         name = ev.name
-        if kind == _K_CPU_OP:
+        if kind <= _K_MEMSET:  # kernel, memcpy, memset
+            self._gpu(st, idx, ev, kind, name)
+        elif kind == _K_CPU_OP:
             if type(name) is not str:
                 return
             if st.cpu_pid is None:
@@ -576,9 +507,7 @@ class KinetoParser:
         else:
             self._reject(st, idx, "annotation without a name")
 
-    def _gpu(self, st: _State, idx: int, ev: Ev, kind: int) -> None:
-        """A memcpy or memset row (kernels are handled inline in :meth:`parse`)."""
-        name = ev.name
+    def _gpu(self, st: _State, idx: int, ev: Ev, kind: int, name: Any) -> None:
         ts = ev.ts
         dur = ev.dur
         t_ts = type(ts)
@@ -588,7 +517,7 @@ class KinetoParser:
             or (t_dur is not float and t_dur is not int)
             or type(name) is not str
         ):
-            self._reject(st, idx, _GPU_REJECT)
+            self._reject(st, idx, "GPU activity without numeric ts/dur or name")
             return
         args = ev.args
         if type(args) is not Args:
@@ -602,21 +531,29 @@ class KinetoParser:
         corr = args.correlation
         if type(corr) is not int:
             corr = None
-        b = args.nbytes
-        row = (
-            idx,
-            dev,
-            stream,
-            name,
-            "memcpy" if kind == _K_MEMCPY else "memset",
-            None,
-            ts,
-            dur,
-            corr,
-            b if type(b) is int else None,
-        )
-        for column, value in zip(st.kernels.values(), row, strict=True):
-            column.append(value)
+        msg: int | None = None
+        if kind == _K_KERNEL:
+            short, cat, op = _kernel_info(name)
+            if cat == "comm":
+                op, msg = self._comm_kernel(st, idx, ts, dur, dev, stream, short, op, args)
+        else:
+            short = name
+            cat = "memcpy" if kind == _K_MEMCPY else "memset"
+            op = None
+            b = args.nbytes
+            if type(b) is int:
+                msg = b
+        k = st.kernels
+        k["source_line"].append(idx)
+        k["device"].append(dev)
+        k["stream"].append(stream)
+        k["name"].append(short)
+        k["category"].append(cat)
+        k["comm_op"].append(op)
+        k["ts_us"].append(ts)
+        k["dur_us"].append(dur)
+        k["correlation"].append(corr)
+        k["msg_bytes"].append(msg)
 
     def _comm_kernel(
         self,
@@ -703,11 +640,8 @@ class KinetoParser:
 
     def _rpc(self, st: _State, idx: int, ev: Ev) -> None:
         """Keep what a ``record_param_comms`` op's ``comm_ops`` row needs (see _from_rpc)."""
-        ts = ev.ts
-        dur = ev.dur
-        t_ts = type(ts)
-        t_dur = type(dur)
-        if (t_ts is not float and t_ts is not int) or (t_dur is not float and t_dur is not int):
+        ts, dur = _num(ev.ts), _num(ev.dur)
+        if ts is None or dur is None:
             self._reject(st, idx, "record_param_comms without numeric ts/dur")
             return
         st.rpc_seen += 1  # parsed or ignored: settled at the end of the file
@@ -725,11 +659,10 @@ class KinetoParser:
         if pg is None or pg is msgspec.UNSET:
             pg = args.pg_id
         count, dtype, msg = self._coll_bytes(args, op)
-        pid = ev.pid
         st.rpc_ops.append(
             (
                 idx,
-                pid if type(pid) is int else _int(pid),
+                _int(ev.pid),
                 ts,
                 dur,
                 coll,
@@ -932,21 +865,20 @@ class KinetoParser:
             seq_arg,
             ext,
         ) in st.rpc_ops:
-            # type checks inline: _int is a call per value, and the values are mostly ints
-            rank_arg = rank if type(rank) is int else _int(rank)
+            rank_arg = _int(rank)
             peer = None
             group_rank = None
             if op in P2P_OPS:
-                peer = p2p_peer if type(p2p_peer) is int else _int(p2p_peer)
+                peer = _int(p2p_peer)
                 if peer is None:
                     peer = rank_arg
             elif op in ROOTED_OPS:
                 peer = rank_arg
             else:
                 group_rank = rank_arg
-            seq = seq_arg if type(seq_arg) is int else _int(seq_arg)
-            comm_id = None if pg is None else pg if type(pg) is str else str(pg)
-            size = group_size if type(group_size) is int else _int(group_size)
+            seq = _int(seq_arg)
+            comm_id = None if pg is None else str(pg)
+            size = _int(group_size)
             row_ts, row_dur, stream, cuda_dev = ts, dur, None, None
             kernel = first.get(ext) if type(ext) is int else None
             if kernel is not None:  # the linked GPU kernels' interval, device and stream
