@@ -6,7 +6,6 @@ Subcommands (each prints one JSON line with its own timings and what it produced
   accounting checked per file by ingest itself), without the one-off catalog build;
 * ``catalog STORE RUN``: that catalog build (``Store.refresh_catalog``), timed on its own;
 * ``derive STORE RUN``: ``derive_run`` (every mart) and the overlap figure;
-* ``ingest-derive STORE RUN PATH...``: both in one process (what "load + overlap" costs);
 * ``report STORE RUN OUT``: ``reports.html.build_report`` if it exists.
 """
 
@@ -129,16 +128,16 @@ def _report(store_dir: Path, run_id: str, out: Path) -> dict[str, object]:
 def main(argv: list[str]) -> int:
     """Dispatch one subcommand; print its JSON answer."""
     ap = argparse.ArgumentParser(prog="python -m bench._child")
-    ap.add_argument("cmd", choices=["ingest", "catalog", "derive", "ingest-derive", "report"])
+    ap.add_argument("cmd", choices=["ingest", "catalog", "derive", "report"])
     ap.add_argument("store", type=Path)
     ap.add_argument("run")
     ap.add_argument("paths", nargs="*", type=Path)
     ap.add_argument("--jobs", type=int, default=1)
     a = ap.parse_args(argv)
     out: dict[str, object] = {}
-    if a.cmd in {"ingest", "ingest-derive"}:
+    if a.cmd == "ingest":
         out.update(_ingest(a.store, a.run, a.paths, a.jobs))
-    if a.cmd in {"derive", "ingest-derive"}:
+    if a.cmd == "derive":
         out.update(_derive(a.store, a.run))
     if a.cmd == "catalog":
         out.update(_catalog(a.store))
