@@ -13,6 +13,7 @@ import pkgutil
 import sys
 from pathlib import Path
 
+from pipeline.commands._format import SafeFormatter
 from pipeline.settings import STORE_ENV, default_store
 
 
@@ -69,9 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    handler = logging.StreamHandler()
+    # Log messages quote file names and log text: escape sequences in them must not act.
+    handler.setFormatter(SafeFormatter("%(levelname)s %(name)s: %(message)s"))
     logging.basicConfig(
         level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
+        handlers=[handler],
     )
     try:
         return int(args.func(args))

@@ -40,16 +40,33 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
+from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
 CATALOG_NAME = "catalog.duckdb"
+CATALOG_LOCK = ".catalog.lock"
+"""Held (flock, exclusive) by a ``query --write`` session and while the catalog is rebuilt."""
+DATA_DIRS = ("tables", "marts", "model_inputs")
+"""The store's folders that hold Parquet read by the catalog's views (nothing else is read)."""
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 class StoreError(Exception):
     """A store operation failed; the message says what and where."""
+
+
+class CatalogBusyError(StoreError):
+    """The catalog is open read-write elsewhere (``query --write``, the duckdb CLI)."""
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    """``"1.2.0"`` as ``(1, 2, 0)``; None if it is not a dotted version of integers."""
+    parts = text.split(".")
+    if not parts or not all(p.isdigit() and len(p) <= 9 for p in parts):
+        return None
+    return tuple(int(p) for p in parts)
 
 
 def validate_run_id(run_id: str) -> str:
@@ -117,15 +134,32 @@ class Store:
         )
 
     def _check_version(self) -> None:
-        meta = json.loads((self.root / "STORE.json").read_text())
-        major = str(meta.get("schema_version", "0")).split(".")[0]
-        if major != SCHEMA_VERSION.split(".")[0]:
+        """Refuse a store this code cannot read; upgrade one of an older minor version.
+
+        A store written by a newer schema (same major, higher minor or patch) is refused, never
+        rewritten down: its files may hold columns or meanings this code does not know.
+        """
+        meta_path = self.root / "STORE.json"
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise StoreError(f"{meta_path}: cannot read the store's metadata: {exc}") from exc
+        found = str(meta.get("schema_version", "0")) if isinstance(meta, dict) else "?"
+        have, want = _version_tuple(found), _version_tuple(SCHEMA_VERSION)
+        if not isinstance(meta, dict) or have is None or want is None:
+            raise StoreError(f"{meta_path}: bad schema_version {found!r}")
+        if have[0] != want[0]:
             raise StoreError(
-                f"{self.root}: store schema {meta.get('schema_version')} is not readable by "
+                f"{self.root}: store schema {found} is not readable by "
                 f"schema {SCHEMA_VERSION} (major version differs)"
             )
+        if have > want:
+            raise StoreError(
+                f"{self.root}: store schema {found} was written by a newer commscope "
+                f"(this one has schema {SCHEMA_VERSION}); upgrade commscope to use this store"
+            )
         # Minor versions add columns: refresh the zero-row schema files so views show them.
-        if meta.get("schema_version") != SCHEMA_VERSION:
+        if have != want:
             with self.lock():
                 for name in TABLES:
                     d = self.tables_dir / name / "_schema"
@@ -229,16 +263,19 @@ class Store:
 
     def view_sql(self, table: str) -> str:
         """The CREATE VIEW statement that exposes a table's committed rows."""
-        glob = self.table_glob(table).replace("'", "''")
-        src = f"read_parquet('{glob}', union_by_name = true, filename = true)"
+        src = (
+            f"read_parquet({quote_literal(self.table_glob(table))}, union_by_name = true, "
+            "filename = true)"
+        )
         if table == "ingested_files":
             return (
                 f"CREATE OR REPLACE VIEW ingested_files AS SELECT * EXCLUDE (filename) "
                 f"FROM {src} WHERE parse_filename(filename, true) <> '_schema'"
             )
         return (
-            f"CREATE OR REPLACE VIEW {table} AS SELECT * EXCLUDE (filename) FROM {src} "
-            f"WHERE parse_filename(filename, true) IN (SELECT batch_id FROM ingested_files)"
+            f"CREATE OR REPLACE VIEW {quote_ident(table)} AS SELECT * EXCLUDE (filename) "
+            f"FROM {src} WHERE parse_filename(filename, true) IN "
+            "(SELECT batch_id FROM ingested_files)"
         )
 
     def marts_dir(self) -> Path:
@@ -296,10 +333,12 @@ class Store:
             except SqlModuleError as exc:
                 log.warning("catalog: skipped %s", exc)
         for mart in self.materialised_marts():
-            glob = str(self.marts_dir() / mart / "*.parquet").replace("'", "''")
+            if not _usable_name(mart, self.marts_dir()):
+                continue
+            glob = str(self.marts_dir() / mart / "*.parquet")
             con.execute(
-                f"CREATE OR REPLACE VIEW {mart} AS SELECT * FROM "
-                f"read_parquet('{glob}', union_by_name = true)"
+                f"CREATE OR REPLACE VIEW {quote_ident(mart)} AS SELECT * FROM "
+                f"read_parquet({quote_literal(glob)}, union_by_name = true)"
             )
 
     def create_model_input_views(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -310,14 +349,14 @@ class Store:
         """
         from pipeline.derive import empty_inputs, register_tables
 
-        written = set(self.model_inputs())
+        written = {n for n in self.model_inputs() if _usable_name(n, self.model_inputs_dir())}
         empty = {k: v for k, v in empty_inputs().items() if k not in written}
         register_tables(con, empty)
         for name in sorted(written):
-            glob = str(self.model_inputs_dir() / name / "*.parquet").replace("'", "''")
+            glob = str(self.model_inputs_dir() / name / "*.parquet")
             con.execute(
-                f"CREATE OR REPLACE VIEW {name} AS SELECT * FROM "
-                f"read_parquet('{glob}', union_by_name = true)"
+                f"CREATE OR REPLACE VIEW {quote_ident(name)} AS SELECT * FROM "
+                f"read_parquet({quote_literal(glob)}, union_by_name = true)"
             )
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -327,43 +366,122 @@ class Store:
             if name != "ingested_files":
                 con.execute(self.view_sql(name))
         for name, spec in TABLES.items():
-            con.execute(
-                f"COMMENT ON VIEW {name} IS '{_sql_str(spec.description + ' Grain: ' + spec.grain)}'"
-            )
+            view = quote_ident(name)
+            text = quote_literal(spec.description + " Grain: " + spec.grain)
+            con.execute(f"COMMENT ON VIEW {view} IS {text}")
             for col in spec.columns:
-                con.execute(f"COMMENT ON COLUMN {name}.{col.name} IS '{_sql_str(col.description)}'")
+                con.execute(
+                    f"COMMENT ON COLUMN {view}.{quote_ident(col.name)} "
+                    f"IS {quote_literal(col.description)}"
+                )
+
+    @contextlib.contextmanager
+    def catalog_lock(self) -> Iterator[None]:
+        """Hold the catalog's lock (exclusive, between processes) or raise CatalogBusyError.
+
+        Held by a ``query --write`` session for its whole life and by a catalog rebuild: a
+        rebuild replaces ``catalog.duckdb`` by a new file, and a writer still open on the old
+        one would then write its log (``catalog.duckdb.wal``) against the wrong file and lose
+        what it created. Never waits: the holder may be an interactive session.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        with (self.root / CATALOG_LOCK).open("a") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise CatalogBusyError(
+                    f"{self.catalog_path}: the catalog is open in a `commscope query --write` "
+                    "session or being rebuilt; try again when it ends"
+                ) from exc
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def write_session(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The catalog opened read-write, holding :meth:`catalog_lock` until the block ends.
+
+        Raises CatalogBusyError if another writer (or a rebuild) holds it.
+        """
+        self.ensure_catalog()
+        with self.catalog_lock():
+            try:
+                con = duckdb.connect(str(self.catalog_path))
+            except duckdb.Error as exc:
+                if _is_lock_error(exc):
+                    raise CatalogBusyError(
+                        f"{self.catalog_path}: the catalog is open read-write by another "
+                        "process; try again when it ends"
+                    ) from exc
+                raise
+            try:
+                yield con
+            finally:
+                con.close()
 
     def refresh_catalog(self) -> None:
         """(Re)write the DuckDB catalog file with a view per table.
 
         The views read Parquet by absolute glob, so the catalog stays current as batches
-        are committed; it is rewritten only when missing or when the store moved.
+        are committed; it is rewritten only when missing or when the store moved. Raises
+        CatalogBusyError (and leaves the catalog alone) while a writer has it open.
         """
-        with self.lock():
-            tmp = self.root / f".{CATALOG_NAME}.{os.getpid()}.tmp"
-            tmp.unlink(missing_ok=True)
-            con = duckdb.connect(str(tmp))
-            try:
-                # Binding each view re-reads the footers of the Parquet files under it; with
-                # the cache every footer is read once for the whole catalog (2.4 s -> 1.6 s
-                # for a 44-file store).
-                con.execute("SET parquet_metadata_cache = true")
-                self.create_all_views(con)
-                con.execute(
-                    "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS signature",
-                    [self.signature()],
+        with self.lock(), self.catalog_lock():
+            if self._catalog_held_by_writer():
+                raise CatalogBusyError(
+                    f"{self.catalog_path}: the catalog is open read-write by another program "
+                    "(e.g. the duckdb CLI); close it and try again"
                 )
+            tmp = self.root / f".{CATALOG_NAME}.{os.getpid()}.tmp"
+            wal = tmp.with_name(tmp.name + ".wal")
+            tmp.unlink(missing_ok=True)
+            wal.unlink(missing_ok=True)
+            try:
+                con = duckdb.connect(str(tmp))
+                try:
+                    # Binding each view re-reads the footers of the Parquet files under it;
+                    # with the cache every footer is read once for the whole catalog (2.4 s ->
+                    # 1.6 s for a 44-file store).
+                    con.execute("SET parquet_metadata_cache = true")
+                    self.create_all_views(con)
+                    con.execute(
+                        "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS signature",
+                        [self.signature()],
+                    )
+                finally:
+                    con.close()
+                tmp.replace(self.catalog_path)
             finally:
-                con.close()
-            tmp.replace(self.catalog_path)
+                # Every exit path (a full disk, an error in a view) leaves no temp file behind.
+                tmp.unlink(missing_ok=True)
+                wal.unlink(missing_ok=True)
+
+    def _catalog_held_by_writer(self) -> bool:
+        """True if another process holds DuckDB's write lock on the catalog file."""
+        if not self.catalog_path.exists():
+            return False
+        try:
+            duckdb.connect(str(self.catalog_path), read_only=True).close()
+        except duckdb.Error as exc:
+            return _is_lock_error(exc)
+        return False
 
     def catalog_current(self) -> bool:
-        """True if the catalog exists and was written for this store path and schema."""
+        """True if the catalog exists and was written for this store path and schema.
+
+        Raises CatalogBusyError if a writer holds the catalog (it cannot be read or replaced).
+        """
         if not self.catalog_path.exists():
             return False
         try:
             con = duckdb.connect(str(self.catalog_path), read_only=True)
-        except duckdb.Error:
+        except duckdb.Error as exc:
+            if _is_lock_error(exc):
+                raise CatalogBusyError(
+                    f"{self.catalog_path}: the catalog is open read-write by another process "
+                    "(a `commscope query --write` session?); try again when it ends"
+                ) from exc
             return False
         try:
             row = con.execute("SELECT signature FROM _commscope_meta").fetchone()
@@ -374,14 +492,41 @@ class Store:
         return row == (self.signature(),)
 
     def ensure_catalog(self) -> None:
-        """Write the catalog if it is missing or stale."""
-        if not self.catalog_current():
-            self.refresh_catalog()
+        """Write the catalog if it is missing or stale.
+
+        While a ``query --write`` session holds the catalog, a stale catalog is left as it is
+        (with a warning): the table views read Parquet by glob and stay current, and the next
+        command after the session rebuilds it. Replacing it would lose the session's work.
+        """
+        try:
+            if not self.catalog_current():
+                self.refresh_catalog()
+        except CatalogBusyError as exc:
+            if not self.catalog_path.exists():
+                raise
+            log.warning("catalog not rebuilt now: %s", exc)
 
     def connect(self, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-        """Open the catalog (created if needed) with every table as a view."""
+        """Open the catalog (created if needed) with every table as a view.
+
+        Raises CatalogBusyError (one line) if another process has the catalog open
+        read-write, instead of DuckDB's lock error.
+        """
         self.ensure_catalog()
-        return duckdb.connect(str(self.catalog_path), read_only=read_only)
+        try:
+            return duckdb.connect(str(self.catalog_path), read_only=read_only)
+        except duckdb.Error as exc:
+            if _is_lock_error(exc):
+                raise CatalogBusyError(
+                    f"{self.catalog_path}: the catalog is open read-write by another process "
+                    "(a `commscope query --write` session?); try again when it ends"
+                ) from exc
+            raise
+
+
+def _is_lock_error(exc: duckdb.Error) -> bool:
+    """True if DuckDB refused to open a database file because another process holds it."""
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
 ANY_HEAD = object()
@@ -488,8 +633,20 @@ def _commit_rows(path: Path) -> pl.DataFrame:
     return rows
 
 
-def _sql_str(s: str) -> str:
-    return s.replace("'", "''")
+def _usable_name(name: str, parent: Path) -> bool:
+    """True if the folder ``name`` under ``parent`` may become a view; else log why not.
+
+    Why: folder names come from the file system, not from commscope alone (a copy made in a
+    file manager, or a name planted to inject SQL); one bad name must not break every command.
+    """
+    if is_sql_name(name):
+        return True
+    log.warning(
+        "catalog: skipped folder %r in %s: not a plain SQL name (letters, digits, '_')",
+        name,
+        parent,
+    )
+    return False
 
 
 def _pid_alive(pid: int) -> bool:

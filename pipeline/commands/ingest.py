@@ -8,7 +8,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.commands._format import table
+from pipeline.commands._format import sanitize, table
 from pipeline.ingest import FileResult, discover, ingest_paths, stderr_progress
 from pipeline.store import Store, StoreError
 
@@ -66,17 +66,21 @@ def run(args: argparse.Namespace) -> int:
         )
     except (StoreError, OSError, ValueError, duckdb.Error) as exc:
         # Store-level failures (disk full, read-only, catalog) stop the ingest: one clear line.
-        print(f"commscope: error: {exc}", file=sys.stderr)
+        print(f"commscope: error: {sanitize(str(exc))}", file=sys.stderr)
         return 2
     print(render_results(results))
     for r in results:
         if r.status == "error":
-            print(f"commscope: error: {r.path}: {r.message}", file=sys.stderr)
+            print(f"commscope: error: {sanitize(f'{r.path}: {r.message}')}", file=sys.stderr)
     return 0 if any(r.ok for r in results) else 1
 
 
 def render_results(results: list[FileResult]) -> str:
-    """The per-file table printed after an ingest."""
+    """The per-file table printed after an ingest.
+
+    File names and messages come from inputs: :func:`table` sanitises every cell, so escape
+    sequences in them are shown, never acted on by the terminal.
+    """
     rows = [
         (
             r.path,
@@ -96,7 +100,7 @@ def render_results(results: list[FileResult]) -> str:
 
 
 def _status(r: FileResult) -> str:
-    """The status cell: the status, with the message when there is one."""
+    """The status cell: the status, with the message when there is one (sanitised)."""
     if r.status == "error":
-        return f"error: {r.message}"
-    return f"{r.status} ({r.message})" if r.message else r.status
+        return sanitize(f"error: {r.message}")
+    return sanitize(f"{r.status} ({r.message})" if r.message else r.status)

@@ -1,18 +1,28 @@
 """``commscope query``: ad-hoc SQL over the store, read-only unless ``--write``.
 
-Security default: a plain ``query`` cannot change anything. Three layers, each enough on its
-own for the case it covers:
+Security default: a plain ``query`` cannot change anything, and that does not rest on the
+statement type alone. Layers, each enough on its own for the case it covers:
 
 * the catalog is opened with DuckDB's ``read_only`` (no CREATE/INSERT/UPDATE/DROP in it);
-* only reading statements run (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE,
-  EXPLAIN): ``COPY ... TO`` and ``EXPORT`` would write files even on a read-only database,
-  and ATTACH, INSTALL/LOAD, SET and the like would widen what the session can do;
-* file access is confined to the store folder (``allowed_directories`` with
-  ``enable_external_access = false``, then the configuration is locked), so a query cannot
-  read or write files elsewhere.
+* only reading statements run (SELECT, FROM, WITH, VALUES, DESCRIBE, SHOW, SUMMARIZE, and
+  EXPLAIN [ANALYZE] of one of those): ``COPY ... TO`` and ``EXPORT`` would write files even on a
+  read-only database, ``EXPLAIN ANALYZE`` runs the statement it explains, and ATTACH,
+  INSTALL/LOAD, SET and the like would widen what the session can do. An EXPLAIN's inner
+  statement is checked twice: by its statement type and by ``json_serialize_sql``, which only
+  accepts SELECTs;
+* file access is confined to the folders holding the store's Parquet (``tables/``,
+  ``marts/``, ``model_inputs/``) with ``enable_external_access = false``, then the
+  configuration is locked: a query cannot read or write files elsewhere, and ``STORE.json``,
+  the catalog and the commit log's neighbours are out of its reach. (DuckDB 2.0.0 has no
+  setting that allows reading a folder but not writing it, which is why the statement check
+  stays.) Nothing executable lives in the store: Prefect's home is outside it;
+* the session has derive's memory limit and spills to a private temp folder outside the store,
+  removed afterwards.
 
 ``--write`` opens the catalog read-write with none of these limits: for creating your own
-views, tables or macros in the catalog, or exporting results with ``COPY ... TO``. Objects
+views, tables or macros in the catalog, or exporting results with ``COPY ... TO``. A ``--write``
+session holds the catalog: a plain ``query`` meanwhile is refused with one line, and commands
+that would rebuild the catalog leave it alone (nothing the session created is lost). Objects
 created in ``catalog.duckdb`` are dropped when commscope rebuilds the catalog (the store moved,
 the schema or SQL changed, a mart was materialised): keep durable data in files of your own.
 """
@@ -21,15 +31,26 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import shutil
 import sys
+from pathlib import Path
 
 import duckdb
 
-from pipeline.commands._format import table
-from pipeline.store import Store, StoreError
+from pipeline.commands._format import sanitize, table
+from pipeline.sql_names import quote_literal
+from pipeline.store import DATA_DIRS, Store, StoreError
 
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 """Statement types a read-only query may run (DESCRIBE, SHOW, SUMMARIZE parse as SELECT)."""
+
+_SKIP = r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
+_EXPLAIN_PREFIX = re.compile(
+    rf"^{_SKIP}EXPLAIN\b{_SKIP}(?:ANALY[SZ]E\b{_SKIP})?(?:\([^()]*\){_SKIP})?",
+    re.IGNORECASE | re.DOTALL,
+)
+"""``EXPLAIN``, ``EXPLAIN ANALYZE`` and their ``(options)``, with comments between the words."""
 
 
 class ReadOnlyError(Exception):
@@ -63,24 +84,69 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """Raise ReadOnlyError if any statement of ``sql`` is not a reading statement.
 
     Why: DuckDB's read-only mode protects the database file only; ``COPY ... TO`` and
-    ``EXPORT DATABASE`` still write files, and ATTACH/SET/LOAD change the session itself.
+    ``EXPORT DATABASE`` still write files, ``EXPLAIN ANALYZE`` runs what it explains (so
+    ``EXPLAIN ANALYZE COPY ... TO`` writes), and ATTACH/SET/LOAD change the session itself.
     """
     for stmt in con.extract_statements(sql):
         if stmt.type not in READ_STATEMENTS:
-            kind = stmt.type.name.replace("_", " ")
-            raise ReadOnlyError(
-                f"{kind} statements are not allowed in a read-only query "
-                f"({stmt.query.strip()[:60]!r}); rerun with --write to change the catalog "
-                "or write files"
-            )
+            _refuse(stmt.type.name, stmt.query)
+        if stmt.type == duckdb.StatementType.EXPLAIN:
+            _check_explained(con, stmt.query)
 
 
-def confine(con: duckdb.DuckDBPyConnection, store: Store) -> None:
-    """Allow file access only inside the store folder, and lock the session's settings."""
-    root = str(store.root).replace("'", "''")
-    con.execute(f"SET allowed_directories = ['{root}']")
+def _check_explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
+    """Raise ReadOnlyError unless the statement an EXPLAIN explains is one SELECT.
+
+    Fails closed: an EXPLAIN whose prefix is not recognised, whose rest does not parse as
+    exactly one SELECT, or that ``json_serialize_sql`` (SELECTs only) rejects is refused.
+    """
+    m = _EXPLAIN_PREFIX.match(text)
+    inner = text[m.end() :] if m else ""
+    try:
+        stmts = con.extract_statements(inner) if inner.strip() else []
+    except duckdb.Error:
+        stmts = []
+    if len(stmts) != 1 or stmts[0].type != duckdb.StatementType.SELECT:
+        kind = stmts[0].type.name if len(stmts) == 1 else "EXPLAIN of this"
+        _refuse(f"EXPLAIN {kind}" if len(stmts) == 1 else kind, text)
+    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchone()
+    try:
+        parsed = json.loads(row[0]) if row else {"error": True}
+    except (TypeError, ValueError):
+        parsed = {"error": True}
+    if not isinstance(parsed, dict) or parsed.get("error", True):
+        _refuse("EXPLAIN of this", text)
+
+
+def _refuse(kind: str, query: str) -> None:
+    """Raise the ReadOnlyError for a statement of type ``kind``."""
+    kind = kind.replace("_", " ")
+    raise ReadOnlyError(
+        f"{kind} statements are not allowed in a read-only query "
+        f"({sanitize(query.strip()[:60])!r}); rerun with --write to change the catalog "
+        "or write files"
+    )
+
+
+def confine(con: duckdb.DuckDBPyConnection, store: Store) -> Path | None:
+    """Cap memory, allow file access only to the store's Parquet folders, lock the settings.
+
+    Returns the session's private spill folder (outside the store; the caller removes it).
+    Why the data folders and not the store root: the root also holds ``STORE.json``, the
+    catalog and (in stores made by older versions) Prefect's home, none of which a query
+    needs to read.
+    """
+    from pipeline.derive import _limit_memory
+
+    _limit_memory(con)
+    row = con.execute("SELECT current_setting('temp_directory')").fetchone()
+    spill = Path(str(row[0])) if row and row[0] else None
+    dirs = ", ".join(quote_literal(str(store.root / d) + "/") for d in DATA_DIRS)
+    con.execute(f"SET allowed_directories = [{dirs}]")
+    con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
+    return spill
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,36 +155,61 @@ def run(args: argparse.Namespace) -> int:
     write = bool(getattr(args, "write", False))
     try:
         store = Store.open(args.store, create=False)
-        con = store.connect(read_only=not write)
     except StoreError as exc:
-        print(f"commscope: error: {exc}", file=sys.stderr)
-        return 2
+        return _error(str(exc), 2)
+    if write:
+        try:
+            with store.write_session() as con:
+                return _execute(con, sql, args.out_format, write=True)
+        except StoreError as exc:
+            return _error(str(exc), 2)
     try:
-        if not write:
+        con = store.connect(read_only=True)
+    except StoreError as exc:
+        return _error(str(exc), 2)
+    spill: Path | None = None
+    try:
+        try:
             check_read_only(con, sql)
-            confine(con, store)
+            spill = confine(con, store)
+        except ReadOnlyError as exc:
+            return _error(str(exc), 1)
+        return _execute(con, sql, args.out_format, write=False)
+    finally:
+        con.close()
+        if spill is not None:
+            shutil.rmtree(spill, ignore_errors=True)
+
+
+def _execute(con: duckdb.DuckDBPyConnection, sql: str, out_format: str, *, write: bool) -> int:
+    """Run ``sql`` on ``con`` and print its result; one line on stderr if it fails."""
+    try:
         rel = con.sql(sql)
         if rel is None:
             return 0
         df = rel.pl()
-    except ReadOnlyError as exc:
-        print(f"commscope: error: {exc}", file=sys.stderr)
-        return 1
     except duckdb.Error as exc:
         hint = ""
         if not write and isinstance(
             exc, (duckdb.PermissionException, duckdb.InvalidInputException)
         ):
             hint = " (read-only query: files outside the store cannot be read; see --write)"
-        print(f"commscope: error: query failed: {exc}{hint}", file=sys.stderr)
-        return 1
-    finally:
-        con.close()
-    if args.out_format == "csv":
-        sys.stdout.write(df.write_csv())
-    elif args.out_format == "json":
-        sys.stdout.write(json.dumps(df.to_dicts(), default=str, indent=1) + "\n")
+        return _error(f"query failed: {exc}{hint}", 1)
+    if out_format == "csv":
+        text = df.write_csv()
+        # A terminal interprets escape sequences: a CSV shown on one gets them made visible.
+        sys.stdout.write(sanitize(text, keep="\n") if sys.stdout.isatty() else text)
+    elif out_format == "json":
+        # ensure_ascii escapes the C0 and C1 controls as \\uXXXX; DEL is ASCII, so by hand.
+        text = json.dumps(df.to_dicts(), default=str, indent=1).replace("\x7f", "\\u007f")
+        sys.stdout.write(text + "\n")
     else:
         print(table(df.columns, df.rows()))
         print(f"({df.height} rows)")
     return 0
+
+
+def _error(message: str, rc: int) -> int:
+    """Print ``message`` as one sanitised error line on stderr and return ``rc``."""
+    print(f"commscope: error: {sanitize(message)}", file=sys.stderr)
+    return rc

@@ -4,9 +4,9 @@ Why: cluster logs keep arriving; rather than running ingest/derive/report by han
 ``process_cluster_logs`` Prefect flow runs now and then on a schedule (``--every`` or
 ``--cron``) through ``flow.serve``. Without ``PREFECT_API_URL``, serve starts Prefect's own
 local server as a child process (``prefect server start`` on 127.0.0.1, database in
-``<store>/.prefect``; it has the scheduler and the UI, whose address is printed; Prefect's
-in-process ephemeral server cannot schedule) and stops it on exit: nothing to install or start
-by hand. With ``PREFECT_API_URL`` set the runs go to that server. ``--once`` runs the flow a
+``~/.local/state/commscope/prefect/<hash>``, outside the store: see ``prefect_home``; it has
+the scheduler and the UI, whose address is printed; Prefect's in-process ephemeral server
+cannot schedule) and stops it on exit: nothing to install or start by hand. With ``PREFECT_API_URL`` set the runs go to that server. ``--once`` runs the flow a
 single time on the ephemeral server and exits (exit status 1 if any file, derive or report
 failed).
 
@@ -17,6 +17,7 @@ settings are read at import time.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -54,16 +55,32 @@ def parse_every(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def prepare_prefect_env(store: Path) -> None:
-    """Point Prefect at a private home inside the store unless the user configured one.
+def prefect_home(store: Path) -> Path:
+    """The private Prefect home of ``store``: outside the store, one per store path.
 
-    Must run before ``pipeline.flows`` (and so Prefect) is imported. Also turns Prefect's
-    anonymous usage analytics off (nothing leaves the machine) and gives the embedded server
-    time to start on a loaded machine.
+    ``$XDG_STATE_HOME/commscope/prefect/<hash of the store path>`` (``~/.local/state`` when
+    ``XDG_STATE_HOME`` is unset). Why not inside the store: Prefect reads configuration that
+    runs code from its home (``logging.yml`` names handler classes), and nothing executable may
+    live where a query or an input could write.
+    """
+    root = store.expanduser().resolve()
+    state = os.environ.get("XDG_STATE_HOME", "").strip()
+    base = Path(state) if state and Path(state).is_absolute() else Path.home() / ".local/state"
+    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    return base / "commscope" / "prefect" / digest
+
+
+def prepare_prefect_env(store: Path) -> None:
+    """Point Prefect at a private home outside the store unless the user configured one.
+
+    Must run before ``pipeline.flows`` (and so Prefect) is imported. ``PREFECT_HOME`` or
+    ``PREFECT_API_URL`` set by the user are honoured. Also turns Prefect's anonymous usage
+    analytics off (nothing leaves the machine) and gives the embedded server time to start on
+    a loaded machine.
     """
     if "PREFECT_API_URL" not in os.environ and "PREFECT_HOME" not in os.environ:
-        home = store.expanduser().resolve() / ".prefect"
-        home.mkdir(parents=True, exist_ok=True)  # the embedded server's SQLite file goes here
+        home = prefect_home(store)
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)  # the server's SQLite file goes here
         os.environ["PREFECT_HOME"] = str(home)
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
@@ -74,7 +91,7 @@ def local_prefect_server(store: Path, port: int = 0, timeout: float = 180.0) -> 
     """Run ``prefect server start`` (scheduler + UI) on 127.0.0.1 for the block; yield its URL.
 
     Used when no ``PREFECT_API_URL`` is configured: schedules need a real server. Its state
-    lives in ``$PREFECT_HOME`` (``<store>/.prefect`` by default), its output in
+    lives in ``$PREFECT_HOME`` (:func:`prefect_home` by default), its output in
     ``server.log`` there. Sets ``PREFECT_API_URL`` for this process (before Prefect is
     imported).
     """
@@ -82,7 +99,7 @@ def local_prefect_server(store: Path, port: int = 0, timeout: float = 180.0) -> 
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             port = int(sock.getsockname()[1])
-    home = Path(os.environ.get("PREFECT_HOME", store / ".prefect"))
+    home = Path(os.environ.get("PREFECT_HOME", prefect_home(store)))
     home.mkdir(parents=True, exist_ok=True)
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1"]

@@ -49,6 +49,7 @@ def test_serve_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def _serve_once(watch: Path, store: Path, reports: Path) -> tuple[int, dict, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["XDG_STATE_HOME"] = str(store.parent / "state")  # Prefect's home, outside the store
     cmd = [sys.executable, "-m", "pipeline", "serve", "--watch", str(watch), "--store"]
     cmd += [str(store), "--reports", str(reports), "--once", "--json", "--no-report"]
     proc = subprocess.run(
@@ -67,7 +68,8 @@ def _serve_once(watch: Path, store: Path, reports: Path) -> tuple[int, dict, str
 @pytest.mark.slow
 def test_serve_once_embedded_server(tmp_path: Path, shared_samples: Path) -> None:
     """serve --once ingests and derives each run folder on the embedded server (state in
-    <store>/.prefect); a second pass finds nothing changed."""
+    $XDG_STATE_HOME/commscope/prefect/<hash>, outside the store); a second pass finds nothing
+    changed."""
     watch = tmp_path / "watch"
     (watch / "job7").mkdir(parents=True)
     src = shared_samples / NCCL_SAMPLE
@@ -84,7 +86,9 @@ def test_serve_once_embedded_server(tmp_path: Path, shared_samples: Path) -> Non
     assert run["marts"] > 0
     assert summary["ingest"]["job7"]["lines"] == len(src.read_text().splitlines())
     assert summary["ingest"]["job7"]["rows"] >= coll
-    assert (store / ".prefect").is_dir()  # the embedded server's home, inside the store
+    # The embedded server's home is outside the store (nothing executable where queries write).
+    assert not (store / ".prefect").exists()
+    assert [p.name for p in (tmp_path / "state" / "commscope" / "prefect").iterdir()]
     assert any((store / "marts").glob("*/job7.parquet"))
 
     rc, again, err = _serve_once(watch, store, reports)
@@ -113,6 +117,7 @@ def test_serve_every_runs_on_schedule(tmp_path: Path, shared_samples: Path) -> N
     (watch / "job1").mkdir(parents=True)
     shutil.copy(shared_samples / NCCL_SAMPLE, watch / "job1" / "rank0.log")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
     cmd = [sys.executable, "-m", "pipeline", "serve", "--watch", str(watch), "--store"]
     cmd += [str(store), "--reports", str(tmp_path / "r"), "--every", "5s", "--no-report"]
     cmd += ["--no-derive"]
