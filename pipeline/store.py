@@ -398,28 +398,6 @@ class Store:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
-    @contextlib.contextmanager
-    def write_session(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        """The catalog opened read-write, holding :meth:`catalog_lock` until the block ends.
-
-        Raises CatalogBusyError if another writer (or a rebuild) holds it.
-        """
-        self.ensure_catalog()
-        with self.catalog_lock():
-            try:
-                con = duckdb.connect(str(self.catalog_path))
-            except duckdb.Error as exc:
-                if _is_lock_error(exc):
-                    raise CatalogBusyError(
-                        f"{self.catalog_path}: the catalog is open read-write by another "
-                        "process; try again when it ends"
-                    ) from exc
-                raise
-            try:
-                yield con
-            finally:
-                con.close()
-
     def refresh_catalog(self) -> None:
         """(Re)write the DuckDB catalog file with a view per table.
 
@@ -498,21 +476,26 @@ class Store:
         (with a warning): the table views read Parquet by glob and stay current, and the next
         command after the session rebuilds it. Replacing it would lose the session's work.
         """
+        busy = self._refresh_if_stale()
+        if busy is not None:
+            log.warning("catalog not rebuilt now: %s", busy)
+
+    def _refresh_if_stale(self) -> CatalogBusyError | None:
+        """Rebuild a missing or stale catalog; return the reason if a writer prevented it.
+
+        Raises CatalogBusyError if there is no catalog at all and it cannot be written.
+        """
         try:
             if not self.catalog_current():
                 self.refresh_catalog()
         except CatalogBusyError as exc:
             if not self.catalog_path.exists():
                 raise
-            log.warning("catalog not rebuilt now: %s", exc)
+            return exc
+        return None
 
-    def connect(self, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-        """Open the catalog (created if needed) with every table as a view.
-
-        Raises CatalogBusyError (one line) if another process has the catalog open
-        read-write, instead of DuckDB's lock error.
-        """
-        self.ensure_catalog()
+    def _open_catalog(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+        """``duckdb.connect`` on the catalog, DuckDB's lock error as one CatalogBusyError."""
         try:
             return duckdb.connect(str(self.catalog_path), read_only=read_only)
         except duckdb.Error as exc:
@@ -522,6 +505,34 @@ class Store:
                     "(a `commscope query --write` session?); try again when it ends"
                 ) from exc
             raise
+
+    def connect(self, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+        """Open the catalog (created if needed) with every table as a view.
+
+        Raises CatalogBusyError (one line) if another process has the catalog open
+        read-write, instead of DuckDB's lock error.
+        """
+        busy = self._refresh_if_stale()
+        con = self._open_catalog(read_only=read_only)
+        if busy is not None:
+            log.warning("catalog not rebuilt now: %s", busy)
+        return con
+
+    @contextlib.contextmanager
+    def write_session(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """The catalog opened read-write, holding :meth:`catalog_lock` until the block ends.
+
+        Raises CatalogBusyError if another writer (or a rebuild) holds it.
+        """
+        busy = self._refresh_if_stale()
+        with self.catalog_lock():
+            con = self._open_catalog(read_only=False)
+            if busy is not None:
+                log.warning("catalog not rebuilt now: %s", busy)
+            try:
+                yield con
+            finally:
+                con.close()
 
 
 def _is_lock_error(exc: duckdb.Error) -> bool:

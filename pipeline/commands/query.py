@@ -174,6 +174,8 @@ def run(args: argparse.Namespace) -> int:
             spill = confine(con, store)
         except ReadOnlyError as exc:
             return _error(str(exc), 1)
+        except duckdb.Error as exc:  # SQL that does not parse
+            return _error(f"query failed: {exc}", 1)
         return _execute(con, sql, args.out_format, write=False)
     finally:
         con.close()
@@ -211,5 +213,6 @@ def _execute(con: duckdb.DuckDBPyConnection, sql: str, out_format: str, *, write
 
 def _error(message: str, rc: int) -> int:
     """Print ``message`` as one sanitised error line on stderr and return ``rc``."""
-    print(f"commscope: error: {sanitize(message)}", file=sys.stderr)
+    one_line = " ".join(message.split())  # DuckDB's hints come on lines of their own
+    print(f"commscope: error: {sanitize(one_line)}", file=sys.stderr)
     return rc
