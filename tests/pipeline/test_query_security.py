@@ -268,11 +268,19 @@ def test_hostile_folder_names_are_skipped_not_run(
 
 
 _WRITER = """
-import sys, time
+import sys
 from pathlib import Path
+
+import duckdb
+
 from pipeline.store import Store
+
 store = Store.open(Path(sys.argv[1]), create=False)
-with store.write_session() as con:
+if sys.argv[2] == "session":  # what `commscope query --write` opens
+    session = store.write_session()
+else:  # the duckdb CLI, or any other program, on the catalog file
+    session = duckdb.connect(str(store.catalog_path))
+with session as con:
     con.execute("CREATE TABLE mine AS SELECT 41 AS a")
     print("open", flush=True)
     sys.stdin.readline()  # held open until the test says so
@@ -286,15 +294,16 @@ def _cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 
+@pytest.mark.parametrize("writer_kind", ["session", "duckdb"])
 def test_plain_query_during_a_write_session_is_refused_and_nothing_is_lost(
-    qstore: Path, capsys: pytest.CaptureFixture[str]
+    qstore: Path, writer_kind: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A ``query --write`` session and a plain query at once: the plain one (and a second
     writer) is refused with one line, the catalog is not rebuilt under the writer even when it
     is stale, and the writer's table survives (before: the plain query replaced the catalog,
     the writer's log no longer matched it, and its table was lost)."""
     writer = subprocess.Popen(
-        [sys.executable, "-c", _WRITER, str(qstore)],
+        [sys.executable, "-c", _WRITER, str(qstore), writer_kind],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
