@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from parsers.schema import TABLES
+from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 LAYERS: tuple[str, ...] = ("macros", "staging", "intermediate", "marts")
@@ -231,12 +232,14 @@ def apply(con: duckdb.DuckDBPyConnection, modules: tuple[SqlModule, ...] | None 
             con.execute(m.text)
         except duckdb.Error as exc:
             raise SqlModuleError(f"{m.path}: {exc}") from exc
-        if m.kind == "VIEW":
-            con.execute(f"COMMENT ON VIEW {m.name} IS '{_q(m.description + ' Grain: ' + m.grain)}'")
+        if m.kind == "VIEW" and is_sql_name(m.name):
+            view = quote_ident(m.name)
+            text = quote_literal(m.description + " Grain: " + m.grain)
+            con.execute(f"COMMENT ON VIEW {view} IS {text}")
             for col, doc in m.column_docs.items():
-                if doc:
-                    con.execute(f"COMMENT ON COLUMN {m.name}.{col} IS '{_q(doc)}'")
-
-
-def _q(s: str) -> str:
-    return s.replace("'", "''")
+                # Names are quoted, never interpolated raw; a column the comment syntax
+                # cannot name plainly keeps no comment rather than failing the module.
+                if doc and is_sql_name(col):
+                    con.execute(
+                        f"COMMENT ON COLUMN {view}.{quote_ident(col)} IS {quote_literal(doc)}"
+                    )
