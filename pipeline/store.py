@@ -398,6 +398,19 @@ class Store:
             finally:
                 fcntl.flock(fh, fcntl.LOCK_UN)
 
+    def confine(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Limit ``con``'s file access to the store's data folders (:data:`DATA_DIRS`).
+
+        Why: the catalog rebuild and a read-only query need to read the Parquet under
+        ``tables/``, ``marts/`` and ``model_inputs/`` and nothing else; ``STORE.json``, the
+        commit lock and any file outside the store stay out of reach of what they run. The
+        database file ``con`` was opened on is not external access and stays usable.
+        """
+        dirs = ", ".join(quote_literal(str(self.root / d) + "/") for d in DATA_DIRS)
+        con.execute(f"SET allowed_directories = [{dirs}]")
+        con.execute("SET autoinstall_known_extensions = false")
+        con.execute("SET enable_external_access = false")
+
     def refresh_catalog(self) -> None:
         """(Re)write the DuckDB catalog file with a view per table.
 
@@ -422,6 +435,8 @@ class Store:
                     # with the cache every footer is read once for the whole catalog (2.4 s ->
                     # 1.6 s for a 44-file store).
                     con.execute("SET parquet_metadata_cache = true")
+                    # Defence in depth: whatever the rebuild runs reads only the store's data.
+                    self.confine(con)
                     self.create_all_views(con)
                     con.execute(
                         "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS signature",

@@ -39,8 +39,7 @@ from pathlib import Path
 import duckdb
 
 from pipeline.commands._format import sanitize, table
-from pipeline.sql_names import quote_literal
-from pipeline.store import DATA_DIRS, Store, StoreError
+from pipeline.store import Store, StoreError
 
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 """Statement types a read-only query may run (DESCRIBE, SHOW, SUMMARIZE parse as SELECT)."""
@@ -141,10 +140,7 @@ def confine(con: duckdb.DuckDBPyConnection, store: Store) -> Path | None:
     _limit_memory(con)
     row = con.execute("SELECT current_setting('temp_directory')").fetchone()
     spill = Path(str(row[0])) if row and row[0] else None
-    dirs = ", ".join(quote_literal(str(store.root / d) + "/") for d in DATA_DIRS)
-    con.execute(f"SET allowed_directories = [{dirs}]")
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET enable_external_access = false")
+    store.confine(con)
     con.execute("SET lock_configuration = true")
     return spill
 

@@ -384,3 +384,31 @@ def test_unreadable_store_metadata_is_one_line(
         rc, _, err = _query(capsys, qstore, "SELECT 1 AS a")
         assert rc == 2 and "STORE.json" in err and "Traceback" not in err, (text, err)
         assert meta.read_text() == text
+
+
+def test_catalog_rebuild_reads_only_the_store_data(
+    qstore: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rebuild runs SQL built from the store's folders: it is confined like a query (in the
+    issue a name that slipped through ran unconfined and copied /etc/passwd into a table)."""
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret\n")
+    seen: list[str] = []
+    original = Store.create_all_views
+
+    def spy(self: Store, con: duckdb.DuckDBPyConnection) -> None:
+        try:
+            con.execute(f"SELECT * FROM read_text('{outside}')").fetchall()
+            seen.append("read")
+        except duckdb.PermissionException:
+            seen.append("refused")
+        original(self, con)
+
+    monkeypatch.setattr(Store, "create_all_views", spy)
+    Store.open(qstore, create=False).refresh_catalog()
+    assert seen == ["refused"]
+    con = duckdb.connect(str(qstore / "catalog.duckdb"), read_only=True)
+    try:  # the rebuilt catalog is complete
+        assert con.execute("SELECT count(*) FROM comm_ops").fetchone()[0] > 0  # type: ignore[index]
+    finally:
+        con.close()
