@@ -495,10 +495,12 @@ class Store:
         if busy is not None:
             log.warning("catalog not rebuilt now: %s", busy)
 
-    def _refresh_if_stale(self) -> CatalogBusyError | None:
-        """Rebuild a missing or stale catalog; return the reason if a writer prevented it.
+    def _refresh_if_stale(self) -> StoreError | None:
+        """Rebuild a missing or stale catalog; return the reason if it could not be rebuilt.
 
-        Raises CatalogBusyError if there is no catalog at all and it cannot be written.
+        A writer holding the catalog, or a store the process cannot write, leaves the existing
+        catalog in use (its table views read Parquet by glob and stay current). Raises
+        StoreError if there is no catalog at all and it cannot be written.
         """
         try:
             if not self.catalog_current():
@@ -507,6 +509,11 @@ class Store:
             if not self.catalog_path.exists():
                 raise
             return exc
+        except OSError as exc:  # a read-only store (or file system): use the catalog there is
+            reason = StoreError(f"{self.root}: cannot rewrite the catalog: {exc.strerror or exc}")
+            if not self.catalog_path.exists():
+                raise reason from exc
+            return reason
         return None
 
     def _open_catalog(self, *, read_only: bool) -> duckdb.DuckDBPyConnection:

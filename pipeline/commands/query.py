@@ -122,7 +122,7 @@ def _refuse(kind: str, query: str) -> None:
     kind = kind.replace("_", " ")
     raise ReadOnlyError(
         f"{kind} statements are not allowed in a read-only query "
-        f"({sanitize(query.strip()[:60])!r}); rerun with --write to change the catalog "
+        f"({query.strip()[:60]!r}); rerun with --write to change the catalog "
         "or write files"
     )
 

@@ -412,3 +412,22 @@ def test_catalog_rebuild_reads_only_the_store_data(
         assert con.execute("SELECT count(*) FROM comm_ops").fetchone()[0] > 0  # type: ignore[index]
     finally:
         con.close()
+
+
+def test_query_on_a_store_it_cannot_write_uses_the_catalog_there_is(
+    qstore: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stale catalog in a store this process cannot write (a read-only mount): the query
+    runs on the existing catalog with a warning; with no catalog at all it is one error line,
+    never an OSError traceback. (Simulated: the tests may run as root, where chmod binds not.)"""
+
+    def read_only_fs(self: Store) -> None:
+        raise PermissionError(13, "Permission denied", str(self.root / ".lock"))
+
+    monkeypatch.setattr(Store, "refresh_catalog", read_only_fs)
+    monkeypatch.setattr(Store, "catalog_current", lambda self: False)
+    assert _count(capsys, qstore, "SELECT count(*) FROM comm_ops") > 0
+    (qstore / "catalog.duckdb").unlink()
+    rc, _, err = _query(capsys, qstore, "SELECT 1 AS a")
+    assert rc == 2 and "Permission denied" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
