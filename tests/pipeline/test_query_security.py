@@ -97,6 +97,9 @@ def _attacks(store: Path) -> dict[str, str]:
         "EXPORT": f"EXPLAIN ANALYZE EXPORT DATABASE '{store / 'tables' / 'exported'}'",
         "UPDATE": "EXPLAIN ANALYZE UPDATE comm_ops SET rank = 0",
         "nested EXPLAIN": f"EXPLAIN ANALYZE EXPLAIN ANALYZE COPY ({ops}) TO '{forged_ops}'",
+        "query() table function": f"SELECT * FROM query('COPY ({ops}) TO ''{forged_ops}''')",
+        "query() of an EXPLAIN": "SELECT * FROM query('EXPLAIN ANALYZE COPY (SELECT 1 AS a) "
+        f"TO ''{forged_ops}''')",
     }
 
 
