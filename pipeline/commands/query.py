@@ -88,7 +88,7 @@ def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
     """
     for stmt in con.extract_statements(sql):
         if stmt.type not in READ_STATEMENTS:
-            _refuse(stmt.type.name, stmt.query)
+            _refuse(f"{stmt.type.name} statements are", stmt.query)
         if stmt.type == duckdb.StatementType.EXPLAIN:
             _check_explained(con, stmt.query)
 
@@ -105,23 +105,23 @@ def _check_explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
         stmts = con.extract_statements(inner) if inner.strip() else []
     except duckdb.Error:
         stmts = []
-    if len(stmts) != 1 or stmts[0].type != duckdb.StatementType.SELECT:
-        kind = stmts[0].type.name if len(stmts) == 1 else "EXPLAIN of this"
-        _refuse(f"EXPLAIN {kind}" if len(stmts) == 1 else kind, text)
+    if len(stmts) != 1:
+        _refuse("EXPLAIN of anything but one SELECT is", text)
+    if stmts[0].type != duckdb.StatementType.SELECT:
+        _refuse(f"EXPLAIN of a {stmts[0].type.name} statement is", text)
     row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchone()
     try:
-        parsed = json.loads(row[0]) if row else {"error": True}
+        parsed = json.loads(row[0]) if row else None
     except (TypeError, ValueError):
-        parsed = {"error": True}
+        parsed = None
     if not isinstance(parsed, dict) or parsed.get("error", True):
-        _refuse("EXPLAIN of this", text)
+        _refuse("EXPLAIN of anything but one SELECT is", text)
 
 
-def _refuse(kind: str, query: str) -> None:
-    """Raise the ReadOnlyError for a statement of type ``kind``."""
-    kind = kind.replace("_", " ")
+def _refuse(what: str, query: str) -> None:
+    """Raise the ReadOnlyError saying ``what`` (e.g. "COPY statements are") is not allowed."""
     raise ReadOnlyError(
-        f"{kind} statements are not allowed in a read-only query "
+        f"{what.replace('_', ' ')} not allowed in a read-only query "
         f"({query.strip()[:60]!r}); rerun with --write to change the catalog "
         "or write files"
     )
