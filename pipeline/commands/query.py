@@ -108,7 +108,7 @@ def _check_explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
     if len(stmts) != 1:
         _refuse("EXPLAIN of anything but one SELECT is", text)
     if stmts[0].type != duckdb.StatementType.SELECT:
-        _refuse(f"EXPLAIN of a {stmts[0].type.name} statement is", text)
+        _refuse(f"EXPLAIN of {stmts[0].type.name} statements is", text)
     row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchone()
     try:
         parsed = json.loads(row[0]) if row else None
