@@ -159,7 +159,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from parsers import _nccl_enums as enums
-from parsers._io import Source, iter_byte_blocks, iter_line_blocks
+from parsers._io import LongLine, Source, iter_byte_blocks, iter_line_blocks
 from parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
@@ -1144,7 +1144,7 @@ class NcclDebugParser:
         reg.finalize()
         state = _Pass2(reg, rank, resume)
         for block in iter_line_blocks(source):
-            yield state.block(block.series, block.first_line_no, block.complete)
+            yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
         last = state.finish()
         last.state = {**raw_state, **state.emitted_state()}
         yield last
@@ -1175,11 +1175,19 @@ class _Pass2:
 
     # -- one block ---------------------------------------------------------------------------
 
-    def block(self, lines: pl.Series, first_line_no: int, complete: bool) -> ParsedChunk:
+    def block(
+        self,
+        lines: pl.Series,
+        first_line_no: int,
+        complete: bool,
+        overlong: tuple[LongLine, ...] = (),
+    ) -> ParsedChunk:
         """Rows, rejects and line accounting of one block of lines.
 
         Plain COLL lines (most of a log) are parsed from their tokens
         (:mod:`parsers._nccl_coll_fields`); only the other lines go through the general path.
+        Lines over ``parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
+        path takes; each is rejected here with its reason.
         """
         n_lines = len(lines)
         cut_line = first_line_no + n_lines - 1 if not complete else None
@@ -1239,6 +1247,7 @@ class _Pass2:
             why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
             rejects.append((line_no, raw, why))
 
+        rejects.extend((ln.line_no, ln.raw, ln.reason) for ln in overlong)
         tables = {"comm_ops": self._comm_ops(good, info, plain)}
         if rejects:
             rejects.sort()
