@@ -293,6 +293,8 @@ Measured: 200,000 events took 640 MB and a 52 MB resume state before this bound 
 compact events; later lifecycle lines are rejected ("communicator registry full")."""
 MAX_TOPOLOGY_ROWS = 250_000
 """Distinct topology rows per file; topology lines past it are rejected."""
+_TOPO_BATCH = 10_000
+"""Topology lines turned into rows at once (a block may hold hundreds of thousands)."""
 MAX_KNOWN_HOSTS = 10_000
 """Hosts remembered for repairing glued host names."""
 MAX_PROCESSES = 100_000
@@ -1229,6 +1231,7 @@ class _Pass2:
         self.n_changed = 0
         self.topo: list[_Topo] = []  # topology lines of the current block
         self.topo_pending = 0  # at most this many rows in ``topo`` are new
+        self.topo_frames: list[pl.DataFrame] = []  # rows of the block's earlier batches
         self.n_registry_full = 0
         self.n_topology_full = 0
         self.n_spliced = 0
@@ -1313,7 +1316,10 @@ class _Pass2:
         rejects.extend((ln.line_no, ln.raw, ln.reason) for ln in overlong)
         tables = {"comm_ops": self._comm_ops(good, info, plain)}
         if self.topo:  # attributed now (the registry is complete): nothing held to the end
-            tables["topology"] = self._topology()
+            self.topo_frames.append(self._topology())
+        if self.topo_frames:
+            tables["topology"] = pl.concat(self.topo_frames)
+            self.topo_frames = []
         if rejects:
             rejects.sort()
             tables["rejects"] = pl.DataFrame(
@@ -1369,6 +1375,8 @@ class _Pass2:
                 channel=extra.get("channel"),
             )
         )
+        if len(self.topo) >= _TOPO_BATCH:  # rows as a frame: far smaller than the line objects
+            self.topo_frames.append(self._topology())
         return None
 
     def _comm_ops(
