@@ -151,6 +151,7 @@ null. Rows are de-duplicated on (comm, process, rank, kind, channel, peer, direc
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import json
@@ -293,6 +294,8 @@ Measured: 200,000 events took 640 MB and a 52 MB resume state before this bound 
 compact events; later lifecycle lines are rejected ("communicator registry full")."""
 MAX_TOPOLOGY_ROWS = 250_000
 """Distinct topology rows per file; topology lines past it are rejected."""
+ATTRIBUTE_WINDOW = 64
+"""Incarnations of one process a topology line is attributed among (see ``attribute``)."""
 _TOPO_BATCH = 10_000
 """Topology lines turned into rows at once (a block may hold hundreds of thousands)."""
 MAX_KNOWN_HOSTS = 10_000
@@ -540,6 +543,7 @@ class _Registry:
     members: dict[tuple[str, int, int], int] = field(default_factory=dict)
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
+    _starts: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # see attribute
 
     # -- pass 1 ------------------------------------------------------------------------------
 
@@ -913,8 +917,21 @@ class _Registry:
     def attribute(
         self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
     ) -> _Inc | None:
-        """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to."""
-        cands = [i for i in self.by_proc.get((host, pid), []) if i.live_at(line_no)]
+        """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to.
+
+        A process with more than ``ATTRIBUTE_WINDOW`` incarnations is searched only among the
+        ``ATTRIBUTE_WINDOW`` opened last before the line and a quarter as many after it, so a
+        line costs the same whatever the number of communicators (it cost one pass over all
+        of them: hours for 250,000 topology lines of a process with 50,000).
+        """
+        proc = self.by_proc.get((host, pid), [])
+        if len(proc) > ATTRIBUTE_WINDOW:
+            starts = self._starts.get((host, pid))
+            if starts is None:  # by_proc lists are sorted by window_start
+                starts = self._starts[(host, pid)] = [i.window_start for i in proc]
+            at = bisect.bisect_right(starts, line_no)
+            proc = proc[max(0, at - ATTRIBUTE_WINDOW) : at + ATTRIBUTE_WINDOW // 4]
+        cands = [i for i in proc if i.live_at(line_no)]
         if me_rank is not None:
             cands = [i for i in cands if i.rank == me_rank]
         if me_dev is not None:
