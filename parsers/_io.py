@@ -405,8 +405,8 @@ def iter_byte_blocks(
     remaining = None if source.end_offset is None else source.end_offset - source.start_offset
     consumed = 0  # bytes read from the stream (dropped ones included)
     carry = b""  # the unfinished line (at most ``max_line`` bytes)
-    skip: list[int] | None = None  # [length so far] of an over-long line being dropped
-    skip_head = b""
+    skip: int | None = None  # bytes so far of an over-long line being dropped
+    skip_head = b""  # its first LONG_LINE_HEAD bytes
     done: list[LongLine] = []  # over-long lines finished, for the next block
     try:
         with source.open() as fh:
@@ -421,9 +421,9 @@ def iter_byte_blocks(
                 if skip is not None:
                     nl = data.find(b"\n")
                     if nl < 0:
-                        skip[0] += len(data)
+                        skip += len(data)
                         continue
-                    done.append(LongLine(line_no, skip[0] + nl, skip_head))
+                    done.append(LongLine(line_no, skip + nl, skip_head))
                     skip, skip_head = None, b""
                     data = data[nl:]  # its "\n" stays: an empty line in its place
                 if carry:
@@ -432,15 +432,15 @@ def iter_byte_blocks(
                 if cut < 0:
                     carry = data
                     if len(carry) > max_line:
-                        skip, skip_head, carry = [len(carry)], carry[:LONG_LINE_HEAD], b""
+                        skip, skip_head, carry = len(carry), carry[:LONG_LINE_HEAD], b""
                     continue
                 carry = data[cut + 1 :]
                 body = data[: cut + 1] if carry else data
                 del data
                 if len(carry) > max_line:  # the next line is already over the bound
-                    skip, skip_head, carry = [len(carry)], carry[:LONG_LINE_HEAD], b""
+                    skip, skip_head, carry = len(carry), carry[:LONG_LINE_HEAD], b""
                 body, longs = _cut_long_lines(body, line_no, max_line)
-                end = source.start_offset + consumed - len(carry) - (skip[0] if skip else 0)
+                end = source.start_offset + consumed - len(carry) - (skip or 0)
                 yield ByteBlock(body, line_no, end, overlong=(*done, *longs))
                 done = []
                 line_no += body.count(b"\n")
@@ -448,7 +448,7 @@ def iter_byte_blocks(
         raise ParseError(source.path, f"cannot read: {exc}", line_no) from exc
     end = source.start_offset + consumed
     if skip is not None and not complete_lines_only:
-        cut_long = LongLine(line_no, skip[0], skip_head)
+        cut_long = LongLine(line_no, skip, skip_head)
         yield ByteBlock(b"", line_no, end, complete=False, overlong=(cut_long,))
     elif carry and not complete_lines_only:
         yield ByteBlock(carry, line_no, end, complete=False)
