@@ -162,6 +162,23 @@ def test_long_line_is_never_held_synthetic(tmp_path: Path) -> None:
     assert not blocks[-1].complete and blocks[-1].end_offset == path.stat().st_size
 
 
+def test_long_line_in_a_growing_file_read_once_synthetic(tmp_path: Path) -> None:
+    """A live log cut inside an over-long line: a follow-mode read stops before it, and the
+    read resumed from that offset after the log grew rejects it once, with its own number."""
+    path = tmp_path / "live.log"
+    path.write_bytes(b"a\nb\n" + b"x" * 5000)
+    first = list(iter_line_blocks(Source(path), max_line=1000, complete_lines_only=True))
+    assert [ln for b in first for ln in b.series.to_list()] == ["a", "b"]
+    assert not any(b.overlong for b in first) and first[-1].end_offset == 4
+    with path.open("ab") as fh:
+        fh.write(b"y" * 5000 + b"\nc\n")
+    resumed = Source(path, start_offset=4, first_line_no=3)
+    second = list(iter_line_blocks(resumed, max_line=1000, complete_lines_only=True))
+    assert [ln for b in second for ln in b.series.to_list()] == ["", "c"]
+    assert [(ln.line_no, ln.length) for b in second for ln in b.overlong] == [(3, 10_000)]
+    assert second[-1].end_offset == path.stat().st_size
+
+
 def _long_line_log(tmp_path: Path, shared_samples: Path, size: int) -> tuple[Path, bytes, int]:
     """The sample with one line of ``size`` bytes (same NCCL prefix) inserted in the middle."""
     data = (shared_samples / NCCL_SAMPLE).read_bytes()
