@@ -443,34 +443,63 @@ def test_fix_host_is_linear_in_the_host_not_the_table() -> None:
 # 4. line regexes: no quadratic backtracking
 # --------------------------------------------------------------------------------------------
 
-# Each case: a regex of nccl_debug, how it is applied to a line, and an adversarial line made
-# of a recognisable prefix and a long run of what the regex backtracks over. ``{}`` is the run.
-_REGEX_CASES: dict[str, tuple[str, str, str, str]] = {
-    "prefix_no_colon": ("_PREFIX_RE", "search", "{}", "x"),
-    "prefix_spliced": ("_PREFIX_RE", "finditer", "h:1:1 NCCL INFO {} h:1:1 NCCL INFO x", "a"),
-    "prefix_digits": ("_PREFIX_RE", "search", "h:{}", "1:"),
-    "prefix_srcinfo": ("_PREFIX_RE", "search", "h:1:1 [0] {}", "a:1"),
-    "conn_spaces": ("_CONN_RE", "match", "Channel 00 : 0[0] -> 1[1] via x{}y", " "),
-    "collnet_spaces": ("_COLLNET_RE", "match", "CollNet 00 : 0 [send] via x{}y", " "),
-    "ring_order": ("_RING_ORDER_RE", "match", "Channel 00/01 :{}x", " 1"),
-    "trees": ("_TREES_ITEM_RE", "finditer", "Trees{}", " [0] 1/1/1->1->"),
-    "nvls_trees": ("_NVLS_TREES_RE", "match", "NVLS Trees : {}x", "1/"),
-    "nvls_head": ("_NVLS_HEAD_RE", "match", "NVLS Head 0:{}x", " -1"),
-    "init": ("_INIT_RE", "match", "comm 0x1 rank 0 nranks 2 cudaDev 0 parent {}", "x"),
-    "init_spaces": ("_INIT_RE", "match", "comm 0x1 rank 0 nranks 2 cudaDev 0 - Init START{}x", " "),
-    "version": ("_VERSION_RE", "match", "NCCL version 1.2.3{}", "a"),
-    "bare_version": ("_BARE_VERSION_RE", "match", "{}NCCL version 1.2.3x", "NCCL version 1.2.3 "),
-    "tag": ("_TAG_RE", "match", "({}", "a"),
+# Each case: a module and one of its regexes, how it is applied to a line (or kernel name), and
+# an adversarial text made of a recognisable prefix and a long run of what the regex backtracks
+# over (``{}`` is the run).
+_REGEX_CASES: dict[str, tuple[str, ...]] = {
+    "prefix_no_colon": ("nccl_debug", "_PREFIX_RE", "search", "{}", "x"),
+    "prefix_spliced": (
+        "nccl_debug",
+        "_PREFIX_RE",
+        "finditer",
+        "h:1:1 NCCL INFO {} h:1:1 NCCL INFO x",
+        "a",
+    ),
+    "prefix_digits": ("nccl_debug", "_PREFIX_RE", "search", "h:{}", "1:"),
+    "prefix_srcinfo": ("nccl_debug", "_PREFIX_RE", "search", "h:1:1 [0] {}", "a:1"),
+    "conn_spaces": ("nccl_debug", "_CONN_RE", "match", "Channel 00 : 0[0] -> 1[1] via x{}y", " "),
+    "collnet_spaces": ("nccl_debug", "_COLLNET_RE", "match", "CollNet 00 : 0 [send] via x{}y", " "),
+    "ring_order": ("nccl_debug", "_RING_ORDER_RE", "match", "Channel 00/01 :{}x", " 1"),
+    "trees": ("nccl_debug", "_TREES_ITEM_RE", "finditer", "Trees{}", " [0] 1/1/1->1->"),
+    "nvls_trees": ("nccl_debug", "_NVLS_TREES_RE", "match", "NVLS Trees : {}x", "1/"),
+    "nvls_head": ("nccl_debug", "_NVLS_HEAD_RE", "match", "NVLS Head 0:{}x", " -1"),
+    "init": (
+        "nccl_debug",
+        "_INIT_RE",
+        "match",
+        "comm 0x1 rank 0 nranks 2 cudaDev 0 parent {}",
+        "x",
+    ),
+    "init_spaces": (
+        "nccl_debug",
+        "_INIT_RE",
+        "match",
+        "comm 0x1 rank 0 nranks 2 cudaDev 0 - Init START{}x",
+        " ",
+    ),
+    "version": ("nccl_debug", "_VERSION_RE", "match", "NCCL version 1.2.3{}", "a"),
+    "bare_version": (
+        "nccl_debug",
+        "_BARE_VERSION_RE",
+        "match",
+        "{}NCCL version 1.2.3x",
+        "NCCL version 1.2.3 ",
+    ),
+    "kernel_any": ("_nccl_kernels", "_NCCL_ANY", "match", "nccl{}", "a"),
+    "kernel_deepep": ("_nccl_kernels", "_DEEPEP", "search", " deep_ep::{}x", "a::"),
+    "kernel_deepep_word": ("_nccl_kernels", "_DEEPEP", "search", " {}", "aep:"),
+    "kernel_symm": ("_nccl_kernels", "_SYMM_MEM", "search", "{}", "symmetric_memory::a"),
+    "kernel_userbuffers": ("_nccl_kernels", "_USERBUFFERS", "match", "{}x", "aa::"),
+    "tag": ("nccl_debug", "_TAG_RE", "match", "({}", "a"),
 }
 
 _REGEX_CHILD = textwrap.dedent(
     """
-    import json, sys, time
-    from parsers import nccl_debug as nd
-    name, how, template, run = sys.argv[1:5]
-    rx = getattr(nd, name)
+    import importlib, json, sys, time
+    module, name, how, template, run = sys.argv[1:6]
+    rx = getattr(importlib.import_module("parsers." + module), name)
     costs = []
-    for n in map(int, sys.argv[5:]):
+    for n in map(int, sys.argv[6:]):
         text = template.format(run * (n // len(run)))
         best = None
         for _ in range(2):
@@ -486,7 +515,7 @@ _REGEX_CHILD = textwrap.dedent(
 )
 
 
-def _regex_costs(case: tuple[str, str, str, str], *sizes: int) -> list[float]:
+def _regex_costs(case: tuple[str, ...], *sizes: int) -> list[float]:
     """CPU seconds of the regex on the adversarial line at each size (best of two runs)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
