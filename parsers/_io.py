@@ -23,6 +23,28 @@ from parsers.registry import ParseError
 BLOCK_BYTES = 32 * 1024 * 1024
 """Bytes read per block by text parsers (whole lines only)."""
 
+MAX_LINE_BYTES = 1024 * 1024
+"""Longest line (bytes, without its ``\\n``) a text parser is given.
+
+Why: a line is held whole in memory and matched by regexes, so one unbounded line (a 1 GiB
+line, or a small ``.gz`` holding one) would cost gigabytes. A longer line is streamed past
+without being held: it reaches the parser as an empty line and is listed in the block's
+``overlong`` (:class:`LongLine`), which the parser reports as a reject with the reason
+(:func:`long_line_reason`), so line numbers and line accounting stay exact. NCCL cuts its
+own lines at 1023 characters; DeepSpeed lines are a few hundred bytes.
+"""
+
+LONG_LINE_HEAD = 4096
+"""Bytes kept of an over-long line (the start of its reject's ``raw``)."""
+
+ZSTD_PIECE = 1024
+"""Compressed bytes given to the zstd decompressor per call.
+
+Why: one call returns all it can decompress from its input, and zstd expands at most about
+32,768 times (an RLE block: 4 bytes for 128 KiB), so a 1 KiB piece yields at most about
+32 MiB. Feeding 256 KiB at once let a 65 KB bomb reach 2.6 GB before the size bound was
+checked."""
+
 MAX_DECOMPRESSED_BYTES = 64 * 1024**3
 """Decompression bound: a compressed input may not expand beyond this (gzip bombs)."""
 
@@ -93,28 +115,38 @@ class _ZstdReader(io.RawIOBase):
         self._in_frame = False  # bytes of the current frame consumed, frame not finished
         self._pending = b""
         self._pos = 0
+        self._in = b""  # compressed bytes read from the file, fed from ``_in_pos`` on
+        self._in_pos = 0
 
     def readable(self) -> bool:
         return True
 
     def _fill(self) -> bool:
-        """Decompress more into ``_pending``; False at a clean end of the stream."""
+        """Decompress more into ``_pending``; False at a clean end of the stream.
+
+        The compressed input is fed ``ZSTD_PIECE`` bytes at a time and this returns as soon
+        as anything was produced, so ``_pending`` never holds more than one piece's output
+        (about 32 MiB at worst): the caller's size bound is checked between pieces.
+        """
         self._pending, self._pos = b"", 0
         while not self._pending:
-            chunk = self._fh.read(256 * 1024)
-            if not chunk:
-                if self._in_frame:
-                    raise EOFError("zstd stream ends inside a frame (file truncated)")
-                return False
-            while chunk:
+            if self._in_pos >= len(self._in):
+                self._in, self._in_pos = self._fh.read(256 * 1024), 0
+                if not self._in:
+                    if self._in_frame:
+                        raise EOFError("zstd stream ends inside a frame (file truncated)")
+                    return False
+            piece = self._in[self._in_pos : self._in_pos + ZSTD_PIECE]
+            self._in_pos += len(piece)
+            while piece:
                 self._in_frame = True
-                self._pending += self._dobj.decompress(chunk)
+                self._pending += self._dobj.decompress(piece)
                 if self._dobj.eof:  # frame done: what follows starts the next frame
-                    chunk = self._dobj.unused_data
+                    piece = self._dobj.unused_data
                     self._dobj = self._dctx.decompressobj()
                     self._in_frame = False
                 else:
-                    chunk = b""
+                    piece = b""
         return True
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
@@ -196,6 +228,36 @@ class Source:
         return bytes(out)
 
 
+@dataclass(frozen=True)
+class LongLine:
+    """A line longer than ``MAX_LINE_BYTES``, streamed past instead of read.
+
+    Attributes:
+        line_no: its 1-based line number.
+        length: its length in bytes (without the ``\\n``).
+        head: its first ``LONG_LINE_HEAD`` bytes.
+    """
+
+    line_no: int
+    length: int
+    head: bytes
+
+    @property
+    def reason(self) -> str:
+        """The reject reason."""
+        return long_line_reason(self.length)
+
+    @property
+    def raw(self) -> str:
+        """The kept head, decoded (for a reject's ``raw``)."""
+        return _decode(self.head)
+
+
+def long_line_reason(length: int) -> str:
+    """Reject reason of a line of ``length`` bytes over the bound."""
+    return f"line longer than {MAX_LINE_BYTES} bytes ({length} bytes): not read"
+
+
 class LineBlock:
     """Whole lines read from a source.
 
@@ -208,17 +270,25 @@ class LineBlock:
         first_line_no: 1-based line number of the first line.
         end_offset: byte offset just after the block (decompressed stream).
         complete: False if the last line had no newline (file cut mid-line).
+        overlong: lines of the block longer than ``MAX_LINE_BYTES``; each is an empty line
+            in ``series`` and the parser rejects it (:class:`LongLine`).
     """
 
-    __slots__ = ("_lines", "complete", "end_offset", "first_line_no", "series")
+    __slots__ = ("_lines", "complete", "end_offset", "first_line_no", "overlong", "series")
 
     def __init__(
-        self, series: pl.Series, first_line_no: int, end_offset: int, complete: bool = True
+        self,
+        series: pl.Series,
+        first_line_no: int,
+        end_offset: int,
+        complete: bool = True,
+        overlong: tuple[LongLine, ...] = (),
     ) -> None:
         self.series = series
         self.first_line_no = first_line_no
         self.end_offset = end_offset
         self.complete = complete
+        self.overlong = overlong
         self._lines: list[str] | None = None
 
     @property
@@ -265,29 +335,79 @@ class ByteBlock:
         first_line_no: 1-based line number of the first line.
         end_offset: byte offset just after the block (decompressed stream).
         complete: False if this is a final line without newline (file cut mid-line).
+        overlong: lines longer than ``MAX_LINE_BYTES``, each left as an empty line in
+            ``data`` (see :class:`LineBlock`).
     """
 
     data: bytes
     first_line_no: int
     end_offset: int
     complete: bool = True
+    overlong: tuple[LongLine, ...] = ()
+
+
+def _cut_long_lines(body: bytes, first_line_no: int, max_line: int) -> tuple[bytes, list[LongLine]]:
+    """Empty the lines of ``body`` (whole lines, ending in ``\\n``) longer than ``max_line``.
+
+    Finding them costs a few ``bytes.find`` calls per ``max_line // 2`` bytes, not one per
+    line: a line longer than ``max_line`` holds a whole window of ``max_line // 2`` bytes
+    without a newline, and only such windows are looked at closely.
+    """
+    if len(body) <= max_line:
+        return body, []
+    half = max(1, max_line // 2)
+    spans: list[tuple[int, int]] = []
+    i, n = 0, len(body)
+    while i + half <= n:
+        if body.find(b"\n", i, i + half) >= 0:
+            i += half
+            continue
+        start = body.rfind(b"\n", 0, i) + 1
+        end = body.find(b"\n", i + half)
+        end = n if end < 0 else end
+        if end - start > max_line:
+            spans.append((start, end))
+        i = end + 1
+    if not spans:
+        return body, []
+    pieces: list[bytes] = []
+    longs: list[LongLine] = []
+    prev, line_no = 0, first_line_no
+    for start, end in spans:
+        line_no += body.count(b"\n", prev, start)
+        longs.append(LongLine(line_no, end - start, body[start : min(end, start + LONG_LINE_HEAD)]))
+        pieces.append(body[prev:start])
+        prev = end  # keep the line's own "\n": it becomes an empty line
+    pieces.append(body[prev:])
+    return b"".join(pieces), longs
 
 
 def iter_byte_blocks(
-    source: Source, *, block_bytes: int = BLOCK_BYTES, complete_lines_only: bool = False
+    source: Source,
+    *,
+    block_bytes: int = BLOCK_BYTES,
+    complete_lines_only: bool = False,
+    max_line: int = MAX_LINE_BYTES,
 ) -> Iterator[ByteBlock]:
     """Yield blocks of whole lines of ``source`` as bytes (see :func:`iter_line_blocks`).
 
     A block of complete lines ends in ``\\n``; a final line without one comes alone, with
     ``complete=False``. ``first_line_no`` counts ``\\n`` with ``bytes.count`` (no split).
+    A line longer than ``max_line`` bytes is never held: once the unfinished line passes the
+    bound, the bytes up to its ``\\n`` are read and dropped (only its head and length are
+    kept), and it comes as an empty line listed in ``overlong``. ``end_offset`` counts the
+    real bytes, dropped ones included.
 
     Raises:
         ParseError: the stream is corrupt (e.g. a truncated gzip member).
     """
     line_no = source.first_line_no
-    offset = source.start_offset
     remaining = None if source.end_offset is None else source.end_offset - source.start_offset
-    carry = b""
+    consumed = 0  # bytes read from the stream (dropped ones included)
+    carry = b""  # the unfinished line (at most ``max_line`` bytes)
+    skip: int | None = None  # bytes so far of an over-long line being dropped
+    skip_head = b""  # its first LONG_LINE_HEAD bytes
+    done: list[LongLine] = []  # over-long lines finished, for the next block
     try:
         with source.open() as fh:
             while True:
@@ -297,26 +417,49 @@ def iter_byte_blocks(
                     remaining -= len(data)
                 if not data:
                     break
+                consumed += len(data)
+                if skip is not None:
+                    nl = data.find(b"\n")
+                    if nl < 0:
+                        skip += len(data)
+                        continue
+                    done.append(LongLine(line_no, skip + nl, skip_head))
+                    skip, skip_head = None, b""
+                    data = data[nl:]  # its "\n" stays: an empty line in its place
                 if carry:
                     data = carry + data
                 cut = data.rfind(b"\n")
                 if cut < 0:
                     carry = data
+                    if len(carry) > max_line:
+                        skip, skip_head, carry = len(carry), carry[:LONG_LINE_HEAD], b""
                     continue
                 carry = data[cut + 1 :]
                 body = data[: cut + 1] if carry else data
                 del data
-                offset += len(body)
-                yield ByteBlock(body, line_no, offset)
+                if len(carry) > max_line:  # the next line is already over the bound
+                    skip, skip_head, carry = len(carry), carry[:LONG_LINE_HEAD], b""
+                body, longs = _cut_long_lines(body, line_no, max_line)
+                end = source.start_offset + consumed - len(carry) - (skip or 0)
+                yield ByteBlock(body, line_no, end, overlong=(*done, *longs))
+                done = []
                 line_no += body.count(b"\n")
     except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
         raise ParseError(source.path, f"cannot read: {exc}", line_no) from exc
-    if carry and not complete_lines_only:
-        yield ByteBlock(carry, line_no, offset + len(carry), complete=False)
+    end = source.start_offset + consumed
+    if skip is not None and not complete_lines_only:
+        cut_long = LongLine(line_no, skip, skip_head)
+        yield ByteBlock(b"", line_no, end, complete=False, overlong=(cut_long,))
+    elif carry and not complete_lines_only:
+        yield ByteBlock(carry, line_no, end, complete=False)
 
 
 def iter_line_blocks(
-    source: Source, *, block_bytes: int = BLOCK_BYTES, complete_lines_only: bool = False
+    source: Source,
+    *,
+    block_bytes: int = BLOCK_BYTES,
+    complete_lines_only: bool = False,
+    max_line: int = MAX_LINE_BYTES,
 ) -> Iterator[LineBlock]:
     """Yield blocks of whole lines from ``source``.
 
@@ -328,16 +471,21 @@ def iter_line_blocks(
         source: the input.
         block_bytes: approximate bytes per block.
         complete_lines_only: stop before a final line that has no newline (growing files).
+        max_line: longest line read; longer ones come empty and listed in ``overlong``.
 
     Raises:
         ParseError: the stream is corrupt (e.g. a truncated gzip member).
     """
     for block in iter_byte_blocks(
-        source, block_bytes=block_bytes, complete_lines_only=complete_lines_only
+        source,
+        block_bytes=block_bytes,
+        complete_lines_only=complete_lines_only,
+        max_line=max_line,
     ):
         lines = split_lines(block.data)
         first, end, complete = block.first_line_no, block.end_offset, block.complete
+        overlong = block.overlong
         del block  # do not hold the raw bytes while the parser works on the lines
         if complete:  # the text after the final "\n" is no line
             lines = lines.head(lines.len() - 1)
-        yield LineBlock(lines, first, end, complete)
+        yield LineBlock(lines, first, end, complete, overlong)

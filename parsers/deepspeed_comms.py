@@ -100,7 +100,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from parsers._ds_sizes import SIZE_PATTERN, size_to_bytes, sizes_to_bytes
-from parsers._io import BLOCK_BYTES, LineBlock, Source, iter_line_blocks
+from parsers._io import BLOCK_BYTES, LineBlock, LongLine, Source, iter_line_blocks
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 _BLOCK_BYTES = BLOCK_BYTES
@@ -360,6 +360,41 @@ def _segments(blocks: Iterator[LineBlock]) -> Iterator[_Segment]:
         yield _Segment(carry, carry_no, None)
 
 
+def _note_long(blocks: Iterator[LineBlock], sink: dict[int, LongLine]) -> Iterator[LineBlock]:
+    """Pass ``blocks`` on, noting their over-long lines (``parsers._io.MAX_LINE_BYTES``)."""
+    for block in blocks:
+        sink.update((ln.line_no, ln) for ln in block.overlong)
+        yield block
+
+
+def _reject_long(
+    chunk: ParsedChunk, seg: _Segment, long_lines: dict[int, LongLine], run_id: str, path: str
+) -> None:
+    """Reject the over-long lines of ``seg``: they came as empty lines, counted as ignored."""
+    end = seg.first_line_no + seg.lines.len()
+    mine = [long_lines.pop(n) for n in sorted(long_lines) if seg.first_line_no <= n < end]
+    if not mine:
+        return
+    rows = pl.DataFrame(
+        [
+            {
+                "run_id": run_id,
+                "path": path,
+                "line_no": ln.line_no,
+                "raw": ln.raw,
+                "reason": ln.reason,
+            }
+            for ln in mine
+        ],
+        schema=_REJECTS_SCHEMA,
+        orient="row",
+    )
+    old = chunk.tables.get("rejects")
+    chunk.tables["rejects"] = rows if old is None else pl.concat([old, rows]).sort("line_no")
+    chunk.counts.rejected += len(mine)
+    chunk.counts.ignored -= len(mine)
+
+
 def _normalise_op(expr: pl.Expr) -> pl.Expr:
     return expr.replace_strict(OP_MAP, default="other", return_dtype=pl.Utf8)
 
@@ -610,9 +645,11 @@ class DeepSpeedCommsParser:
         self, source: Source, st: _State, run_id: str, rank: int | None
     ) -> Iterator[ParsedChunk]:
         pending: list[tuple[ParsedChunk, pl.DataFrame | None]] = []
-        blocks = iter_line_blocks(source, block_bytes=_BLOCK_BYTES)
+        long_lines: dict[int, LongLine] = {}
+        blocks = _note_long(iter_line_blocks(source, block_bytes=_BLOCK_BYTES), long_lines)
         for seg in _segments(blocks):
             chunk, ops = self._parse_segment(seg, st, run_id, rank, str(source.path))
+            _reject_long(chunk, seg, long_lines, run_id, str(source.path))
             st.n_ops += ops.height if ops is not None else 0
             pending.append((chunk, ops))
             if st.mode is None and st.pairs >= MIN_PAIRS:

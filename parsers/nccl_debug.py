@@ -23,8 +23,13 @@ longest known host (seen on unspliced lines) it ends with. Only ``INFO`` message
 
 Two passes over the file (both streaming, bounded memory): pass 1 reads only the communicator
 lifecycle and version lines and builds the registry of communicator *incarnations*; pass 2 emits
-``comm_ops`` (and ``rejects``) block by block; ``communicators`` and ``topology`` come in a last
+``comm_ops``, ``topology`` (and ``rejects``) block by block; ``communicators`` come in a last
 chunk. A byte range without ``resume`` state only knows the Init lines inside the range.
+What a parse keeps grows with bounds, never with the file: lines longer than
+``parsers._io.MAX_LINE_BYTES`` are streamed past and rejected, at most
+``MAX_LIFECYCLE_EVENTS`` lifecycle lines and ``MAX_TOPOLOGY_ROWS`` topology rows are kept
+(later ones are rejected with the reason and a warning), and the host, process, tag and bare
+version tables are capped (``MAX_KNOWN_HOSTS``, ``MAX_PROCESSES``, ``MAX_BARE_VERSIONS``).
 
 Incremental parse (``resume``, see ``parsers.registry.is_resumable``): the end state holds
 pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of the
@@ -146,6 +151,7 @@ null. Rows are de-duplicated on (comm, process, rank, kind, channel, peer, direc
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import itertools
 import json
@@ -159,7 +165,7 @@ from typing import Any, ClassVar
 import polars as pl
 
 from parsers import _nccl_enums as enums
-from parsers._io import Source, iter_byte_blocks, iter_line_blocks
+from parsers._io import LongLine, Source, iter_byte_blocks, iter_line_blocks
 from parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
@@ -167,9 +173,18 @@ from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 # Patterns (written for both Python ``re`` and the Rust regex engine behind Polars)
 # --------------------------------------------------------------------------------------------
 
+MAX_HOST_CHARS = 255
+"""Longest host name the line prefix takes (DNS names have at most 253 characters).
+
+Why a bound: with ``[^\\s:\\[\\]]+`` Python's backtracking ``re`` tried every start of a long
+run of host characters against the whole run (20,000 characters took 5 s, 40,000 took 20 s in
+``sniff``); bounded, each start costs at most this many steps. A longer glued fragment keeps
+its last ``MAX_HOST_CHARS`` characters, which the host repair then matches as before."""
+
 _PREFIX = (
     r"(?P<ts>\[\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\] )?"
-    r"(?P<host>[^\s:\[\]]+):(?P<pid>\d+):(?P<tid>\d+) (?:\[(?P<dev>\d+)\] )?"
+    r"(?P<host>[^\s:\[\]]{1," + str(MAX_HOST_CHARS) + r"}):(?P<pid>\d+):(?P<tid>\d+) "
+    r"(?:\[(?P<dev>\d+)\] )?"
     r"(?:\d+\.\d+ )?(?:\S+:\d+(?: \([^)]*\))? )?"
     r"NCCL (?P<level>INFO|WARN|TRACE|CALL) "
 )
@@ -231,7 +246,7 @@ _RING_RE = re.compile(r"^Ring (?P<ch>\d+) : (?P<prev>-?\d+) -> (?P<me>\d+) -> (?
 _CONN_RE = re.compile(
     r"^(?:Channel|Ring) (?P<ch>\d+)(?:/\d+)? : (?P<src>\d+)(?:\[(?P<srcdev>[0-9a-fA-F]+)\])? -> "
     r"(?P<dst>\d+)(?:\[(?P<dstdev>[0-9a-fA-F]+)\])? (?:\[(?P<dir>send|receive)\] )?"
-    r"via (?P<detail>\S.*?)\s*$"
+    r"via (?P<detail>\S(?:.*\S)?)\s*$"
 )
 _RING_ORDER_RE = re.compile(
     r"^Channel (?P<ch>\d+)/(?P<nch>\d+) :(?P<ranks>(?: +\d+)+)(?P<trunc> *\.\.\.)?\s*$"
@@ -253,7 +268,7 @@ _NVLS_TREE_PART_RE = re.compile(r"^(?P<downs>-?\d+(?:/-?\d+)*)->(?P<me>-?\d+)->(
 _NVLS_HEAD_RE = re.compile(r"^NVLS Head +(?P<h>\d+):(?P<ranks>(?: +-?\d+)+)\s*$")
 _COLLNET_RE = re.compile(
     r"^CollNet (?P<ch>\d+)(?:/\d+)? : (?P<me>\d+) \[(?P<dir>send|receive)\] "
-    r"via (?P<detail>\S.*?)\s*$"
+    r"via (?P<detail>\S(?:.*\S)?)\s*$"
 )
 _RECORD_KIND_RE = {
     "COLL": re.compile(_COLL_LIKE),
@@ -268,6 +283,35 @@ RING_ORDER_CAP = 20
 """NCCL <= 2.22 prints at most this many ranks in a ring-order line, silently."""
 
 _MAX_RAW = 4096
+
+# Bounds on what one file's parse keeps (memory and the resume state stored in the commit log
+# grow with these, never with the file). Past a bound the lines concerned are rejected with the
+# reason (counted, with one warning), or for hosts/processes/tags only the repair or version
+# attribution they feed stops learning; rows already parsed are unchanged.
+MAX_LIFECYCLE_EVENTS = 100_000
+"""Init START/COMPLETE and Destroy/Abort lines kept per file (about 50,000 communicators).
+Measured: 200,000 events took 640 MB and a 52 MB resume state before this bound and the
+compact events; later lifecycle lines are rejected ("communicator registry full")."""
+MAX_TOPOLOGY_ROWS = 250_000
+"""Distinct topology rows per file; topology lines past it are rejected."""
+ATTRIBUTE_WINDOW = 64
+"""Incarnations of one process a topology line is attributed among (see ``attribute``)."""
+_TOPO_BATCH = 10_000
+"""Topology lines turned into rows at once (a block may hold hundreds of thousands)."""
+MAX_KNOWN_HOSTS = 10_000
+"""Hosts remembered for repairing glued host names."""
+MAX_PROCESSES = 100_000
+"""Processes with a version line, and launcher tags, remembered for ``nccl_version``."""
+MAX_BARE_VERSIONS = 1_000
+"""Distinct (launcher tag, version) pairs of bare version lines remembered."""
+REGISTRY_FULL = (
+    f"communicator registry full: more than {MAX_LIFECYCLE_EVENTS} Init/Destroy lines in one "
+    "file; this communicator is not stored"
+)
+TOPOLOGY_FULL = (
+    f"topology bound reached: more than {MAX_TOPOLOGY_ROWS} distinct topology rows in one "
+    "file; this line is not stored"
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,15 +335,24 @@ def _record_kind(text: str) -> str | None:
     return None
 
 
+def _add_hosts(known: set[str], hosts: list[str]) -> None:
+    """Add ``hosts`` to ``known`` up to ``MAX_KNOWN_HOSTS`` (the repair table stays bounded)."""
+    for h in hosts:
+        if len(known) >= MAX_KNOWN_HOSTS:
+            return
+        known.add(h)
+
+
 def _fix_host(host: str, known: set[str]) -> str:
     """Repair a host glued to the tail of a cut fragment, using hosts seen on clean lines."""
     if host in known:
         return host
-    best = ""
-    for k in known:
-        if len(k) > len(best) and len(k) < len(host) and host.endswith(k):
-            best = k
-    return best or host
+    # The longest known host that is a proper suffix: one set lookup per suffix, so the cost
+    # is the host's length (at most MAX_HOST_CHARS), not the number of known hosts.
+    for j in range(1, len(host)):
+        if host[j:] in known:
+            return host[j:]
+    return host
 
 
 _SPLIT_SCHEMA: dict[str, Any] = {
@@ -384,7 +437,7 @@ def _split_block(
         glued=~pl.col("pre").str.contains(_TAG_ONLY),
     )
     clean = ok.filter(~pl.col("spliced"))
-    known_hosts.update(clean.filter(~pl.col("glued"))["host"].unique().to_list())
+    _add_hosts(known_hosts, clean.filter(~pl.col("glued"))["host"].unique().to_list())
     glued_hosts = clean.filter(pl.col("glued"))["host"].unique().to_list()
     fixes = {h: _fix_host(h, known_hosts) for h in glued_hosts}
     clean = clean.with_columns(
@@ -483,12 +536,14 @@ class _Registry:
     bare_versions: list[tuple[str | None, str]] = field(default_factory=list)
     tag_procs: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
     nccl_lines: int = 0  # > 0 once any NCCL line was seen (pass 1 stops counting there)
+    full_from: int | None = None  # first lifecycle line past MAX_LIFECYCLE_EVENTS
     incs: list[_Inc] = field(default_factory=list)
     by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
     proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
     members: dict[tuple[str, int, int], int] = field(default_factory=dict)
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
+    _starts: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # see attribute
 
     # -- pass 1 ------------------------------------------------------------------------------
 
@@ -529,12 +584,14 @@ class _Registry:
             host, pid = row["host"], row["pid"]
             if msg.startswith("NCCL version"):
                 vm = _VERSION_RE.match(msg)
-                if vm:
+                if vm and len(self.proc_versions) < MAX_PROCESSES:
                     self.proc_versions.setdefault((host, pid), vm.group("ver"))
                 continue
             tag = _launcher_tag(row["pre"])
-            if tag:
-                self.tag_procs[tag].add((host, pid))
+            if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
+                procs = self.tag_procs[tag]
+                if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
+                    procs.add((host, pid))
             m = _INIT_RE.match(msg)
             kind = m.group("phase") if m else None
             if m is None:
@@ -542,13 +599,19 @@ class _Registry:
                 kind = "END" if m else None
             if m is None or kind is None:
                 continue
-            self.events.append(
-                _Event(line_no, host, pid, row["tid"], kind, m.groupdict(), row["spliced"])
-            )
+            if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
+                if self.full_from is None:
+                    self.full_from = line_no
+                continue
+            fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            self.events.append(_Event(line_no, host, pid, row["tid"], kind, fields, row["spliced"]))
         for row in bare.iter_rows(named=True):
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:
-                self.bare_versions.append((_launcher_tag(bm.group("pre")), bm.group("ver")))
+                pair = (_launcher_tag(bm.group("pre")), bm.group("ver"))
+                # The first of each pair decides (_assign_versions): repeats add nothing.
+                if pair not in self.bare_versions and len(self.bare_versions) < MAX_BARE_VERSIONS:
+                    self.bare_versions.append(pair)
 
     # -- resume state ------------------------------------------------------------------------
 
@@ -564,6 +627,7 @@ class _Registry:
             "bare_versions": [list(t) for t in self.bare_versions],
             "tag_procs": {t: sorted([h, p] for h, p in ps) for t, ps in self.tag_procs.items()},
             "nccl_lines": self.nccl_lines,
+            "full_from": self.full_from,
         }
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -580,6 +644,8 @@ class _Registry:
         for tag, procs in state.get("tag_procs", {}).items():
             self.tag_procs[tag] = {(h, int(p)) for h, p in procs}
         self.nccl_lines = int(state.get("nccl_lines", 0))
+        full_from = state.get("full_from")
+        self.full_from = int(full_from) if full_from is not None else None
 
     # -- after pass 1 ------------------------------------------------------------------------
 
@@ -851,8 +917,21 @@ class _Registry:
     def attribute(
         self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
     ) -> _Inc | None:
-        """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to."""
-        cands = [i for i in self.by_proc.get((host, pid), []) if i.live_at(line_no)]
+        """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to.
+
+        A process with more than ``ATTRIBUTE_WINDOW`` incarnations is searched only among the
+        ``ATTRIBUTE_WINDOW`` opened last before the line and a quarter as many after it, so a
+        line costs the same whatever the number of communicators (it cost one pass over all
+        of them: hours for 250,000 topology lines of a process with 50,000).
+        """
+        proc = self.by_proc.get((host, pid), [])
+        if len(proc) > ATTRIBUTE_WINDOW:
+            starts = self._starts.get((host, pid))
+            if starts is None:  # by_proc lists are sorted by window_start
+                starts = self._starts[(host, pid)] = [i.window_start for i in proc]
+            at = bisect.bisect_right(starts, line_no)
+            proc = proc[max(0, at - ATTRIBUTE_WINDOW) : at + ATTRIBUTE_WINDOW // 4]
+        cands = [i for i in proc if i.live_at(line_no)]
         if me_rank is not None:
             cands = [i for i in cands if i.rank == me_rank]
         if me_dev is not None:
@@ -1144,7 +1223,7 @@ class NcclDebugParser:
         reg.finalize()
         state = _Pass2(reg, rank, resume)
         for block in iter_line_blocks(source):
-            yield state.block(block.series, block.first_line_no, block.complete)
+            yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
         last = state.finish()
         last.state = {**raw_state, **state.emitted_state()}
         yield last
@@ -1163,11 +1242,15 @@ class _Pass2:
         self.members = reg.member_frame()
         self.known_hosts = set(reg.known_hosts)
         prior = resume if resume and resume.get("v") == 1 else {}
-        self.known_hosts.update(prior.get("pass2_hosts", []))
+        _add_hosts(self.known_hosts, list(prior.get("pass2_hosts", [])))
         self.emitted_comms: dict[str, str] = dict(prior.get("comms", {}))
         self.emitted_topo: set[str] = set(prior.get("topo", []))
         self.n_changed = 0
-        self.topo: list[_Topo] = []
+        self.topo: list[_Topo] = []  # topology lines of the current block
+        self.topo_pending = 0  # at most this many rows in ``topo`` are new
+        self.topo_frames: list[pl.DataFrame] = []  # rows of the block's earlier batches
+        self.n_registry_full = 0
+        self.n_topology_full = 0
         self.n_spliced = 0
         self.n_unknown_comm = 0
         self.n_tuning = 0
@@ -1175,11 +1258,19 @@ class _Pass2:
 
     # -- one block ---------------------------------------------------------------------------
 
-    def block(self, lines: pl.Series, first_line_no: int, complete: bool) -> ParsedChunk:
+    def block(
+        self,
+        lines: pl.Series,
+        first_line_no: int,
+        complete: bool,
+        overlong: tuple[LongLine, ...] = (),
+    ) -> ParsedChunk:
         """Rows, rejects and line accounting of one block of lines.
 
         Plain COLL lines (most of a log) are parsed from their tokens
         (:mod:`parsers._nccl_coll_fields`); only the other lines go through the general path.
+        Lines over ``parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
+        path takes; each is rejected here with its reason.
         """
         n_lines = len(lines)
         cut_line = first_line_no + n_lines - 1 if not complete else None
@@ -1190,7 +1281,7 @@ class _Pass2:
         plain: pl.DataFrame | None = None
         if mask.any():
             plain = plain_coll_rows(lines.filter(mask), numbers.filter(mask))
-            self.known_hosts.update(plain["host"].unique().to_list())
+            _add_hosts(self.known_hosts, plain["host"].unique().to_list())
             rest = ~mask
             prefixed, bare = _split_block(
                 lines.filter(rest), numbers.filter(rest), self.known_hosts
@@ -1239,7 +1330,13 @@ class _Pass2:
             why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
             rejects.append((line_no, raw, why))
 
+        rejects.extend((ln.line_no, ln.raw, ln.reason) for ln in overlong)
         tables = {"comm_ops": self._comm_ops(good, info, plain)}
+        if self.topo:  # attributed now (the registry is complete): nothing held to the end
+            self.topo_frames.append(self._topology())
+        if self.topo_frames:
+            tables["topology"] = pl.concat(self.topo_frames)
+            self.topo_frames = []
         if rejects:
             rejects.sort()
             tables["rejects"] = pl.DataFrame(
@@ -1264,6 +1361,10 @@ class _Pass2:
             return "final line has no newline (file cut mid-line)"
         if re.match(_INIT_LIKE, msg):
             if _INIT_RE.match(msg) or _END_RE.match(msg):
+                full_from = self.reg.full_from
+                if full_from is not None and line_no >= full_from:  # pass 1 did not keep it
+                    self.n_registry_full += 1
+                    return REGISTRY_FULL
                 return None
             return "Init/Destroy line does not fit its pattern (truncated or spliced)"
         nccl_len = len(row["raw"]) - len(row["pre"] or "")
@@ -1271,6 +1372,12 @@ class _Pass2:
         if parsed is None:
             return "topology line does not fit any topology pattern (truncated or spliced)"
         rows, extra = parsed
+        ring = extra.get("ring_order")
+        n_rows = len(rows) + (3 * len(ring) + 2 if ring is not None else 0)
+        if len(self.emitted_topo) + self.topo_pending + n_rows > MAX_TOPOLOGY_ROWS:
+            self.n_topology_full += 1
+            return TOPOLOGY_FULL
+        self.topo_pending += n_rows
         self.topo.append(
             _Topo(
                 line_no=line_no,
@@ -1285,6 +1392,8 @@ class _Pass2:
                 channel=extra.get("channel"),
             )
         )
+        if len(self.topo) >= _TOPO_BATCH:  # rows as a frame: far smaller than the line objects
+            self.topo_frames.append(self._topology())
         return None
 
     def _comm_ops(
@@ -1533,6 +1642,16 @@ class _Pass2:
         )
         comms = self._new_rows(comms)
         warnings = list(reg.warnings)
+        if self.n_registry_full:
+            warnings.append(
+                f"{self.n_registry_full} Init/Destroy lines from line {reg.full_from} on rejected: "
+                f"more than {MAX_LIFECYCLE_EVENTS} communicator lifecycle lines in one file"
+            )
+        if self.n_topology_full:
+            warnings.append(
+                f"{self.n_topology_full} topology lines rejected: more than {MAX_TOPOLOGY_ROWS} "
+                "distinct topology rows in one file"
+            )
         if self.n_changed:
             warnings.append(
                 f"{self.n_changed} communicators stored by an earlier ingest of this file would "
@@ -1580,8 +1699,10 @@ class _Pass2:
         }
 
     def _topology(self) -> pl.DataFrame:
+        """Rows of the topology lines in ``topo`` not emitted before (then ``topo`` is empty)."""
         rows: list[dict[str, Any]] = []
-        for t in self.topo:
+        topo, self.topo, self.topo_pending = self.topo, [], 0
+        for t in topo:
             inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
             edges = t.rows
             if t.ring_order is not None and t.channel is not None:
