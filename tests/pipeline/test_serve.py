@@ -85,7 +85,7 @@ def test_serve_once_embedded_server(tmp_path: Path, shared_samples: Path) -> Non
     assert summary["ingest"]["job7"]["lines"] == len(src.read_text().splitlines())
     assert summary["ingest"]["job7"]["rows"] >= coll
     assert (store / ".prefect").is_dir()  # the embedded server's home, inside the store
-    assert any((store / "marts").glob("*/job7.parquet"))
+    assert any((store / "marts").glob("*/job7/*.parquet"))
 
     rc, again, err = _serve_once(watch, store, reports)
     assert rc == 0, err[-3000:]
