@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import duckdb
+
 from pipeline.commands._format import table
 from pipeline.derive import derive_run
 from pipeline.sql_modules import SqlModuleError
@@ -45,5 +47,9 @@ def run(args: argparse.Namespace) -> int:
             )
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
+        return 2
+    except duckdb.Error as exc:  # one line, never a traceback (the store is left as it was)
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"commscope: error: derive failed: {text}", file=sys.stderr)
         return 2
     return 0
