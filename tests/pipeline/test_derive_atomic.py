@@ -26,7 +26,7 @@ import pytest
 import pipeline.derive as derive_mod
 from parsers.schema import TABLES
 from pipeline.cli import main as cli_main
-from pipeline.derive import connect_for_derive, derive_run, derive_stale
+from pipeline.derive import connect_for_derive, derive_run
 from pipeline.ingest import ingest_paths
 from pipeline.store import Store
 
@@ -127,6 +127,8 @@ def test_killed_derive_leaves_previous_set_visible(derived: Any, project_root: P
     derive_run(store, RUN)
     after = _visible(store)
     assert after["bubble_ratio"][0] == 3 and after != before
+    from pipeline.derive import derive_stale
+
     assert not (new & _files(store))
     assert derive_stale(store, RUN) is None
 
@@ -203,6 +205,8 @@ def test_derive_records_its_snapshot(tmp_path: Path) -> None:
     assert row is not None
     assert (row["snapshot"], row["batches"]) == (snap.key, len(FIRST))
     ingest_paths(store, LATER[:1], run_id=RUN)
+    from pipeline.derive import derive_stale
+
     assert derive_stale(store, RUN) is not None
     assert store.snapshot(RUN).key != row["snapshot"]
 
