@@ -776,9 +776,14 @@ def _fsync_dir(path: Path) -> None:
 
 def _write_atomic(table: pa.Table, dest: Path) -> None:
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    pq.write_table(table, str(tmp), compression="zstd")
-    _fsync_file(tmp)
-    tmp.replace(dest)
+    try:
+        pq.write_table(table, str(tmp), compression="zstd")
+        _fsync_file(tmp)
+        tmp.replace(dest)
+    except BaseException:
+        with contextlib.suppress(OSError):  # no orphan temp file (disk full, interrupt)
+            tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(dest.parent)
 
 

@@ -271,3 +271,30 @@ def test_report_to_a_folder_is_refused_without_temp_file(
     assert f"{folder}: is a folder" in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "store"]
     assert not any(folder.iterdir())
+
+
+def test_publish_on_a_full_disk_leaves_nothing(
+    derived: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last write (the pointer) fails: one clear error, no temp file, old set visible."""
+    import errno
+
+    import pyarrow.parquet as pq
+
+    from pipeline.store import StoreError
+
+    store, before = derived
+    files_before = _files(store)
+    real = pq.write_table
+
+    def full(table: Any, where: Any, *args: Any, **kwargs: Any) -> None:
+        real(table, where, *args, **kwargs)  # the temp file is written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(where))
+
+    monkeypatch.setattr(pq, "write_table", full)
+    with pytest.raises(StoreError, match=r"derived/r\.parquet: cannot write the store \(No space"):
+        derive_run(store, RUN)
+    monkeypatch.undo()
+    assert _files(store) == files_before
+    assert not [p for p in store.root.rglob("*") if p.name.endswith(".tmp")]
+    assert _visible(store) == before
