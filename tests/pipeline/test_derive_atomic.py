@@ -298,3 +298,29 @@ def test_publish_on_a_full_disk_leaves_nothing(
     assert _files(store) == files_before
     assert not [p for p in store.root.rglob("*") if p.name.endswith(".tmp")]
     assert _visible(store) == before
+
+
+def test_concurrent_derives_publish_one_complete_set(derived: Any, project_root: Path) -> None:
+    """Two derives of one run at once: both succeed, one set is published, none is left over."""
+    store, _ = derived
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "derive", RUN, "--store", str(store.root)],
+            cwd=project_root,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+    row = store.derived(RUN)
+    assert row is not None
+    gen = f"{row['generation']}.parquet"
+    for base in (store.marts_dir(), store.model_inputs_dir()):
+        for d in base.glob(f"*/{RUN}"):
+            assert [f.name for f in d.iterdir()] == [gen], d
+    assert set(store.mart_files(RUN)) == set(store.materialised_marts())
+    assert _visible(store)["bubble_ratio"][0] == 3
