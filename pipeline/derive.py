@@ -52,6 +52,12 @@ class DeriveResult:
     """Seconds to materialise each intermediate object (computed once, read by the marts)."""
     load_seconds: float = 0.0
     """Seconds to copy the run's rows and load the SQL modules."""
+    generation: str | None = None
+    """The published generation (``derived/<run_id>.parquet`` names it)."""
+    snapshot: str | None = None
+    """Key of the commit-log snapshot the marts were derived from (see ``Store.snapshot``)."""
+    batches: int = 0
+    """Committed batches in that snapshot."""
 
 
 RUN_CONFIG_COLUMNS: dict[str, pl.DataType] = {
@@ -326,6 +332,8 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
         with store.lock():
             store.publish_derived(run_id, generation, snap, result.config_source)
         published = True
+        result.generation, result.snapshot = generation, snap.key
+        result.batches = len(snap.batch_ids)
     except (OSError, duckdb.IOException) as exc:
         raise write_error(dest, exc) from exc
     finally:

@@ -245,7 +245,14 @@ def derive_run(store: Path, run_id: str) -> dict[str, Any]:
     with library_logs():
         res = _derive_run(Store.open(Path(store)), run_id)
     get_run_logger().info("%s: derived %d marts", run_id, len(res.marts))
-    return {"run_id": run_id, "marts": dict(res.marts), "config_source": res.config_source}
+    return {
+        "run_id": run_id,
+        "marts": dict(res.marts),
+        "config_source": res.config_source,
+        "generation": res.generation,
+        "snapshot": res.snapshot,
+        "batches": res.batches,
+    }
 
 
 @task(

@@ -38,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"commscope: error: run {run_id!r} not in {store.root}", file=sys.stderr)
                 return 2
             res = derive_run(store, run_id, config=args.config)
-            print(f"run {run_id} (config: {res.config_source or 'none, inferred'})")
+            print(
+                f"run {run_id} (config: {res.config_source or 'none, inferred'}; "
+                f"from {res.batches} committed batches)"
+            )
             print(
                 table(
                     ("mart", "rows", "seconds"),

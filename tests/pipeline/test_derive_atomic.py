@@ -201,11 +201,12 @@ def test_derive_reads_one_snapshot(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 def test_derive_records_its_snapshot(tmp_path: Path) -> None:
     store = Store.open(tmp_path / "store")
     ingest_paths(store, FIRST, run_id=RUN)
-    derive_run(store, RUN)
+    res = derive_run(store, RUN)
     row = store.derived(RUN)
     snap = store.snapshot(RUN)
     assert row is not None
     assert (row["snapshot"], row["batches"]) == (snap.key, len(FIRST))
+    assert (res.generation, res.snapshot, res.batches) == (row["generation"], snap.key, 2)
     ingest_paths(store, LATER[:1], run_id=RUN)
     from pipeline.derive import derive_stale
 
