@@ -2,13 +2,23 @@
 
 The SQL runs in an in-memory DuckDB over the store's committed Parquet, with the run's
 configuration (``run_config``) and the analytical model's predictions (``predicted_traffic``,
-``predicted_matrix``, ``predicted_times``) registered as tables beside it. Each mart is written
-to ``<store>/marts/<mart>/<run_id>.parquet`` by an atomic rename; the catalog then exposes it as
-a view, so ``commscope query`` and the reports read materialised marts.
+``predicted_matrix``, ``predicted_times``) registered as tables beside it.
+
+Atomicity: every mart and model input of one derive is written as a new *generation*
+(``<store>/marts/<mart>/<run_id>/<generation>.parquet``) beside the published one, and the set
+becomes visible at once when ``<store>/derived/<run_id>.parquet`` is replaced to name it (one
+``os.replace``); the catalog's views and the reports read only published generations. A derive
+killed midway leaves the previous complete set visible; its files are removed by the next one.
+
+Consistency: a derive reads one snapshot of the store: the run's commit log is read once and
+every table is copied from exactly the files of those batches, so a commit landing meanwhile is
+seen by no table rather than by some. The published row records the snapshot's key, so
+:func:`derive_stale` tells whether the store moved on since.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -24,7 +34,8 @@ import polars as pl
 from parsers.schema import TABLES
 from pipeline import run_config as rc
 from pipeline.sql_modules import apply, discover
-from pipeline.store import Store, validate_run_id
+from pipeline.sql_names import quote_ident, quote_literal
+from pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +52,12 @@ class DeriveResult:
     """Seconds to materialise each intermediate object (computed once, read by the marts)."""
     load_seconds: float = 0.0
     """Seconds to copy the run's rows and load the SQL modules."""
+    generation: str | None = None
+    """The published generation (``derived/<run_id>.parquet`` names it)."""
+    snapshot: str | None = None
+    """Key of the commit-log snapshot the marts were derived from (see ``Store.snapshot``)."""
+    batches: int = 0
+    """Committed batches in that snapshot."""
 
 
 RUN_CONFIG_COLUMNS: dict[str, pl.DataType] = {
@@ -184,27 +201,31 @@ def register_tables(con: duckdb.DuckDBPyConnection, frames: dict[str, pl.DataFra
 
 
 def connect_for_derive(
-    store: Store, run_id: str, stored: rc.StoredConfig | None
+    store: Store,
+    run_id: str,
+    stored: rc.StoredConfig | None,
+    snapshot: Snapshot | None = None,
 ) -> tuple[duckdb.DuckDBPyConnection, dict[str, pl.DataFrame]]:
     """An in-memory connection holding only ``run_id``'s data, and the run's input frames.
 
     Why: the SQL refers to the canonical tables many times over; reading the store's Parquet
     (every run, every batch file) at each reference dominated derive time. The run's committed
     rows are copied once into in-memory tables that take the views' names, so every mart sees
-    exactly this run and nothing else. The run's config and the model's predictions are
-    registered as typed tables, then every SQL module (marts as live views).
+    exactly this run and nothing else. The copy reads the files of one snapshot of the commit
+    log (``snapshot``, else the log as it is now, read once), never the live views: those
+    re-read the log per table, so an ingest committing meanwhile would show in some tables
+    only. The run's config and the model's predictions are registered as typed tables, then
+    every SQL module (marts as live views).
     """
+    snap = snapshot if snapshot is not None else store.snapshot(run_id)
     con = duckdb.connect()
     _limit_memory(con)
-    store.create_views(con)
     for name in TABLES:
         con.execute(
-            f"CREATE TABLE _run_{name} AS SELECT * FROM {name} WHERE run_id = $run_id",
-            {"run_id": run_id},
+            f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM "
+            "read_parquet($files, union_by_name = true) WHERE run_id = $run_id",
+            {"files": store.snapshot_files(name, snap), "run_id": run_id},
         )
-    for name in TABLES:
-        con.execute(f"DROP VIEW {name}")
-        con.execute(f"ALTER TABLE _run_{name} RENAME TO {name}")
     inputs = input_frames(stored, run_id)
     register_tables(con, inputs)
     apply(con)
@@ -239,51 +260,111 @@ def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> DeriveResult:
-    """Materialise every mart for ``run_id``.
+    """Materialise every mart for ``run_id`` and publish them together.
+
+    Every mart and model input is written as a new generation, then published by one atomic
+    rename (see the module docstring); on any failure, this derive's files are removed and the
+    previously published set stays as it was.
 
     Args:
         store: the store.
         run_id: the run.
         config: a config file that overrides the stored one (and is stored).
+
+    Raises:
+        StoreError: the store cannot be written (disk full, read-only: one line naming the
+            file), or another store error.
     """
     validate_run_id(run_id)
-    if config is not None:
-        rc.save(
-            store,
-            rc.StoredConfig(run_id, rc.read_config_file(config), f"config:{config.resolve()}"),
-        )
+    try:
+        with store.lock():
+            store.prepare_derived()
+        if config is not None:
+            rc.save(
+                store,
+                rc.StoredConfig(run_id, rc.read_config_file(config), f"config:{config.resolve()}"),
+            )
+    except OSError as exc:
+        raise write_error(Path(exc.filename or store.root), exc) from exc
     stored = rc.load(store, run_id)
     result = DeriveResult(run_id, config_source=stored.source if stored else None)
+    snap = store.snapshot(run_id)
+    generation = new_generation()
+    written: list[Path] = []
+    published = False
     t_load = time.perf_counter()
-    con, inputs = connect_for_derive(store, run_id, stored)
+    con, inputs = connect_for_derive(store, run_id, stored, snap)
     result.load_seconds = time.perf_counter() - t_load
+    dest = store.derived_dir()
     try:
-        materialise_intermediates(con, result.intermediate_seconds, free=True)
-        for mod in discover():
-            if mod.layer != "marts":
-                continue
-            t0 = time.perf_counter()
-            dest = store.marts_dir() / mod.name / f"{run_id}.parquet"
-            _copy_atomic(con, f"SELECT * FROM {mod.name} WHERE run_id = $run_id", dest, run_id)
-            rows = con.execute(f"SELECT count(*) FROM read_parquet('{_q(str(dest))}')").fetchone()
-            result.marts[mod.name] = int(rows[0]) if rows else 0
-            result.seconds[mod.name] = time.perf_counter() - t0
+        try:
+            materialise_intermediates(con, result.intermediate_seconds, free=True)
+            for mod in discover():
+                if mod.layer != "marts":
+                    continue
+                t0 = time.perf_counter()
+                dest = store.generation_path(store.marts_dir(), mod.name, run_id, generation)
+                written.append(dest)
+                _copy_atomic(
+                    con,
+                    f"SELECT * FROM {quote_ident(mod.name)} WHERE run_id = $run_id",
+                    dest,
+                    run_id,
+                )
+                rows = con.execute(
+                    f"SELECT count(*) FROM read_parquet({quote_literal(str(dest))})"
+                ).fetchone()
+                result.marts[mod.name] = int(rows[0]) if rows else 0
+                result.seconds[mod.name] = time.perf_counter() - t0
+        finally:
+            spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
+            con.close()
+            if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
+                shutil.rmtree(str(spill[0]), ignore_errors=True)
+        for name, df in inputs.items():
+            dest = store.generation_path(store.model_inputs_dir(), name, run_id, generation)
+            written.append(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = _tmp_for(dest)
+            df.write_parquet(tmp)
+            tmp.replace(dest)
+        dest = store.derived_dir() / f"{run_id}.parquet"
+        with store.lock():
+            store.publish_derived(run_id, generation, snap, result.config_source)
+        published = True
+        result.generation, result.snapshot = generation, snap.key
+        result.batches = len(snap.batch_ids)
+    except (OSError, duckdb.IOException) as exc:
+        raise write_error(dest, exc) from exc
     finally:
-        spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
-        con.close()
-        if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
-            shutil.rmtree(str(spill[0]), ignore_errors=True)
-    for name, df in inputs.items():
-        dest = store.model_inputs_dir() / name / f"{run_id}.parquet"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.parent / f".{run_id}.{os.getpid()}.tmp"
-        df.write_parquet(tmp)
-        tmp.replace(dest)
+        if not published:  # nothing of this generation may stay behind
+            for f in written:
+                for leftover in (f, _tmp_for(f)):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink(missing_ok=True)
     # The catalog's signature covers the SQL, the materialised marts and the model inputs, so it
     # is rewritten only when this derive added a mart or input relation (rewriting it costs
     # seconds; the views read Parquet by glob and see new runs' files without it).
     store.ensure_catalog()
     return result
+
+
+def derive_stale(store: Store, run_id: str) -> str | None:
+    """Why the run's published marts do not reflect its committed store, or None if they do.
+
+    Why: ``serve`` decides what to re-derive; an interrupted cycle (ingest committed, derive
+    never ran or died) must be redone on the next cycle even though that cycle ingests nothing.
+    """
+    row = store.derived(run_id)
+    if row is None:
+        return "never derived"
+    snap = store.snapshot(run_id)
+    if row.get("snapshot") != snap.key:
+        return (
+            f"derived from {row.get('batches') if row.get('batches') is not None else 'an unknown'}"
+            f" committed batches, the store now has {len(snap.batch_ids)}"
+        )
+    return None
 
 
 def materialise_intermediates(
@@ -339,11 +420,17 @@ _FREEABLE = frozenset({"int_comm_ops_sequenced"})
 """Large intermediates whose rows derive may free once every reader is materialised."""
 
 
+def _tmp_for(dest: Path) -> Path:
+    """The private temp name a file is written under before its rename into ``dest``."""
+    return dest.parent / f".{dest.stem}.{os.getpid()}.tmp"
+
+
 def _copy_atomic(con: duckdb.DuckDBPyConnection, sql: str, dest: Path, run_id: str) -> None:
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.parent / f".{run_id}.{os.getpid()}.tmp"
+    tmp = _tmp_for(dest)
     con.execute(
-        f"COPY ({sql}) TO '{_q(str(tmp))}' (FORMAT parquet, COMPRESSION zstd)", {"run_id": run_id}
+        f"COPY ({sql}) TO {quote_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)",
+        {"run_id": run_id},
     )
     tmp.replace(dest)
 

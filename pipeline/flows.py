@@ -30,6 +30,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +245,14 @@ def derive_run(store: Path, run_id: str) -> dict[str, Any]:
     with library_logs():
         res = _derive_run(Store.open(Path(store)), run_id)
     get_run_logger().info("%s: derived %d marts", run_id, len(res.marts))
-    return {"run_id": run_id, "marts": dict(res.marts), "config_source": res.config_source}
+    return {
+        "run_id": run_id,
+        "marts": dict(res.marts),
+        "config_source": res.config_source,
+        "generation": res.generation,
+        "snapshot": res.snapshot,
+        "batches": res.batches,
+    }
 
 
 @task(
@@ -390,9 +398,43 @@ def ingest_logs(
 
 
 def _has_marts(st: Store, run_id: str) -> bool:
-    return any(
-        (st.marts_dir() / mart / f"{run_id}.parquet").exists() for mart in st.materialised_marts()
-    )
+    """True if the run has a published set of marts."""
+    return bool(st.mart_files(run_id))
+
+
+def run_update_reason(
+    st: Store, run_id: str, *, new_files: int, out: Path, report: bool = True
+) -> str | None:
+    """Why ``process_cluster_logs`` must derive (and report) this run now, or None.
+
+    Why: a cycle interrupted after its ingest committed (killed, or its derive failed) leaves
+    marts older than the store; the next cycle ingests nothing new, so "did this cycle ingest
+    anything" alone would leave them stale forever. What a run's marts were derived from is
+    recorded at publication (``derived/<run_id>.parquet``), so each cycle compares it with
+    the committed store, and the report with the marts, whatever it ingested.
+
+    Args:
+        st: the store.
+        run_id: the run.
+        new_files: files this cycle committed for the run.
+        out: the run's report file.
+        report: whether reports are kept (a missing or older report then counts).
+    """
+    from pipeline.derive import derive_stale
+
+    if new_files:
+        return f"{new_files} new file(s)"
+    stale = derive_stale(st, run_id)
+    if stale is not None:
+        return f"marts stale: {stale}"
+    if report:
+        if not out.exists():
+            return "no report yet"
+        row = st.derived(run_id)
+        derived_at = row.get("derived_at") if row is not None else None
+        if isinstance(derived_at, datetime) and out.stat().st_mtime < derived_at.timestamp():
+            return "report older than the marts"
+    return None
 
 
 @flow(name="process-cluster-logs")
@@ -410,9 +452,12 @@ def process_cluster_logs(
 ) -> dict[str, Any]:
     """Ingest the watched folder(s), then derive and report every run that changed.
 
-    A run changed if this ingest committed anything new for it, or it has no materialised
-    marts, or no report yet. A failing derive or report is recorded (and shown as a failed
-    task in Prefect) without stopping the other runs.
+    A run changed if this ingest committed anything new for it, or its published marts were
+    derived from another set of commits than the store holds now (an earlier cycle was
+    interrupted after its ingest), or it has no marts, or its report is missing or older than
+    its marts (see :func:`run_update_reason`). A failing derive or report is recorded (and
+    shown as a failed task in Prefect) without stopping the other runs; the next cycle redoes
+    it.
 
     Args:
         root: watched folder(s).
@@ -428,7 +473,8 @@ def process_cluster_logs(
 
     Returns:
         ``{"store", "reports_dir", "ingest": <ingest_logs summary without per-file results>,
-        "runs": {run_id: {"changed", "new_files", "rows", "marts", "report", "errors"}},
+        "runs": {run_id: {"changed", "reason", "new_files", "rows", "marts", "report",
+        "errors"}},
         "errors": [...]}``.
     """
     logger = get_run_logger()
@@ -453,6 +499,7 @@ def process_cluster_logs(
             "rows": info["rows"],
             "file_errors": info["errors"],
             "changed": False,
+            "reason": None,
             "marts": None,
             "report": str(out) if out.exists() else None,
             "errors": [
@@ -465,9 +512,9 @@ def process_cluster_logs(
         if rid not in stored_runs:
             logger.warning("run %s: nothing ingested, nothing to derive", rid)
             continue
-        entry["changed"] = bool(
-            info["ingested"] or not _has_marts(st, rid) or (report and not out.exists())
-        )
+        reason = run_update_reason(st, rid, new_files=info["ingested"], out=out, report=report)
+        entry["changed"] = reason is not None
+        entry["reason"] = reason
         if not entry["changed"] or not derive:
             continue
         d_state = derive_run(st.root, rid, return_state=True)
@@ -505,5 +552,6 @@ __all__ = [
     "make_task_runner",
     "process_cluster_logs",
     "report_run",
+    "run_update_reason",
     "safe_run_id",
 ]

@@ -8,6 +8,9 @@ Layout::
     <store>/catalog.duckdb                      one view per table (opens in the duckdb CLI)
     <store>/.staging/<batch>.<pid>/             batches being written
     <store>/.lock                               serialises commits between processes
+    <store>/marts/<mart>/<run_id>/<generation>.parquet        one derive's marts (a generation)
+    <store>/model_inputs/<relation>/<run_id>/<generation>.parquet   its run_config, predicted_*
+    <store>/derived/<run_id>.parquet            the run's published generation (one row)
 
 Guarantees:
 
@@ -17,6 +20,10 @@ Guarantees:
 * **Exactly once.** A batch id is derived from (run, content hash, byte range); the commit checks
   the log under an exclusive file lock, so concurrent or repeated ingests of the same bytes add
   nothing twice. A re-run after a crash rewrites the same file names, so orphans are replaced.
+* **Atomic derive.** A derive writes every mart and model input of a run as a new generation
+  beside the published one, then publishes it by one ``os.replace`` of ``derived/<run_id>.
+  parquet`` (which also records the commit-log snapshot it was derived from). Views and readers
+  see only published generations, so a killed derive leaves the previous complete set visible.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ import json
 import logging
 import os
 import re
+import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -40,7 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
-from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
+from pipeline.sql_names import UnsafeNameError, is_sql_name, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +57,7 @@ STORE_FORMAT = 1
 CATALOG_NAME = "catalog.duckdb"
 CATALOG_LOCK = ".catalog.lock"
 """Held (flock, exclusive) by a ``query --write`` session and while the catalog is rebuilt."""
-DATA_DIRS = ("tables", "marts", "model_inputs")
+DATA_DIRS = ("tables", "marts", "model_inputs", "derived")
 """The store's folders that hold Parquet read by the catalog's views (nothing else is read)."""
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -83,6 +92,57 @@ def batch_id_for(run_id: str, sha256: str, byte_start: int, byte_end: int, fmt: 
     """Deterministic id of the batch that ingests these bytes into this run."""
     key = f"{run_id}\0{sha256}\0{byte_start}\0{byte_end}\0{fmt}".encode()
     return hashlib.sha256(key).hexdigest()[:24]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The committed batches of one run at one moment: what a derive reads.
+
+    Why: a derive must read every table from the same set of commits (a batch committed while
+    it copies tables would otherwise show in some tables and not others), and the published
+    marts record which set they were computed from, so staleness is a comparison of keys.
+    """
+
+    run_id: str
+    batch_ids: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """A short fingerprint of the batch set (order-independent)."""
+        h = hashlib.sha256("\n".join(sorted(self.batch_ids)).encode())
+        return h.hexdigest()[:24]
+
+
+DERIVED_COLUMNS: dict[str, pl.DataType] = {
+    "run_id": pl.Utf8(),
+    "generation": pl.Utf8(),
+    "derived_at": pl.Datetime("us", "UTC"),
+    "snapshot": pl.Utf8(),
+    "batches": pl.Int64(),
+    "config_source": pl.Utf8(),
+}
+"""Columns of a run's published-derive row (``derived/<run_id>.parquet``)."""
+
+DERIVED_SCHEMA_FILE = "_schema.parquet"
+"""A zero-row file in ``derived/`` so the views' generation filter binds before any derive."""
+
+LEGACY_GENERATION = "legacy-"
+"""Prefix of the generation given to marts found in the pre-generation layout."""
+
+
+def new_generation() -> str:
+    """A generation id unique across runs and processes: ``g<time>-<pid>-<random>``.
+
+    The pid lets a later derive remove generations left by a derive that was killed.
+    """
+    return f"g{time.time_ns():x}-{os.getpid()}-{secrets.token_hex(4)}"
+
+
+def _generation_pid(generation: str) -> int | None:
+    parts = generation.split("-")
+    if len(parts) == 3 and parts[0].startswith("g") and parts[1].isdigit():
+        return int(parts[1])
+    return None
 
 
 @dataclass(frozen=True)
@@ -279,30 +339,171 @@ class Store:
         )
 
     def marts_dir(self) -> Path:
-        """Folder of materialised marts: ``marts/<mart>/<run_id>.parquet``."""
+        """Folder of materialised marts: ``marts/<mart>/<run_id>/<generation>.parquet``."""
         return self.root / "marts"
 
     def model_inputs_dir(self) -> Path:
-        """Folder of each derived run's SQL inputs: ``model_inputs/<relation>/<run_id>.parquet``.
+        """Folder of each derived run's SQL inputs:
+        ``model_inputs/<relation>/<run_id>/<generation>.parquet``.
 
         ``run_config`` and the analytical model's ``predicted_*`` tables, written by derive so
         the catalog can expose them beside the marts that were computed from them.
         """
         return self.root / "model_inputs"
 
+    def derived_dir(self) -> Path:
+        """Folder of the published derive of each run: ``derived/<run_id>.parquet``."""
+        return self.root / "derived"
+
+    @staticmethod
+    def _relations(base: Path) -> list[str]:
+        """Folders under ``base`` holding a published-layout or legacy Parquet file."""
+        if not base.is_dir():
+            return []
+        return sorted(
+            m.name
+            for m in base.iterdir()
+            if m.is_dir()
+            and not m.name.startswith((".", "_"))
+            and (any(m.glob("*/*.parquet")) or any(m.glob("*.parquet")))
+        )
+
     def model_inputs(self) -> list[str]:
         """Input relations (run_config, predicted_*) with at least one run written."""
-        d = self.model_inputs_dir()
-        if not d.is_dir():
-            return []
-        return sorted(m.name for m in d.iterdir() if m.is_dir() and any(m.glob("*.parquet")))
+        return self._relations(self.model_inputs_dir())
 
     def materialised_marts(self) -> list[str]:
         """Marts with at least one materialised run."""
-        d = self.marts_dir()
-        if not d.is_dir():
-            return []
-        return sorted(m.name for m in d.iterdir() if m.is_dir() and any(m.glob("*.parquet")))
+        return self._relations(self.marts_dir())
+
+    def derived(self, run_id: str) -> dict[str, object] | None:
+        """The run's published derive (generation, snapshot key, time), or None."""
+        path = self.derived_dir() / f"{validate_run_id(run_id)}.parquet"
+        try:
+            df = pl.read_parquet(path)
+        except FileNotFoundError:
+            return None
+        return df.row(0, named=True) if df.height else None
+
+    def snapshot(self, run_id: str) -> Snapshot:
+        """The run's committed batch ids now (read once from the commit log)."""
+        log = self.committed(run_id)
+        return Snapshot(run_id, tuple(sorted(set(log["batch_id"].drop_nulls().to_list()))))
+
+    def snapshot_files(self, table: str, snap: Snapshot) -> list[str]:
+        """The Parquet files of ``table`` that belong to ``snap``'s batches, schema file first.
+
+        Only files of batches in the snapshot: a batch committed later is not read even if its
+        files are already in place. The zero-row schema file gives every column.
+        """
+        files = [str(self.tables_dir / table / "_schema" / "_schema.parquet")]
+        d = self.tables_dir / table / snap.run_id
+        if d.is_dir():
+            present = {p.stem for p in d.glob("*.parquet")}
+            files += [str(d / f"{b}.parquet") for b in snap.batch_ids if b in present]
+        return files
+
+    def _published_files(self, base: Path, run_id: str) -> dict[str, Path]:
+        """Relation name -> the run's Parquet file of its published generation.
+
+        A run derived before generations existed has ``<base>/<name>/<run_id>.parquet``.
+        """
+        validate_run_id(run_id)
+        if not base.is_dir():
+            return {}
+        row = self.derived(run_id)
+        out: dict[str, Path] = {}
+        for d in sorted(base.iterdir()):
+            if not d.is_dir() or d.name.startswith((".", "_")):
+                continue
+            f = (
+                d / run_id / f"{row['generation']}.parquet"
+                if row is not None
+                else d / f"{run_id}.parquet"
+            )
+            if f.is_file():
+                out[d.name] = f
+        return out
+
+    def mart_files(self, run_id: str) -> dict[str, Path]:
+        """Mart name -> the run's materialised mart file (published generation only)."""
+        return self._published_files(self.marts_dir(), run_id)
+
+    def model_input_files(self, run_id: str) -> dict[str, Path]:
+        """Input relation -> the run's file of the published generation."""
+        return self._published_files(self.model_inputs_dir(), run_id)
+
+    def generation_path(self, base: Path, name: str, run_id: str, generation: str) -> Path:
+        """Where a derive writes relation ``name`` of ``run_id`` for ``generation``."""
+        return base / name / validate_run_id(run_id) / f"{generation}.parquet"
+
+    def prepare_derived(self) -> None:
+        """Make the published-derive layout ready (call under :meth:`lock`).
+
+        Creates ``derived/`` with its zero-row schema file, and moves marts and model inputs
+        of the pre-generation layout (``<base>/<name>/<run_id>.parquet``) into a generation
+        of their own, published for runs that have none (so existing stores stay readable).
+        """
+        ddir = self.derived_dir()
+        schema = ddir / DERIVED_SCHEMA_FILE
+        if not schema.exists():
+            ddir.mkdir(parents=True, exist_ok=True)
+            _write_atomic(pl.DataFrame(schema=DERIVED_COLUMNS).to_arrow(), schema)
+        legacy: dict[str, list[Path]] = {}
+        for base in (self.marts_dir(), self.model_inputs_dir()):
+            if not base.is_dir():
+                continue
+            for d in base.iterdir():
+                if d.is_dir() and not d.name.startswith((".", "_")):
+                    for f in d.glob("*.parquet"):
+                        if not f.name.startswith(".") and _RUN_ID.match(f.stem):
+                            legacy.setdefault(f.stem, []).append(f)
+        for run_id, files in sorted(legacy.items()):
+            if self.derived(run_id) is not None:
+                for f in files:  # superseded by a published generation
+                    f.unlink(missing_ok=True)
+                continue
+            gen = LEGACY_GENERATION + hashlib.sha256(run_id.encode()).hexdigest()[:16]
+            for f in files:
+                dest = f.parent / run_id / f"{gen}.parquet"
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                f.replace(dest)
+            self.publish_derived(run_id, gen, None, None)
+
+    def publish_derived(
+        self, run_id: str, generation: str, snap: Snapshot | None, config_source: str | None
+    ) -> None:
+        """Make ``generation`` the run's visible marts by one atomic rename, then drop the
+        generation it replaced and those of derives that died (call under :meth:`lock`)."""
+        previous = self.derived(run_id)
+        row = {
+            "run_id": run_id,
+            "generation": generation,
+            "derived_at": datetime.now(UTC),
+            "snapshot": snap.key if snap is not None else None,
+            "batches": len(snap.batch_ids) if snap is not None else None,
+            "config_source": config_source,
+        }
+        self.derived_dir().mkdir(parents=True, exist_ok=True)
+        df = pl.DataFrame([row], schema=DERIVED_COLUMNS)
+        _write_atomic(df.to_arrow(), self.derived_dir() / f"{run_id}.parquet")
+        drop = {str(previous["generation"])} if previous is not None else set()
+        self.remove_generations(run_id, keep=generation, also=drop)
+
+    def remove_generations(self, run_id: str, *, keep: str, also: set[str]) -> None:
+        """Remove the run's generation files other than ``keep`` that are in ``also`` or were
+        written by a process that no longer runs (a killed derive), and their temp files."""
+        for base in (self.marts_dir(), self.model_inputs_dir()):
+            if not base.is_dir():
+                continue
+            for f in base.glob(f"*/{run_id}/*"):
+                stem = f.name.lstrip(".").split(".")[0]
+                if stem == keep:
+                    continue
+                pid = _generation_pid(stem)
+                if stem in also or (pid is not None and not _pid_alive(pid)):
+                    with contextlib.suppress(OSError):
+                        f.unlink()
 
     def signature(self) -> str:
         """Fingerprint of what the catalog must contain (path, schema, SQL, marts)."""
@@ -313,6 +514,8 @@ class Store:
             h.update(f.read_bytes())
         h.update("\0".join(self.materialised_marts()).encode())
         h.update(("\1" + "\0".join(self.model_inputs())).encode())
+        # a store with marts in the pre-generation layout needs its catalog rebuilt (migrated)
+        h.update(b"\2" if (self.derived_dir() / DERIVED_SCHEMA_FILE).exists() else b"\3")
         return h.hexdigest()[:16]
 
     def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
@@ -333,13 +536,37 @@ class Store:
             except SqlModuleError as exc:
                 log.warning("catalog: skipped %s", exc)
         for mart in self.materialised_marts():
-            if not _usable_name(mart, self.marts_dir()):
-                continue
-            glob = str(self.marts_dir() / mart / "*.parquet")
+            self._create_published_view(con, self.marts_dir(), mart)
+
+    def _create_published_view(self, con: duckdb.DuckDBPyConnection, base: Path, name: str) -> None:
+        """A view over the published generation of every run of ``base/name``.
+
+        Like the canonical views filter on committed batches, it keeps only files whose
+        generation a run's ``derived/<run_id>.parquet`` names, so a derive that was killed
+        (its files written, not published) is never seen. A store not yet migrated (no
+        ``derived/``) is read in the pre-generation layout.
+        """
+        try:
+            ident = quote_ident(name)
+        except UnsafeNameError as exc:
+            log.warning("catalog: skipped %s/%s: %s", base.name, name, exc)
+            return
+        derived = self.derived_dir() / DERIVED_SCHEMA_FILE
+        if not derived.exists():
+            src = quote_literal(str(base / name / "*.parquet"))
             con.execute(
-                f"CREATE OR REPLACE VIEW {quote_ident(mart)} AS SELECT * FROM "
-                f"read_parquet({quote_literal(glob)}, union_by_name = true)"
+                f"CREATE OR REPLACE VIEW {ident} AS SELECT * FROM "
+                f"read_parquet({src}, union_by_name = true)"
             )
+            return
+        src = quote_literal(str(base / name / "*" / "*.parquet"))
+        gens = quote_literal(str(self.derived_dir() / "*.parquet"))
+        con.execute(
+            f"CREATE OR REPLACE VIEW {ident} AS SELECT * EXCLUDE (filename) FROM "
+            f"read_parquet({src}, union_by_name = true, filename = true) "
+            f"WHERE parse_filename(filename, true) IN "
+            f"(SELECT generation FROM read_parquet({gens}))"
+        )
 
     def create_model_input_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """``run_config`` and ``predicted_*`` as the SQL modules expect them.
@@ -353,11 +580,7 @@ class Store:
         empty = {k: v for k, v in empty_inputs().items() if k not in written}
         register_tables(con, empty)
         for name in sorted(written):
-            glob = str(self.model_inputs_dir() / name / "*.parquet")
-            con.execute(
-                f"CREATE OR REPLACE VIEW {quote_ident(name)} AS SELECT * FROM "
-                f"read_parquet({quote_literal(glob)}, union_by_name = true)"
-            )
+            self._create_published_view(con, self.model_inputs_dir(), name)
 
     def create_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Create a view per canonical table on ``con`` (commit log first)."""
@@ -425,10 +648,9 @@ class Store:
                     "(e.g. the duckdb CLI); close it and try again"
                 )
             tmp = self.root / f".{CATALOG_NAME}.{os.getpid()}.tmp"
-            wal = tmp.with_name(tmp.name + ".wal")
-            tmp.unlink(missing_ok=True)
-            wal.unlink(missing_ok=True)
             try:
+                tmp.unlink(missing_ok=True)
+                self.prepare_derived()
                 con = duckdb.connect(str(tmp))
                 try:
                     # Binding each view re-reads the footers of the Parquet files under it;
@@ -445,10 +667,13 @@ class Store:
                 finally:
                     con.close()
                 tmp.replace(self.catalog_path)
+            except (OSError, duckdb.IOException) as exc:
+                raise write_error(self.catalog_path, exc) from exc
             finally:
-                # Every exit path (a full disk, an error in a view) leaves no temp file behind.
-                tmp.unlink(missing_ok=True)
-                wal.unlink(missing_ok=True)
+                # no orphan on any exit path (disk full, read-only store, interrupt)
+                for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink(missing_ok=True)
 
     def _catalog_held_by_writer(self) -> bool:
         """True if another process holds DuckDB's write lock on the catalog file."""
@@ -682,6 +907,30 @@ def _usable_name(name: str, parent: Path) -> bool:
     return False
 
 
+def write_error(path: Path, exc: BaseException) -> StoreError:
+    """One clear line for a write into the store that the file system refused.
+
+    Why: a full disk or a read-only store surfaces as ``OSError`` (Python) or
+    ``duckdb.IOException`` (DuckDB's own writes); users need the reason and the file, not a
+    traceback. Other errors keep their text.
+    """
+    import errno
+
+    text = str(exc)
+    code = getattr(exc, "errno", None)
+    if code == errno.ENOSPC or "No space left on device" in text:
+        reason = "No space left on device"
+    elif code == errno.EROFS or "Read-only file system" in text:
+        reason = "Read-only file system"
+    elif code in (errno.EACCES, errno.EPERM) or "Permission denied" in text:
+        reason = "Permission denied"
+    elif code == errno.EDQUOT or "quota exceeded" in text.lower():
+        reason = "Disk quota exceeded"
+    else:
+        reason = getattr(exc, "strerror", None) or (text.splitlines() or [repr(exc)])[0]
+    return StoreError(f"{path}: cannot write the store ({reason})")
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -707,9 +956,14 @@ def _fsync_dir(path: Path) -> None:
 
 def _write_atomic(table: pa.Table, dest: Path) -> None:
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
-    pq.write_table(table, str(tmp), compression="zstd")
-    _fsync_file(tmp)
-    tmp.replace(dest)
+    try:
+        pq.write_table(table, str(tmp), compression="zstd")
+        _fsync_file(tmp)
+        tmp.replace(dest)
+    except BaseException:
+        with contextlib.suppress(OSError):  # no orphan temp file (disk full, interrupt)
+            tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(dest.parent)
 
 

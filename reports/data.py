@@ -139,11 +139,8 @@ def marts_missing(store: Store, run_id: str) -> list[str]:
     """Marts defined in sql/marts that have no materialised file for this run."""
     from pipeline.sql_modules import discover
 
-    return [
-        m.name
-        for m in discover()
-        if m.layer == "marts" and not (store.marts_dir() / m.name / f"{run_id}.parquet").is_file()
-    ]
+    published = store.mart_files(run_id)
+    return [m.name for m in discover() if m.layer == "marts" and m.name not in published]
 
 
 def load_run(store: Store, run_id: str) -> RunData:
@@ -151,9 +148,10 @@ def load_run(store: Store, run_id: str) -> RunData:
     stored = rc.load(store, run_id)
     rcfg = run_config_frame(stored, run_id).row(0, named=True)
     data = RunData(run_id, stored, rcfg)
+    published = store.mart_files(run_id)  # one published generation for every mart
     for name in MARTS:
-        path = store.marts_dir() / name / f"{run_id}.parquet"
-        if path.is_file():
+        path = published.get(name)
+        if path is not None:
             data.marts[name] = pl.read_parquet(path)
         else:
             data.missing[name] = mart_path_reason(store, name, run_id)

@@ -22,11 +22,13 @@ Sections follow issue 7; each is computed by :mod:`reports.data` and drawn by
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import hashlib
 import html
 import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -543,11 +545,37 @@ def _ensure_derived(store: Store, run_id: str, config: Path | None) -> None:
         derive_run(store, run_id, config=config)
 
 
+def check_out_path(out: Path) -> None:
+    """Refuse an output path that names a folder (before any work is done).
+
+    Why: the page is written to a temp file beside ``out`` and renamed onto it; onto a folder
+    the rename fails and, before this check, left the 1 MB temp file behind.
+
+    Raises:
+        ValueError: ``out`` is an existing folder.
+    """
+    if out.is_dir():
+        raise ValueError(f"{out}: is a folder; give the HTML file to write (e.g. {out}/RUN.html)")
+
+
 def _write(out: Path, text: str) -> Path:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(out)
+    """Write ``text`` to ``out`` atomically (temp file + rename); no temp file survives a
+    failure (disk full, read-only folder, interrupt).
+
+    Raises:
+        ValueError: ``out`` is a folder or cannot be written (the message names it and why).
+    """
+    check_out_path(out)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as exc:
+        raise ValueError(f"{out}: cannot write the report ({exc.strerror or exc})") from exc
+    finally:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
     return out
 
 
@@ -564,6 +592,7 @@ def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = 
     from pipeline.store import validate_run_id
 
     validate_run_id(run_id)
+    check_out_path(out)
     if run_id not in store.runs():
         raise ValueError(f"run {run_id!r} not in {store.root}")
     _ensure_derived(store, run_id, config)
@@ -596,6 +625,7 @@ def _compare_table(a: rd.RunData, b: rd.RunData) -> pl.DataFrame:
 def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
     """Write an HTML page comparing two runs: headline differences, then every view of run A
     beside the same view of run B."""
+    check_out_path(out)
     runs = store.runs()
     for r in (run_a, run_b):
         if r not in runs:

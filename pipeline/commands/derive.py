@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import duckdb
+
 from pipeline.commands._format import table
 from pipeline.derive import derive_run
 from pipeline.sql_modules import SqlModuleError
@@ -36,7 +38,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"commscope: error: run {run_id!r} not in {store.root}", file=sys.stderr)
                 return 2
             res = derive_run(store, run_id, config=args.config)
-            print(f"run {run_id} (config: {res.config_source or 'none, inferred'})")
+            print(
+                f"run {run_id} (config: {res.config_source or 'none, inferred'}; "
+                f"from {res.batches} committed batches)"
+            )
             print(
                 table(
                     ("mart", "rows", "seconds"),
@@ -45,5 +50,9 @@ def run(args: argparse.Namespace) -> int:
             )
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
+        return 2
+    except duckdb.Error as exc:  # one line, never a traceback (the store is left as it was)
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"commscope: error: derive failed: {text}", file=sys.stderr)
         return 2
     return 0

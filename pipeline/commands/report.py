@@ -7,6 +7,8 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
+
 from pipeline.sql_modules import SqlModuleError
 from pipeline.store import Store, StoreError
 
@@ -41,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
         path = build_report(store, args.run_id, out, config=args.model)
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
+        return 2
+    except duckdb.Error as exc:  # one line, never a traceback
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        print(f"commscope: error: report failed: {text}", file=sys.stderr)
         return 2
     size = path.stat().st_size / 1e6
     print(f"wrote {path} ({size:.1f} MB, {time.perf_counter() - t0:.1f} s)")

@@ -145,3 +145,140 @@ def test_disk_full_error_is_clear(
     assert "internal error in parser" not in out
     assert "cannot write the store (No space left on device)" in r.stderr
     assert str(big) in r.stderr
+
+
+# ---------------------------------------------------------------------------- derive and report
+# Issue 23: derive/report on a full disk printed a DuckDB traceback and left an orphaned
+# `.catalog.duckdb.<pid>.tmp`; a report onto a full disk left its temp file; a read-only store
+# gave an OSError traceback. Now: one line naming what could not be written, exit 2, no orphan.
+
+SMALL_RANK1 = "nccl_debug/gfbench_2.20.5_2rank_normal_rank1_debugfile.txt"
+
+
+@pytest.fixture
+def tmpfs8(tmp_path: Path) -> Iterator[Path]:
+    """An 8 MB tmpfs (room for a small store, its marts and catalog), unmounted afterwards."""
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("needs root to mount a tmpfs")
+    mnt = tmp_path / "mnt8"
+    mnt.mkdir()
+    r = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
+        capture_output=True,
+        text=True,
+    )
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=False, capture_output=True)
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def _cli(project_root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline", *args],
+        cwd=project_root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def _fill_to_the_byte(mnt: Path) -> None:
+    """Fill the file system completely: big writes, then ever smaller ones down to one byte."""
+    with (mnt / "filler").open("wb", buffering=0) as fh:
+        size = 1 << 20
+        while size:
+            try:
+                fh.write(b"\0" * size)
+            except OSError:
+                size //= 2
+
+
+def _leftovers(root: Path) -> list[str]:
+    """Temp files anywhere under ``root`` (what a failed write must not leave)."""
+    return sorted(str(p) for p in root.rglob("*") if p.name.endswith((".tmp", ".tmp.wal")))
+
+
+def _one_clear_line(r: subprocess.CompletedProcess, reason: str) -> str:
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("commscope: error: ") and reason in last, r.stderr
+    return last
+
+
+def test_derive_disk_full_is_clear_and_leaves_nothing(
+    tmpfs8: Path, shared_samples: Path, project_root: Path
+) -> None:
+    store = tmpfs8 / "store"
+    assert _ingest(project_root, store, shared_samples / SMALL, "r").returncode == 0
+    r = _cli(project_root, "derive", "r", "--store", str(store))
+    assert r.returncode == 0, r.stderr
+    assert _ingest(project_root, store, shared_samples / SMALL_RANK1, "r").returncode == 0
+    _fill_to_the_byte(tmpfs8)
+    files_before = _snapshot(store)
+    r = _cli(project_root, "derive", "r", "--store", str(store))
+    line = _one_clear_line(r, "No space left on device")
+    assert str(store) in line  # names what could not be written
+    assert _snapshot(store) == files_before  # the published marts are untouched
+    assert _leftovers(store) == []
+    (tmpfs8 / "filler").unlink()
+    r = _cli(project_root, "derive", "r", "--store", str(store))
+    assert r.returncode == 0, r.stderr
+    assert _leftovers(store) == []
+
+
+def test_report_disk_full_catalog_is_clear_without_orphans(
+    tmpfs8: Path, shared_samples: Path, project_root: Path, tmp_path: Path
+) -> None:
+    store = tmpfs8 / "store"
+    assert _ingest(project_root, store, shared_samples / SMALL, "r").returncode == 0
+    assert _cli(project_root, "derive", "r", "--store", str(store)).returncode == 0
+    (store / "catalog.duckdb").unlink()  # the report must rebuild it, on a full disk
+    _fill_to_the_byte(tmpfs8)
+    out = tmp_path / "r.html"
+    r = _cli(project_root, "report", "r", "-o", str(out), "--store", str(store))
+    line = _one_clear_line(r, "No space left on device")
+    assert "catalog.duckdb" in line
+    assert _leftovers(store) == []
+    assert not list(store.glob(".catalog.duckdb*"))
+    assert not out.exists()
+
+
+def test_report_output_disk_full_leaves_no_temp_file(
+    tmpfs8: Path, shared_samples: Path, project_root: Path, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    assert _ingest(project_root, store, shared_samples / SMALL, "r").returncode == 0
+    assert _cli(project_root, "derive", "r", "--store", str(store)).returncode == 0
+    _fill_to_the_byte(tmpfs8)
+    out = tmpfs8 / "r.html"
+    r = _cli(project_root, "report", "r", "-o", str(out), "--store", str(store))
+    line = _one_clear_line(r, "No space left on device")
+    assert str(out) in line and "cannot write the report" in line
+    assert sorted(p.name for p in tmpfs8.iterdir()) == ["filler"]
+
+
+def test_read_only_store_derive_is_clear_and_report_reads(
+    tmpfs8: Path, shared_samples: Path, project_root: Path, tmp_path: Path
+) -> None:
+    store = tmpfs8 / "store"
+    assert _ingest(project_root, store, shared_samples / SMALL, "r").returncode == 0
+    assert _cli(project_root, "derive", "r", "--store", str(store)).returncode == 0
+    r = subprocess.run(["mount", "-o", "remount,ro", str(tmpfs8)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot remount read-only: {r.stderr.strip()}")
+    files_before = _snapshot(store)
+    r = _cli(project_root, "derive", "r", "--store", str(store))
+    line = _one_clear_line(r, "Read-only file system")
+    assert str(store) in line
+    # A derived run's report needs no write into the store: it is built.
+    out = tmp_path / "r.html"
+    r = _cli(project_root, "report", "r", "-o", str(out), "--store", str(store))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert out.stat().st_size > 0
+    assert _snapshot(store) == files_before

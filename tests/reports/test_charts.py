@@ -98,7 +98,7 @@ def test_moe_unavailable_without_all_to_all(runs: dict[str, rd.RunData]) -> None
 def test_headline_iteration_time_is_median_of_mart(
     report_store: Any, runs: dict[str, rd.RunData]
 ) -> None:
-    path = report_store.store.marts_dir() / "iterations" / "synth.parquet"
+    path = report_store.store.mart_files("synth")["iterations"]
     ((median_ns,),) = duckdb.sql(
         f"SELECT median(duration_ns) FROM read_parquet('{path}')"
     ).fetchall()
@@ -111,7 +111,7 @@ def test_headline_iteration_time_is_median_of_mart(
 def test_traffic_cells_keep_bytes_per_iteration(
     report_store: Any, runs: dict[str, rd.RunData]
 ) -> None:
-    path = report_store.store.marts_dir() / "traffic_matrix" / "synth.parquet"
+    path = report_store.store.mart_files("synth")["traffic_matrix"]
     ((expected,),) = duckdb.sql(
         f"SELECT sum(bytes) / count(DISTINCT iteration) FROM read_parquet('{path}') WHERE dst_rank IS NOT NULL"
     ).fetchall()

@@ -43,7 +43,7 @@ class Derived:
 
     def mart(self, name: str) -> pl.DataFrame:
         """The materialised mart of this run."""
-        return pl.read_parquet(self.store.marts_dir() / name / f"{self.run_id}.parquet")
+        return pl.read_parquet(self.store.mart_files(self.run_id)[name])
 
 
 def _make(tmp: Path, config: str, run_id: str, **overrides: Any) -> Derived:
