@@ -559,6 +559,10 @@ def ingest_paths(
             time it apart from ingest.
     """
     validate_run_id(run_id)
+    # Configs are read and validated before anything is written (ConfigError, a ValueError).
+    stored_cfg = (
+        rc.from_file(run_id, config) if config is not None else rc.from_inputs(run_id, list(paths))
+    )
     files, results = discover(paths)
     store.clean_staging()
     total = len(files)
@@ -584,14 +588,9 @@ def ingest_paths(
             results.append(res)
             if progress:
                 progress(res, n, total)
-    if any(r.ok for r in results):
-        if config is not None:
-            rc.save(
-                store,
-                rc.StoredConfig(run_id, rc.read_config_file(config), f"config:{config.resolve()}"),
-            )
-        elif rc.load(store, run_id) is None:
-            rc.record_from_inputs(store, run_id, list(paths))
+    keep = stored_cfg is not None and (config is not None or rc.load(store, run_id) is None)
+    if stored_cfg is not None and keep and any(r.ok for r in results):
+        rc.save(store, stored_cfg)
     if build_catalog:
         store.ensure_catalog()
     return results
