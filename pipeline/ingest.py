@@ -563,6 +563,8 @@ def ingest_paths(
     stored_cfg = (
         rc.from_file(run_id, config) if config is not None else rc.from_inputs(run_id, list(paths))
     )
+    with store.lock():  # a read-only store: one line (StoreReadOnlyError), nothing parsed
+        pass
     files, results = discover(paths)
     store.clean_staging()
     total = len(files)

@@ -22,6 +22,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -50,6 +51,14 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 class StoreError(Exception):
     """A store operation failed; the message says what and where."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The store cannot be written (read-only file system or no write permission)."""
+
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""Errors of creating the lock file that mean "this store is read-only" for this process."""
 
 
 def validate_run_id(run_id: str) -> str:
@@ -136,9 +145,21 @@ class Store:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the store's exclusive lock (between processes) for the block."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / ".lock").open("a") as fh:
+        """Hold the store's exclusive lock (between processes) for the block.
+
+        Only writers lock, so a store that cannot be written fails here with one line:
+        :class:`StoreReadOnlyError` ("store is read-only: <path>") for a read-only file system
+        or a folder this process may not write, :class:`StoreError` for any other failure to
+        create the lock file (never an ``OSError`` traceback).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fh = (self.root / ".lock").open("a")
+        except OSError as exc:
+            if exc.errno in READ_ONLY_ERRNOS:
+                raise StoreReadOnlyError(f"store is read-only: {self.root}") from None
+            raise StoreError(f"{self.root}: cannot lock the store: {exc.strerror or exc}") from None
+        with fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 yield
@@ -379,8 +400,19 @@ class Store:
             self.refresh_catalog()
 
     def connect(self, *, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-        """Open the catalog (created if needed) with every table as a view."""
-        self.ensure_catalog()
+        """Open the catalog (created if needed) with every table as a view.
+
+        On a store this process cannot write whose catalog is missing or stale (a read-only
+        copy at another path), a read-only connection gets the same views in memory instead.
+        """
+        try:
+            self.ensure_catalog()
+        except StoreReadOnlyError:
+            if not read_only:
+                raise
+            con = duckdb.connect(":memory:")
+            self.create_all_views(con)
+            return con
         return duckdb.connect(str(self.catalog_path), read_only=read_only)
 
 
