@@ -21,7 +21,8 @@ manifests (``pipeline.run_config.read_manifest``), ``serve``'s run folders
    descriptor must be the file that was checked: a path that was not a symlink is opened
    with ``O_NOFOLLOW``, and the descriptor's ``(st_dev, st_ino)`` must equal the checked
    file's. A file swapped for a symlink or for another file after it was checked is refused
-   ("replaced after it was found"), never read.
+   ("replaced after it was found"), never read. (A file deleted and then re-created can get
+   the same inode number back; a rename over the path, the usual swap, cannot.)
 """
 
 from __future__ import annotations
