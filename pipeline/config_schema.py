@@ -30,8 +30,8 @@ MAX_CONFIG_BYTES = 16 * 1024 * 1024
 MAX_PARALLEL = 1 << 20
 """Largest pp, tp, dp or ep accepted (a million-way axis is already far beyond any job)."""
 
-MAX_WORLD = 1 << 24
-"""Largest pp * tp * dp accepted: 16 M ranks (the marts index ranks in 32-bit integers)."""
+MAX_WORLD = 1 << 20
+"""Largest pp * tp * dp accepted: about a million ranks (ten times the largest jobs run)."""
 
 MAX_COUNT = 10**12
 """Upper bound of the model's counts and sizes (layers, hidden, batch, vocab, ...)."""
