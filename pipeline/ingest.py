@@ -580,6 +580,7 @@ def ingest_paths(
     config: Path | None = None,
     follow: bool = False,
     build_catalog: bool = True,
+    checked_config: rc.StoredConfig | None = None,
 ) -> list[FileResult]:
     """Ingest files and directories into one run; per-file outcomes in input order.
 
@@ -598,12 +599,21 @@ def ingest_paths(
         build_catalog: write the DuckDB catalog if the store has none (a one-off per store
             of about 1-2 s; ``Store.connect`` builds it on first use anyway). The benchmarks
             time it apart from ingest.
+        checked_config: the run's config, already read and validated by the caller (the CLI
+            validates before it opens, and so perhaps creates, the store); it replaces
+            reading ``config`` or a manifest here.
+
+    Raises:
+        ConfigError: ``config`` or the first manifest found is invalid; nothing is written.
     """
     validate_run_id(run_id)
     # Configs are read and validated before anything is written (ConfigError, a ValueError).
-    stored_cfg = (
-        rc.from_file(run_id, config) if config is not None else rc.from_inputs(run_id, list(paths))
-    )
+    if checked_config is not None:
+        stored_cfg: rc.StoredConfig | None = checked_config
+    elif config is not None:
+        stored_cfg = rc.from_file(run_id, config)
+    else:
+        stored_cfg = rc.from_inputs(run_id, list(paths))
     with store.lock():  # a read-only store: one line (StoreReadOnlyError), nothing parsed
         pass
     files, results, links = discover_checked(paths)

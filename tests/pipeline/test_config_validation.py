@@ -231,3 +231,13 @@ def test_derive_with_a_bad_config_file_is_one_line(
     assert code == 2
     assert err.strip().count("\n") == 0 and "run.toml: parallel.pp" in err, err
     assert rc.load(Store.open(tmp_path / "store"), RUN) is None  # nothing stored
+
+
+def test_a_bad_config_creates_no_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Validation comes before the store is opened: a new store is not even created."""
+    _input_folder(tmp_path)
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[parallel]\npp = "two"\n')
+    assert _ingest(tmp_path, "--config", str(cfg)) == 2
+    assert "parallel.pp" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
