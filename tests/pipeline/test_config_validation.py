@@ -241,3 +241,18 @@ def test_a_bad_config_creates_no_store(tmp_path: Path, capsys: pytest.CaptureFix
     assert _ingest(tmp_path, "--config", str(cfg)) == 2
     assert "parallel.pp" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("name", ["pp_string", "deep_nesting", "list_for_table"])
+@pytest.mark.parametrize("command", ["predict", "advise"])
+def test_predict_and_advise_validate_their_config(
+    command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_TOML[name]
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(text)
+    extra = ["--gpus", "8"] if command == "advise" else []
+    code = main([command, "--config", str(cfg), *extra])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1 and str(cfg) in err and expected in err, err
