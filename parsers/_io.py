@@ -7,9 +7,12 @@ they can classify and extract with vectorised Polars expressions.
 from __future__ import annotations
 
 import bz2
+import errno
 import gzip
 import io
 import lzma
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -162,6 +165,36 @@ class _ZstdReader(io.RawIOBase):
         super().close()
 
 
+class _ClosesBoth(io.RawIOBase):
+    """A decompressing stream over a checked descriptor; closing it closes both.
+
+    Why: ``lzma.LZMAFile`` and ``bz2.BZ2File`` given a file object never close it, and
+    :meth:`Source.open` must hand them the descriptor it checked, not the path.
+    """
+
+    def __init__(self, inner: BinaryIO, raw: BinaryIO) -> None:
+        self._inner = inner
+        self._raw = raw
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:  # type: ignore[override]
+        return self._inner.read(size)
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        data = self._inner.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        try:
+            self._inner.close()
+        finally:
+            self._raw.close()
+            super().close()
+
+
 @dataclass(frozen=True)
 class Source:
     """One input file to parse, with an optional starting byte offset (incremental ingest).
@@ -171,12 +204,17 @@ class Source:
         start_offset: decompressed byte offset to start at (only for uncompressed files).
         end_offset: stop before this offset (None: end of file).
         first_line_no: 1-based number of the line at ``start_offset``.
+        identity: ``(st_dev, st_ino)`` of the file as checked before parsing, or None. When
+            set, every open must find that very file at ``path`` (opened with
+            ``O_NOFOLLOW``): a file swapped for a symlink or another file is refused. See
+            the policy in ``pipeline.fs_policy`` (rule 5).
     """
 
     path: Path
     start_offset: int = 0
     end_offset: int | None = None
     first_line_no: int = 1
+    identity: tuple[int, int] | None = None
 
     @property
     def compression(self) -> str | None:
@@ -184,27 +222,57 @@ class Source:
         return compression_of(self.path)
 
     def open(self) -> BinaryIO:
-        """Open the (decompressed) byte stream, positioned at ``start_offset``."""
-        comp = self.compression
-        raw: BinaryIO
+        """Open the (decompressed) byte stream, positioned at ``start_offset``.
+
+        The file is opened once, without blocking (a FIFO swapped in never hangs), and
+        checked on the descriptor before a byte is read: it must be a regular file and, when
+        :attr:`identity` is set, the very file that was checked (``pipeline.fs_policy``).
+
+        Raises:
+            ParseError: not a regular file, or replaced since it was checked.
+        """
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+        if self.identity is not None:
+            flags |= getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(self.path, flags)
+        except OSError as exc:
+            if self.identity is not None and exc.errno == errno.ELOOP:
+                raise ParseError(self.path, "replaced by a symlink after it was found") from None
+            raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (
+            self.identity is not None and (st.st_dev, st.st_ino) != self.identity
+        ):
+            os.close(fd)
+            what = "replaced after it was found" if stat.S_ISREG(st.st_mode) else None
+            raise ParseError(self.path, what or "not a regular file: not read")
+        try:
+            head = os.pread(fd, 8, 0)
+        except OSError:
+            os.close(fd)
+            raise
+        raw: BinaryIO = os.fdopen(fd, "rb")
+        comp = next((name for magic, name in _MAGIC if head.startswith(magic)), None)
         if comp is None:
-            raw = self.path.open("rb")
             if self.start_offset:
                 raw.seek(self.start_offset)
             return raw
         if self.start_offset:
+            raw.close()
             raise ParseError(self.path, "incremental offsets are only supported on plain files")
         inner: BinaryIO
-        if comp == "gzip":
-            inner = gzip.open(self.path, "rb")  # type: ignore[assignment]
-        elif comp == "xz":
-            inner = lzma.open(self.path, "rb")  # type: ignore[assignment]
-        elif comp == "bz2":
-            inner = bz2.open(self.path, "rb")  # type: ignore[assignment]
-        else:
+        if comp == "zstd":
+            raw.close()
             inner = _ZstdReader(self.path)  # type: ignore[assignment]
-        size = self.path.stat().st_size
-        limit = min(MAX_DECOMPRESSED_BYTES, size * MAX_RATIO + 64 * 1024**2)
+            zst = os.fstat(inner._fh.fileno())  # type: ignore[attr-defined]
+            if (zst.st_dev, zst.st_ino) != (st.st_dev, st.st_ino):
+                inner.close()
+                raise ParseError(self.path, "replaced after it was found")
+        else:
+            opener = {"gzip": gzip.GzipFile, "xz": lzma.LZMAFile, "bz2": bz2.BZ2File}[comp]
+            inner = _ClosesBoth(opener(fileobj=raw) if comp == "gzip" else opener(raw), raw)  # type: ignore[operator]
+        limit = min(MAX_DECOMPRESSED_BYTES, st.st_size * MAX_RATIO + 64 * 1024**2)
         return io.BufferedReader(_BoundedReader(inner, self.path, limit), 1024 * 1024)  # type: ignore[return-value]
 
     def head(self, n: int = 65536) -> bytes:

@@ -42,6 +42,7 @@ from prefect.logging.handlers import APILogHandler
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from pipeline import run_config as rc
+from pipeline.config_schema import ConfigError
 from pipeline.ingest import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, FileResult, discover
 from pipeline.ingest import ingest_file as _ingest_file
 from pipeline.store import Store
@@ -136,6 +137,8 @@ def discover_runs(
 
     Returns:
         (files per run id, source folders per run id for the run manifest, skipped paths).
+        Symlinked run folders are skipped with a note, never walked (the policy of
+        :mod:`pipeline.fs_policy`, rule 3).
 
     Raises:
         ValueError: unknown layout, missing/invalid pattern, or a watched folder that is not a
@@ -159,6 +162,10 @@ def discover_runs(
         if regex is None:
             for entry in sorted(root.iterdir()):
                 if entry.name.startswith("."):
+                    continue
+                if entry.is_symlink():  # fs_policy rule 3: a symlinked run folder is not walked
+                    kind = "folder" if entry.is_dir() else "file"
+                    skipped.append(f"{entry} (symlinked {kind} not followed)")
                     continue
                 if not entry.is_dir():
                     skipped.append(str(entry))
@@ -382,7 +389,10 @@ def ingest_logs(
             "results": results,
         }
         if (info["ingested"] or info["skipped"]) and rc.load(st, rid) is None:
-            rc.record_from_inputs(st, rid, folders[rid])
+            try:
+                rc.record_from_inputs(st, rid, folders[rid])
+            except ConfigError as exc:  # one bad manifest must not stop serve: say so
+                logger.warning("run %s: manifest not recorded: %s", rid, exc)
         summary["runs"][rid] = info
         logger.info(
             "run %s: %d files, %d ingested (%d rows), %d already stored, %d errors",

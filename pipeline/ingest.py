@@ -35,6 +35,7 @@ from parsers.registry import (
 )
 from parsers.schema import DATA_TABLES, SCHEMA_VERSION
 from pipeline import run_config as rc
+from pipeline.fs_policy import check_file, not_regular, symlink_problem
 from pipeline.store import Store, StoreError, batch_id_for, validate_run_id
 
 log = logging.getLogger(__name__)
@@ -89,18 +90,39 @@ def discover(paths: Iterable[Path]) -> tuple[list[Path], list[FileResult]]:
 
     Hidden files and folders, sample sidecars, run manifests, a synthetic run's ground truth
     (``truth.json``, ``truth/``, any ``*.truth.*`` file) and symlink loops are skipped inside
-    folders (a file named explicitly is kept). Missing paths are reported as error results
-    instead of raising.
+    folders (a file named explicitly is kept). Symlinks and non-regular files follow the one
+    policy of :mod:`pipeline.fs_policy`. Missing paths, named devices/FIFOs/sockets and links
+    out of a walked folder are reported as error results instead of raising; a device, FIFO
+    or socket met in a walk is a per-path note (status "not recognised").
+    """
+    found, errors, _links = discover_checked(paths)
+    return found, errors
+
+
+def discover_checked(
+    paths: Iterable[Path],
+) -> tuple[list[Path], list[FileResult], frozenset[Path]]:
+    """:func:`discover`, plus the found paths that were symlinks when found.
+
+    Why: a path found as a plain file must still be one when it is opened (policy rule 5);
+    :func:`ingest_paths` passes ``symlink_ok`` to :func:`ingest_file` from this set.
     """
     found: list[Path] = []
+    links: set[Path] = set()
     errors: list[FileResult] = []
     seen: set[Path] = set()
     for p in paths:
         if not p.exists():
             errors.append(FileResult(str(p), STATUS_ERROR, message="no such file or directory"))
             continue
-        if p.is_file():
+        if not p.is_dir():
+            problem = _not_regular(p)
+            if problem is not None:  # /dev/zero, a FIFO: refused by name, never opened
+                errors.append(FileResult(str(p), STATUS_ERROR, message=problem))
+                continue
             found.append(p)
+            if p.is_symlink():
+                links.add(p)
             continue
         tree = p.resolve()
         for dirpath, dirnames, filenames in os.walk(p, followlinks=False):
@@ -127,29 +149,36 @@ def discover(paths: Iterable[Path]) -> tuple[list[Path], list[FileResult]]:
                 problem = _symlink_problem(f, tree)
                 if problem is not None:
                     errors.append(FileResult(str(f), STATUS_ERROR, message=problem))
-                elif f.is_file():
-                    found.append(f)
+                    continue
+                problem = _not_regular(f)
+                if problem is not None:
+                    errors.append(FileResult(str(f), STATUS_UNKNOWN, message=problem + ", skipped"))
+                    continue
+                found.append(f)
+                if f.is_symlink():
+                    links.add(f)
     unique: dict[Path, Path] = {}
     for f in found:
         unique.setdefault(f.resolve(), f)
-    return list(unique.values()), errors
+    return list(unique.values()), errors, frozenset(links)
+
+
+def _not_regular(f: Path) -> str | None:
+    """Why ``f`` (followed if a link) is not read as a file: not a regular file, or gone."""
+    try:
+        return not_regular(f.stat().st_mode)
+    except OSError as exc:
+        return exc.strerror or str(exc)
 
 
 def _symlink_problem(f: Path, tree: Path) -> str | None:
     """Why a symlink met inside an input folder is not followed; None for anything else.
 
-    Security default: inside a folder, only links that resolve inside that folder are read,
-    so an input tree cannot make commscope read (and store) files elsewhere.
+    Security default (:mod:`pipeline.fs_policy`, rule 2): inside a folder, only links that
+    resolve inside that folder are read, so an input tree cannot make commscope read (and
+    store) files elsewhere.
     """
-    if not f.is_symlink():
-        return None
-    try:
-        target = f.resolve(strict=True)
-    except (OSError, RuntimeError):
-        return "broken or looping symlink, not followed"
-    if not target.is_relative_to(tree):
-        return f"symlink to {target}, outside the input folder {tree}: not followed"
-    return None
+    return symlink_problem(f, tree)
 
 
 def file_sha256(path: Path, start: int = 0, end: int | None = None) -> str:
@@ -284,6 +313,7 @@ def ingest_file(
     fmt: str | None = None,
     rank: int | None = None,
     follow: bool = False,
+    symlink_ok: bool = True,
 ) -> FileResult:
     """Parse one file (or what it appended since its last ingest) and commit it as one batch.
 
@@ -299,23 +329,24 @@ def ingest_file(
         rank: rank to assume when the file does not say (timeline formats).
         follow: live logs: a final line without newline is left for the next ingest instead
             of being rejected as cut.
+        symlink_ok: False for a file found as a plain file in a folder walk: a symlink at
+            ``path`` now means it was swapped after discovery, and it is refused
+            (:mod:`pipeline.fs_policy`, rule 5).
 
     Returns:
         The outcome; errors are reported in it, never raised (except StoreError).
     """
     shown = str(path)
-    try:
-        size = path.stat().st_size
-        with path.open("rb"):
-            pass
-    except PermissionError:
-        return FileResult(shown, STATUS_ERROR, message="permission denied")
-    except OSError as exc:
-        return FileResult(shown, STATUS_ERROR, message=exc.strerror or str(exc))
+    # The policy check (fs_policy): a regular file, opened once without blocking; every
+    # later open must find this very file (Source.identity).
+    checked = check_file(path, symlink_ok=symlink_ok)
+    if isinstance(checked, str):
+        return FileResult(shown, STATUS_ERROR, message=checked)
+    size = checked.size
     if size == 0:
         return FileResult(shown, STATUS_UNKNOWN, message="empty file", bytes=0)
 
-    source = Source(path.resolve())
+    source = Source(checked.real, identity=checked.identity)
     load_all()
     if fmt is not None:
         if fmt not in REGISTRY:
@@ -349,7 +380,7 @@ def ingest_file(
     ):
         return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
     if plain:
-        source = Source(source.path, plan.start, plan.end, plan.first_line_no)
+        source = Source(source.path, plan.start, plan.end, plan.first_line_no, source.identity)
     resumable = is_resumable(parser)
 
     batch = store.begin(run_id, batch_id)
@@ -358,7 +389,9 @@ def ingest_file(
     state: dict[str, Any] | None = None
     try:
         if plan.rebuild_state:  # stored by a commscope without parser state: re-derive it
-            plan.resume = _state_of(parser, Source(source.path, 0, plan.start), run_id, rank)
+            plan.resume = _state_of(
+                parser, Source(source.path, 0, plan.start, identity=source.identity), run_id, rank
+            )
             warnings.append("parser state rebuilt from the stored prefix (older store)")
         kwargs: dict[str, Any] = {"resume": plan.resume} if resumable else {}
         for chunk in parser.parse(source, run_id=run_id, rank=rank, **kwargs):
@@ -519,9 +552,17 @@ def _fill_provenance(
     return df.with_columns(add) if add else df
 
 
-def _ingest_one(args: tuple[Path, Path, str, str | None, int | None, bool]) -> FileResult:
-    root, path, run_id, fmt, rank, follow = args
-    return ingest_file(Store.open(root), path, run_id=run_id, fmt=fmt, rank=rank, follow=follow)
+def _ingest_one(args: tuple[Path, Path, str, str | None, int | None, bool, bool]) -> FileResult:
+    root, path, run_id, fmt, rank, follow, symlink_ok = args
+    return ingest_file(
+        Store.open(root),
+        path,
+        run_id=run_id,
+        fmt=fmt,
+        rank=rank,
+        follow=follow,
+        symlink_ok=symlink_ok,
+    )
 
 
 ProgressFn = Callable[[FileResult, int, int], None]
@@ -539,6 +580,7 @@ def ingest_paths(
     config: Path | None = None,
     follow: bool = False,
     build_catalog: bool = True,
+    checked_config: rc.StoredConfig | None = None,
 ) -> list[FileResult]:
     """Ingest files and directories into one run; per-file outcomes in input order.
 
@@ -557,9 +599,24 @@ def ingest_paths(
         build_catalog: write the DuckDB catalog if the store has none (a one-off per store
             of about 1-2 s; ``Store.connect`` builds it on first use anyway). The benchmarks
             time it apart from ingest.
+        checked_config: the run's config, already read and validated by the caller (the CLI
+            validates before it opens, and so perhaps creates, the store); it replaces
+            reading ``config`` or a manifest here.
+
+    Raises:
+        ConfigError: ``config`` or the first manifest found is invalid; nothing is written.
     """
     validate_run_id(run_id)
-    files, results = discover(paths)
+    # Configs are read and validated before anything is written (ConfigError, a ValueError).
+    if checked_config is not None:
+        stored_cfg: rc.StoredConfig | None = checked_config
+    elif config is not None:
+        stored_cfg = rc.from_file(run_id, config)
+    else:
+        stored_cfg = rc.from_inputs(run_id, list(paths))
+    with store.lock():  # a read-only store: one line (StoreReadOnlyError), nothing parsed
+        pass
+    files, results, links = discover_checked(paths)
     store.clean_staging()
     total = len(files)
     if jobs > 1 and total > 1:
@@ -569,7 +626,7 @@ def ingest_paths(
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
             futs = {
-                pool.submit(_ingest_one, (store.root, f, run_id, fmt, rank, follow)): i
+                pool.submit(_ingest_one, (store.root, f, run_id, fmt, rank, follow, f in links)): i
                 for i, f in enumerate(files)
             }
             for n, fut in enumerate(as_completed(futs), 1):
@@ -580,18 +637,15 @@ def ingest_paths(
         results.extend(out[i] for i in range(total))
     else:
         for n, f in enumerate(files, 1):
-            res = ingest_file(store, f, run_id=run_id, fmt=fmt, rank=rank, follow=follow)
+            res = ingest_file(
+                store, f, run_id=run_id, fmt=fmt, rank=rank, follow=follow, symlink_ok=f in links
+            )
             results.append(res)
             if progress:
                 progress(res, n, total)
-    if any(r.ok for r in results):
-        if config is not None:
-            rc.save(
-                store,
-                rc.StoredConfig(run_id, rc.read_config_file(config), f"config:{config.resolve()}"),
-            )
-        elif rc.load(store, run_id) is None:
-            rc.record_from_inputs(store, run_id, list(paths))
+    keep = stored_cfg is not None and (config is not None or rc.load(store, run_id) is None)
+    if stored_cfg is not None and keep and any(r.ok for r in results):
+        rc.save(store, stored_cfg)
     if build_catalog:
         store.ensure_catalog()
     return results
@@ -620,6 +674,7 @@ __all__ = [
     "FileResult",
     "StoreError",
     "discover",
+    "discover_checked",
     "file_sha256",
     "ingest_file",
     "ingest_paths",

@@ -5,18 +5,28 @@ ingest (``--config`` to ``ingest``, or a ``manifest.json`` found beside the logs
 generator, the collection helper or the sample recorder); otherwise none, and the marts infer
 what they can from the communicators. The chosen configuration is stored with the run
 (``<store>/runs/<run_id>/config.json``) and shown in reports.
+
+Every config is validated (:mod:`pipeline.config_schema`) where it is read, before anything is
+written: a bad one is one :class:`~pipeline.config_schema.ConfigError` naming the file and the
+key. A manifest is read under the symlink and file-type policy of :mod:`pipeline.fs_policy`. A
+stored config that no longer validates (written by an older commscope) is ignored with one
+warning, so ``derive`` and ``report`` still run.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.config_schema import MAX_CONFIG_BYTES, ConfigError, load_config_bytes, validate
+from pipeline.fs_policy import not_regular, read_checked
 from pipeline.store import Store, validate_run_id
+
+log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
 
@@ -45,26 +55,65 @@ class StoredConfig:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Read a TOML (or JSON) config file in the model's layout into a plain dict."""
-    text = path.read_bytes()
-    if path.suffix == ".json":
-        return dict(json.loads(text))
-    return tomllib.loads(text.decode())
+    """Read and validate a TOML (or JSON) config file in the model's layout.
+
+    Unknown sections and keys are logged as warnings and left out of the result.
+
+    Raises:
+        ConfigError: unreadable, not a regular file, not TOML/JSON, or a key of the wrong
+            type or out of range (the message names the file and the key).
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    problem = not_regular(mode)
+    if problem is not None:  # never open a FIFO or a device for reading
+        raise ConfigError(f"{path}: {problem}")
+    try:
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    data = load_config_bytes(raw, str(path), json_format=path.suffix == ".json")
+    return _checked(data, str(path))
+
+
+def _checked(data: Any, origin: str) -> dict[str, Any]:
+    """Validate a parsed config, log its warnings, return what is stored."""
+    checked = validate(data, origin)
+    for warning in checked.warnings:
+        log.warning("%s", warning)
+    return checked.config
 
 
 def read_manifest(folder: Path) -> tuple[dict[str, Any], bool] | None:
-    """The ``config`` section and synthetic flag of ``folder/manifest.json``, if any."""
+    """The validated ``config`` section and synthetic flag of ``folder/manifest.json``, if any.
+
+    The manifest is read under :mod:`pipeline.fs_policy` with ``folder`` as the walked tree:
+    a manifest symlinked from outside ``folder``, or one that is not a regular file, is not
+    read (a warning says why) and the result is None, as for a manifest without a config.
+
+    Raises:
+        ConfigError: the manifest is not JSON, not an object, or its config is invalid.
+    """
     path = folder / MANIFEST_NAME
-    if not path.is_file():
+    raw = read_checked(path, folder, MAX_CONFIG_BYTES)
+    if raw is None:
         return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+    if isinstance(raw, str):
+        log.warning("%s: %s", path, raw)
         return None
-    cfg = data.get("config")
-    if not isinstance(cfg, dict):
+    data = load_config_bytes(raw, str(path), json_format=True)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    if "config" not in data:
         return None
-    return cfg, bool(data.get("synthetic", False))
+    cfg = _checked(data["config"], f"{path}: config")
+    synthetic = data.get("synthetic", False)
+    if not isinstance(synthetic, bool):
+        raise ConfigError(f"{path}: synthetic: expected true or false, got {synthetic!r:.40}")
+    return cfg, synthetic
 
 
 def config_path(store: Store, run_id: str) -> Path:
@@ -82,24 +131,62 @@ def save(store: Store, stored: StoredConfig) -> None:
 
 
 def load(store: Store, run_id: str) -> StoredConfig | None:
-    """A run's stored configuration, or None."""
+    """A run's stored configuration, or None (also for one that no longer validates).
+
+    A stored config that is unreadable or invalid (a store written by an older commscope,
+    or edited by hand) is ignored with one warning naming the file, so ``derive`` and
+    ``report`` run as for a run without a config.
+    """
     path = config_path(store, run_id)
-    if not path.is_file():
+    try:
+        if not path.is_file():
+            return None
+        with path.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
+        data = load_config_bytes(raw, str(path), json_format=True)
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
+        source, synthetic = data.get("source"), data.get("synthetic", False)
+        if not isinstance(source, str) or not isinstance(synthetic, bool):
+            raise ConfigError(f"{path}: source or synthetic missing or of the wrong type")
+        checked = validate(data.get("config"), f"{path}: config")
+    except (ConfigError, OSError) as exc:
+        log.warning("stored config ignored (re-derive with --config to replace it): %s", exc)
         return None
-    data = json.loads(path.read_text())
-    return StoredConfig(run_id, data["config"], data["source"], bool(data.get("synthetic")))
+    return StoredConfig(run_id, checked.config, source, synthetic)
 
 
-def record_from_inputs(store: Store, run_id: str, paths: list[Path]) -> StoredConfig | None:
-    """Record the config of the first manifest found in the given input folders (or files' folders)."""
+def from_inputs(run_id: str, paths: list[Path]) -> StoredConfig | None:
+    """The config of the first manifest found in the given input folders (or files' folders).
+
+    Reads and validates only; nothing is written, so ingest calls it before it commits.
+
+    Raises:
+        ConfigError: the first manifest found is invalid.
+    """
     for p in paths:
         folder = p if p.is_dir() else p.parent
         found = read_manifest(folder)
         if found is not None:
             cfg, synthetic = found
-            stored = StoredConfig(
+            return StoredConfig(
                 run_id, cfg, f"manifest:{(folder / MANIFEST_NAME).resolve()}", synthetic
             )
-            save(store, stored)
-            return stored
     return None
+
+
+def from_file(run_id: str, path: Path) -> StoredConfig:
+    """A run's config from a ``--config`` file, validated (raises ConfigError)."""
+    return StoredConfig(run_id, read_config_file(path), f"config:{path.resolve()}")
+
+
+def record_from_inputs(store: Store, run_id: str, paths: list[Path]) -> StoredConfig | None:
+    """Record the config of the first manifest found in the given input folders (or files' folders).
+
+    Raises:
+        ConfigError: that manifest is invalid (nothing is recorded).
+    """
+    stored = from_inputs(run_id, paths)
+    if stored is not None:
+        save(store, stored)
+    return stored

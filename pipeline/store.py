@@ -29,6 +29,7 @@ Guarantees:
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -64,6 +65,14 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 class StoreError(Exception):
     """A store operation failed; the message says what and where."""
+
+
+class StoreReadOnlyError(StoreError):
+    """The store cannot be written (read-only file system or no write permission)."""
+
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+"""Errors of creating the lock file that mean "this store is read-only" for this process."""
 
 
 class CatalogBusyError(StoreError):
@@ -230,9 +239,21 @@ class Store:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the store's exclusive lock (between processes) for the block."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        with (self.root / ".lock").open("a") as fh:
+        """Hold the store's exclusive lock (between processes) for the block.
+
+        Only writers lock, so a store that cannot be written fails here with one line:
+        :class:`StoreReadOnlyError` ("store is read-only: <path>") for a read-only file system
+        or a folder this process may not write, :class:`StoreError` for any other failure to
+        create the lock file (never an ``OSError`` traceback).
+        """
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fh = (self.root / ".lock").open("a")
+        except OSError as exc:
+            if exc.errno in READ_ONLY_ERRNOS:
+                raise StoreReadOnlyError(f"store is read-only: {self.root}") from None
+            raise StoreError(f"{self.root}: cannot lock the store: {exc.strerror or exc}") from None
+        with fh:
             fcntl.flock(fh, fcntl.LOCK_EX)
             try:
                 yield
@@ -734,6 +755,8 @@ class Store:
             if not self.catalog_path.exists():
                 raise
             return exc
+        except StoreReadOnlyError:
+            raise
         except OSError as exc:  # a read-only store (or file system): use the catalog there is
             reason = StoreError(f"{self.root}: cannot rewrite the catalog: {exc.strerror or exc}")
             if not self.catalog_path.exists():
@@ -757,9 +780,18 @@ class Store:
         """Open the catalog (created if needed) with every table as a view.
 
         Raises CatalogBusyError (one line) if another process has the catalog open
-        read-write, instead of DuckDB's lock error.
+        read-write, instead of DuckDB's lock error. On a store this process cannot write whose
+        catalog is missing or stale (a read-only copy at another path), a read-only connection
+        gets the same views in memory instead.
         """
-        busy = self._refresh_if_stale()
+        try:
+            busy = self._refresh_if_stale()
+        except StoreReadOnlyError:
+            if not read_only:
+                raise
+            con = duckdb.connect(":memory:")
+            self.create_all_views(con)
+            return con
         con = self._open_catalog(read_only=read_only)
         if busy is not None:
             log.warning("catalog not rebuilt now: %s", busy)

@@ -61,8 +61,8 @@ def run(args: argparse.Namespace) -> int:
     if args.config is not None:
         try:
             config = read_config_file(args.config)
-        except (OSError, ValueError) as exc:
-            print(f"commscope: error: {args.config}: {exc}", file=sys.stderr)
+        except (OSError, ValueError) as exc:  # a ConfigError names the file and the key
+            print(f"commscope: error: {exc}", file=sys.stderr)
             return 2
     par = {k: getattr(args, k) for k in ("pp", "tp", "dp") if getattr(args, k) is not None}
     if par:

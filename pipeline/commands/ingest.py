@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import run_config as rc
 from pipeline.commands._format import sanitize, table
 from pipeline.ingest import FileResult, discover, ingest_paths, stderr_progress
 from pipeline.store import Store, StoreError
@@ -50,6 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Ingest and print a per-file table."""
     try:
+        # The config (--config or a manifest beside the logs) is validated before anything,
+        # the store included, is created or written.
+        checked = (
+            rc.from_file(args.run_id, args.config)
+            if args.config is not None
+            else rc.from_inputs(args.run_id, list(args.paths))
+        )
         store = Store.open(args.store)
         files, _ = discover(args.paths)
         total = sum(f.stat().st_size for f in files)
@@ -63,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
             progress=stderr_progress(total),
             config=args.config,
             follow=args.follow,
+            checked_config=checked,
         )
     except (StoreError, OSError, ValueError, duckdb.Error) as exc:
         # Store-level failures (disk full, read-only, catalog) stop the ingest: one clear line.

@@ -11,9 +11,11 @@ import argparse
 import json
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
-from reports.model.config import RunConfig, config_from_dict, config_to_dict, load_config
+from pipeline.run_config import read_config_file
+from reports.model.config import RunConfig, config_from_dict, config_to_dict
 from reports.model.predict import predict_run
 from reports.model.traffic import MODES
 
@@ -141,7 +143,8 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         OSError: the config file cannot be read.
     """
     if args.config:
-        data: dict[str, Any] = config_to_dict(load_config(args.config))
+        # Validated like every config (pipeline.config_schema): one line naming file and key.
+        data: dict[str, Any] = config_to_dict(config_from_dict(read_config_file(Path(args.config))))
     else:
         missing = [k for k in _REQUIRED_WITHOUT_CONFIG if getattr(args, k, None) is None]
         if missing:

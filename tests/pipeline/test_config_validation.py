@@ -1,0 +1,258 @@
+"""Run configs are validated before anything is written (issue 23, item 8).
+
+A manifest of ``[]``, deep nesting, a list where a table belongs, ``pp = "two"``, ``pp = 1e30``,
+``pp = 0`` or a negative size used to end in a Python traceback (in ingest after the logs were
+committed). Each is now one line naming the file and the key, a non-zero exit, and a store
+left exactly as it was. Unknown keys are warnings. A stored config that no longer validates is
+ignored with one line, so derive and report still run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from pipeline import run_config as rc
+from pipeline.cli import main
+from pipeline.config_schema import ConfigError, validate
+from pipeline.store import Store
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = "cfg"
+LOG = "op AllReduce 1024\nop AllGather 2048\nnoise\n"
+GOOD = {"parallel": {"pp": 2, "tp": 1, "dp": 2}}
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file under ``root`` with a hash of its bytes (what "store unchanged" compares)."""
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def deep_json(depth: int) -> str:
+    """A JSON manifest whose config is nested ``depth`` lists deep (json recurses)."""
+    return '{"config": {"parallel": {"pp": ' + "[" * depth + "]" * depth + "}}}"
+
+
+BAD_MANIFESTS: dict[str, tuple[str, str]] = {
+    # name: (manifest text, what the one-line message must contain)
+    "empty_list": ("[]", "expected a JSON object"),
+    "deep_nesting": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    "deep_in_config": (deep_json(100_000), "nested too deeply"),
+    "config_is_list": ('{"config": []}', "config: expected a table"),
+    "section_is_list": ('{"config": {"parallel": [1, 2]}}', "parallel: expected a table"),
+    "pp_string": ('{"config": {"parallel": {"pp": "two"}}}', "parallel.pp: expected an integer"),
+    "pp_huge_float": ('{"config": {"parallel": {"pp": 1e30}}}', "parallel.pp"),
+    "pp_zero": ('{"config": {"parallel": {"pp": 0}}}', "parallel.pp: expected an integer >= 1"),
+    "tp_bool": ('{"config": {"parallel": {"tp": true}}}', "parallel.tp"),
+    "dp_2_70": ('{"config": {"parallel": {"dp": 1180591620717411303424}}}', "parallel.dp"),
+    "dp_5000_digits": ('{"config": {"parallel": {"dp": ' + "9" * 5000 + "}}}", "not valid JSON"),
+    "negative_size": ('{"config": {"model": {"hidden": -2000}}}', "model.hidden"),
+    "mu_nan": ('{"config": {"platform": {"mu": NaN}}}', "platform.mu"),
+    "bandwidth_inf": ('{"config": {"platform": {"c_tp": Infinity}}}', "platform.c_tp"),
+    "unknown_precision": ('{"config": {"model": {"precision": "fp8x"}}}', "model.precision"),
+    "order_not_axes": ('{"config": {"mapping": {"order": ["a", "b"]}}}', "mapping.order"),
+    "ep_not_dividing": ('{"config": {"parallel": {"dp": 4, "ep": 3}}}', "parallel.ep"),
+    "world_too_big": (
+        '{"config": {"parallel": {"pp": 1048576, "tp": 1048576, "dp": 2}}}',
+        "ranks, more than",
+    ),
+    "not_utf8": ('{"config": {"model": {"name": "\xff"}}}', "not UTF-8"),
+    "synthetic_not_bool": ('{"synthetic": "yes", "config": {}}', "synthetic"),
+}
+
+
+def _ingest(tmp_path: Path, *extra: str) -> int:
+    return main(
+        [
+            "ingest",
+            str(tmp_path / "in"),
+            "--run",
+            RUN,
+            "--store",
+            str(tmp_path / "store"),
+            "--format",
+            "test_lines",
+            *extra,
+        ]
+    )
+
+
+def _input_folder(tmp_path: Path) -> Path:
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.log").write_text(LOG)
+    return folder
+
+
+@pytest.mark.parametrize("name", sorted(BAD_MANIFESTS))
+def test_bad_manifest_is_one_line_and_the_store_is_unchanged(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_MANIFESTS[name]
+    folder = _input_folder(tmp_path)
+    raw = text.encode("latin-1") if name == "not_utf8" else text.encode()
+    (folder / "manifest.json").write_bytes(raw)
+    Store.open(tmp_path / "store")
+    before = snapshot(tmp_path / "store")
+    code = _ingest(tmp_path)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert str(folder / "manifest.json") in lines[0], lines[0]
+    assert expected in lines[0], lines[0]
+    assert snapshot(tmp_path / "store") == before
+
+
+BAD_TOML: dict[str, tuple[str, str]] = {
+    "pp_string": ('[parallel]\npp = "two"\n', "parallel.pp: expected an integer >= 1"),
+    "pp_1e30": ("[parallel]\npp = 1e30\n", "parallel.pp: expected an integer >= 1"),
+    "pp_zero": ("[parallel]\npp = 0\n", "parallel.pp: expected an integer >= 1"),
+    "pp_float": ("[parallel]\npp = 4.0\n", "parallel.pp: expected an integer"),
+    "list_for_table": ("parallel = [1, 2]\n", "parallel: expected a table"),
+    "table_for_value": ("[parallel.pp]\nx = 1\n", "parallel.pp: expected an integer"),
+    "deep_nesting": ("x = " + "[" * 100_000 + "]" * 100_000 + "\n", "nested too deeply"),
+    "not_toml": ("[parallel\npp = 4\n", "not valid TOML"),
+    "inconsistent": (
+        "[model]\nlayers = 2\nhidden = 64\nseq = 8\nvocab = 100\nglobal_batch = 8\n"
+        "micro_batch = 1\n[parallel]\npp = 4\ntp = 1\ndp = 1\n",
+        "exceeds layers",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_TOML))
+def test_bad_config_file_is_refused_before_anything_is_written(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_TOML[name]
+    _input_folder(tmp_path)
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(text)
+    Store.open(tmp_path / "store")
+    before = snapshot(tmp_path / "store")
+    code = _ingest(tmp_path, "--config", str(cfg))
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert [line for line in err.splitlines() if line.strip()] == [
+        line for line in err.splitlines() if str(cfg) in line and expected in line
+    ], err
+    assert snapshot(tmp_path / "store") == before
+
+
+def test_the_documented_example_message() -> None:
+    with pytest.raises(ConfigError) as exc:
+        validate({"parallel": {"pp": "two"}}, "run.toml")
+    assert str(exc.value).startswith("run.toml: parallel.pp: expected an integer >= 1")
+    assert str(exc.value).endswith('got "two"')
+
+
+def test_unknown_keys_are_warnings_and_are_not_stored(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    folder = _input_folder(tmp_path)
+    cfg = {"parallel": {**GOOD["parallel"], "pipeline_magic": 3}, "extras": {"a": 1}}
+    (folder / "manifest.json").write_text(json.dumps({"config": cfg}))
+    with caplog.at_level(logging.WARNING):
+        code = _ingest(tmp_path)
+    assert code == 0
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "pipeline_magic" in warned and "extras" in warned
+    stored = rc.load(Store.open(tmp_path / "store"), RUN)
+    assert stored is not None
+    assert stored.config == GOOD
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_validates_with_its_model_sections_kept(path: Path) -> None:
+    import tomllib
+
+    raw = tomllib.loads(path.read_text())
+    got = rc.read_config_file(path)
+    assert set(got) == set(raw) & {"model", "parallel", "platform", "mapping"}
+    for section, body in got.items():
+        assert body == raw[section]
+
+
+def test_invalid_stored_config_is_ignored_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A store written by an older commscope may hold a config that no longer validates."""
+    from pipeline.derive import input_frames
+
+    store = Store.open(tmp_path / "store")
+    rc.save(store, rc.StoredConfig(RUN, {"parallel": {"pp": "two", "tp": 1}}, "config:old.toml"))
+    with caplog.at_level(logging.WARNING):
+        stored = rc.load(store, RUN)
+    assert stored is None
+    msgs = [r.getMessage() for r in caplog.records]
+    assert len(msgs) == 1 and "parallel.pp" in msgs[0] and "config.json" in msgs[0], msgs
+    frames = input_frames(stored, RUN)  # what derive and report build from it: no traceback
+    assert frames["run_config"].height == 1
+
+
+def test_derive_and_report_on_a_store_with_an_invalid_stored_config(
+    tmp_path: Path, shared_samples: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    log = shared_samples / "nccl_debug" / "gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
+    store_dir = tmp_path / "store"
+    assert main(["ingest", str(log), "--run", RUN, "--store", str(store_dir)]) == 0
+    cfg_path = rc.config_path(Store.open(store_dir), RUN)
+    cfg_path.parent.mkdir(parents=True, exist_ok=True)
+    cfg_path.write_text(json.dumps({"run_id": RUN, "source": "x", "config": []}))
+    capsys.readouterr()
+    assert main(["derive", RUN, "--store", str(store_dir)]) == 0
+    out = tmp_path / "r.html"
+    assert main(["report", RUN, "-o", str(out), "--store", str(store_dir)]) == 0
+    assert out.is_file()
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_derive_with_a_bad_config_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _input_folder(tmp_path)
+    assert _ingest(tmp_path) == 0
+    assert folder.is_dir()
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("[parallel]\npp = -1\n")
+    capsys.readouterr()
+    code = main(["derive", RUN, "--store", str(tmp_path / "store"), "--config", str(cfg)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().count("\n") == 0 and "run.toml: parallel.pp" in err, err
+    assert rc.load(Store.open(tmp_path / "store"), RUN) is None  # nothing stored
+
+
+def test_a_bad_config_creates_no_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Validation comes before the store is opened: a new store is not even created."""
+    _input_folder(tmp_path)
+    cfg = tmp_path / "run.toml"
+    cfg.write_text('[parallel]\npp = "two"\n')
+    assert _ingest(tmp_path, "--config", str(cfg)) == 2
+    assert "parallel.pp" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("name", ["pp_string", "deep_nesting", "list_for_table"])
+@pytest.mark.parametrize("command", ["predict", "advise"])
+def test_predict_and_advise_validate_their_config(
+    command: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text, expected = BAD_TOML[name]
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(text)
+    extra = ["--gpus", "8"] if command == "advise" else []
+    code = main([command, "--config", str(cfg), *extra])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1 and str(cfg) in err and expected in err, err
