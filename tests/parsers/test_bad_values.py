@@ -1,0 +1,398 @@
+"""Issue 23, item 3: a bad value costs one row (or one value), never the file.
+
+Each test builds its input at test time: real samples (``../shared/samples``, skipped when
+absent) with one value swapped for an out-of-range one, or a small hand-written trace or log.
+Every parse must keep the rest of the input and keep the accounting exact
+(``total = parsed + ignored + rejected``, one ``rejects`` row per rejected event or line).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+
+from parsers._io import Source
+from parsers._kineto_events import MAX_EVENT_BYTES
+from parsers._kineto_meta import MAX_HEADER_VALUE, ValueScanner
+from parsers.registry import LineCounts, load_all
+from parsers.schema import conform
+from pipeline.ingest import _fill_provenance
+
+BAD = '"__BAD__"'
+"""Placeholder put where the bad token goes (the JSON writer cannot write some of them)."""
+
+
+class Parsed:
+    """A parse of one file by a named parser: counts, frames (conformed), warnings."""
+
+    def __init__(self, path: Path, fmt: str = "kineto", rank: int | None = None) -> None:
+        parser = load_all()[fmt]
+        self.counts = LineCounts()
+        self.frames: dict[str, list[pl.DataFrame]] = {}
+        self.warnings: list[str] = []
+        for chunk in parser.parse(Source(path), run_id="t", rank=rank):
+            self.counts += chunk.counts
+            self.warnings += chunk.warnings
+            for table, df in chunk.tables.items():
+                conform(_fill_provenance(df, table, "t", str(path), fmt), table)
+                self.frames.setdefault(table, []).append(df)
+        assert self.counts.balanced, self.counts
+        assert self.height("rejects") == self.counts.rejected, self.counts
+
+    def get(self, table: str) -> pl.DataFrame:
+        frames = self.frames.get(table)
+        return pl.concat(frames, how="diagonal_relaxed") if frames else pl.DataFrame()
+
+    def height(self, table: str) -> int:
+        return sum(df.height for df in self.frames.get(table, []))
+
+    def reasons(self) -> list[str]:
+        rej = self.get("rejects")
+        return rej["reason"].to_list() if rej.height else []
+
+
+def _sample_doc(shared: Path, name: str) -> dict[str, Any]:
+    data = (shared / "kineto" / name).read_bytes()
+    return json.loads(gzip.decompress(data) if name.endswith(".gz") else data)  # type: ignore[no-any-return]
+
+
+def _write(path: Path, doc: Any, token: str | None = None) -> Path:
+    """Write ``doc`` as JSON, with the first :data:`BAD` placeholder replaced by ``token``."""
+    text = json.dumps(doc)
+    if token is not None:
+        assert BAD in text
+        text = text.replace(BAD, token, 1)
+    path.write_text(text)
+    return path
+
+
+NCCL_SAMPLE = "hta_nccl_parser_config__nccl_data.json.gz"  # deviceProperties, base, External id
+SMALL_SAMPLE = "hta_trace_filter__sampled_rank-0.json.gz"  # 4,855 events
+
+
+@pytest.fixture(scope="module")
+def nccl_doc(shared_samples: Path) -> dict[str, Any]:
+    return _sample_doc(shared_samples, NCCL_SAMPLE)
+
+
+@pytest.fixture(scope="module")
+def nccl_clean(nccl_doc: dict[str, Any], tmp_path_factory: pytest.TempPathFactory) -> Parsed:
+    return Parsed(_write(tmp_path_factory.mktemp("clean") / "rank0.json", nccl_doc))
+
+
+def _heights(p: Parsed) -> dict[str, int]:
+    return {t: p.height(t) for t in ("kernels", "markers", "comm_ops", "trace_meta")}
+
+
+def _line_of(doc: dict[str, Any], ev: dict[str, Any]) -> int:
+    """The 1-based event number (``source_line``) of ``ev`` in ``doc``."""
+    return next(i for i, e in enumerate(doc["traceEvents"], 1) if e is ev)
+
+
+def _first(doc: dict[str, Any], cat: str, key: str | None = None) -> dict[str, Any]:
+    """The first event of category ``cat`` (with ``args[key]`` when ``key`` is given)."""
+    for ev in doc["traceEvents"]:
+        if (
+            ev.get("cat") == cat
+            and ev.get("ph") == "X"
+            and (key is None or key in ev.get("args", {}))
+        ):
+            return ev  # type: ignore[no-any-return]
+    raise AssertionError(f"no {cat} event in the sample")
+
+
+# --------------------------------------------------------------------------------------------
+# Kineto: values out of range in the header, the trailer and in events
+
+
+@pytest.mark.parametrize(
+    ("where", "token"),
+    [
+        ("totalGlobalMem", str(2**64 - 1)),
+        ("totalGlobalMem", "NaN"),
+        ("totalGlobalMem", "1e400"),
+        ("rank", str(10**30)),
+        ("rank", str(2**40)),
+        ("rank", "-7"),
+        ("baseTimeNanoseconds", str(2**70)),
+        ("baseTimeNanoseconds", "-Infinity"),
+    ],
+)
+def test_kineto_bad_top_level_value_keeps_the_trace(
+    nccl_doc: dict[str, Any], nccl_clean: Parsed, tmp_path: Path, where: str, token: str
+) -> None:
+    """REAL sample, one top-level value out of range: every event is still read.
+
+    It used to drop the whole trace (0 events, exit 0) or fail it as an internal error.
+    """
+    doc = json.loads(json.dumps(nccl_doc))
+    if where == "totalGlobalMem":
+        doc["deviceProperties"][0]["totalGlobalMem"] = "__BAD__"
+    elif where == "rank":
+        doc["distributedInfo"]["rank"] = "__BAD__"
+    else:
+        doc["baseTimeNanoseconds"] = "__BAD__"
+    p = Parsed(_write(tmp_path / "trace.json", doc, token))
+    assert p.counts == nccl_clean.counts
+    assert _heights(p) == _heights(nccl_clean)
+    meta = p.get("trace_meta")
+    if where == "rank":
+        assert meta["rank"].to_list() == [None]  # not a wrapped or clamped number
+        assert any("distributedInfo" in w and "out of range" in w for w in p.warnings)
+    elif where == "baseTimeNanoseconds":
+        assert any("baseTimeNanoseconds" in w for w in p.warnings)
+        assert meta["aligned"].to_list() == [False]  # relative ts without its base
+    else:
+        assert meta["rank"].to_list() == nccl_clean.get("trace_meta")["rank"].to_list()
+        if token != str(2**64 - 1):  # NaN/1e400 also read as null by Python's json
+            assert any("totalGlobalMem" not in w or "null" in w for w in p.warnings)
+
+
+@pytest.mark.parametrize(
+    ("cat", "key", "token"),
+    [
+        ("kernel", "External id", str(2**64)),
+        ("kernel", "External id", "NaN"),
+        ("kernel", "correlation", "Infinity"),
+        ("kernel", "stream", "-Infinity"),
+        ("kernel", "device", "1e400"),
+        ("cpu_op", "External id", str(-(2**64))),
+        ("cpu_op", "Sequence number", "9" * 5000),
+    ],
+)
+def test_kineto_bad_arg_costs_that_value(
+    nccl_doc: dict[str, Any],
+    nccl_clean: Parsed,
+    tmp_path: Path,
+    cat: str,
+    key: str,
+    token: str,
+) -> None:
+    """REAL sample, one arg of one event out of range: only that value is lost (null).
+
+    ``External id`` of 2**64 or a NaN used to cost the rest of the trace (an "unreadable
+    tail" after the event before it).
+    """
+    doc = json.loads(json.dumps(nccl_doc))
+    ev = _first(doc, cat, key if key != "Sequence number" else None)
+    ev.setdefault("args", {})[key] = "__BAD__"
+    p = Parsed(_write(tmp_path / "trace.json", doc, token))
+    assert p.counts == nccl_clean.counts
+    assert _heights(p) == _heights(nccl_clean)
+    assert any("1 event(s) hold a number out of range" in w for w in p.warnings)
+    if key == "correlation":  # the kernel is kept, without its correlation
+        row = p.get("kernels").filter(pl.col("source_line") == _line_of(doc, ev))
+        assert row["correlation"].to_list() == [None]
+
+
+@pytest.mark.parametrize(
+    ("field", "token", "reason"),
+    [
+        ("ts", "NaN", "out of range"),
+        ("ts", "Infinity", "out of range"),
+        ("dur", "-Infinity", "out of range"),
+        ("ts", "1e400", "out of range"),
+        ("ts", "1e300", "out of range"),
+        ("dur", "1e300", "out of range"),
+        ("ts", "-1e18", "out of range"),
+        ("dur", "-5", "negative duration"),
+        ("ts", str(2**64), "out of range"),
+    ],
+)
+def test_kineto_bad_time_rejects_that_event(
+    nccl_doc: dict[str, Any],
+    nccl_clean: Parsed,
+    tmp_path: Path,
+    field: str,
+    token: str,
+    reason: str,
+) -> None:
+    """REAL sample, one kernel's ts/dur unusable: that kernel is a reject with the reason.
+
+    NaN used to cost the rest of the trace, 1e300 failed the file ("internal error") and
+    -1e18 µs wrapped silently to a wrong ts_ns.
+    """
+    doc = json.loads(json.dumps(nccl_doc))
+    ev = _first(doc, "kernel")
+    ev[field] = "__BAD__"
+    p = Parsed(_write(tmp_path / "trace.json", doc, token))
+    clean = nccl_clean.counts
+    assert p.counts.total == clean.total
+    assert p.counts.rejected == clean.rejected + 1
+    assert p.counts.parsed == clean.parsed - 1
+    assert p.height("kernels") == nccl_clean.height("kernels") - 1
+    assert p.height("comm_ops") == nccl_clean.height("comm_ops")
+    (why,) = p.reasons()
+    assert reason in why
+    # no wrapped time: every kept ts_ns is one the clean parse has too
+    assert set(p.get("kernels")["ts_ns"].to_list()) <= set(nccl_clean.get("kernels")["ts_ns"])
+
+
+def test_kineto_rank_out_of_range_in_file_name_or_option(tmp_path: Path) -> None:
+    """SYNTHETIC: a rank of 10**30 from the file name or --rank is unknown, not a failure."""
+    doc = {"traceEvents": [_kernel(i) for i in range(3)]}
+    p = Parsed(_write(tmp_path / f"rank{10**30}.json", doc))
+    assert p.get("trace_meta")["rank"].to_list() == [None]
+    assert p.height("kernels") == 3
+    p = Parsed(_write(tmp_path / "trace.json", doc), rank=2**40)
+    assert p.get("trace_meta")["rank"].to_list() == [None]
+    assert any("--rank" in w and "out of range" in w for w in p.warnings)
+
+
+def _kernel(i: int, **over: Any) -> dict[str, Any]:
+    ev = {
+        "ph": "X",
+        "cat": "kernel",
+        "name": f"ampere_sgemm_{i}",
+        "pid": 0,
+        "tid": 7,
+        "ts": 1_700_000_000_000_000.0 + 10 * i,
+        "dur": 5.0,
+        "args": {"device": 0, "stream": 7, "correlation": i},
+    }
+    ev.update(over)
+    return ev
+
+
+@pytest.mark.parametrize("piece", [64, None])
+@pytest.mark.parametrize(
+    "token", ["NaN", "Infinity", "-Infinity", "1e400", str(2**64), "-" + "9" * 400]
+)
+def test_kineto_every_event_kept_around_a_bad_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int | None, token: str
+) -> None:
+    """SYNTHETIC: 40 kernels, one with a bad number in an unread arg and one in ts.
+
+    Whatever the piece size (64 bytes: every event a piece of its own), 39 kernels are kept,
+    the one with the bad ts is the only reject, and the count is exact.
+    """
+    import parsers._kineto_events as events_mod
+
+    if piece is not None:
+        monkeypatch.setattr(events_mod, "PIECE_BYTES", piece)
+    events = [_kernel(i) for i in range(40)]
+    events[5]["args"]["unread"] = "__BAD__"
+    events[30]["ts"] = "__BAD__"
+    text = json.dumps({"traceEvents": events}, indent=1)
+    text = text.replace(BAD, token)
+    path = tmp_path / "trace.json"
+    path.write_text(text)
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=40, parsed=39, ignored=0, rejected=1)
+    assert p.get("kernels")["source_line"].to_list() == [i + 1 for i in range(40) if i != 30]
+    (why,) = p.reasons()
+    assert "read as null" in why
+    assert p.get("rejects")["line_no"].to_list() == [31]
+
+
+# --------------------------------------------------------------------------------------------
+# Kineto: oversized strings (item 7): linear, bounded, the rest kept
+
+
+def test_value_scanner_crosses_strings_and_escapes() -> None:
+    """The scanner finds a value's end across blocks, with escapes cut at a block end."""
+    value = b'{"a": "x\\"}]\\\\", "b": [1, {"c": "]"}], "d": "' + b"y\\n" * 1000 + b'"}'
+    for block in (1, 2, 3, 7, 64, len(value) + 5):
+        scan = ValueScanner()
+        data = value + b", 5"
+        ends = []
+        for start in range(0, len(data), block):
+            end = scan.feed(data[start : start + block])
+            if end is not None:
+                ends.append(start + end)
+                break
+        assert ends == [len(value)], block
+    assert ValueScanner().feed(b"  12345 ]") == 7
+    assert ValueScanner().feed(b'"abc\\"d"  ') == 8
+
+
+def test_kineto_oversized_string_in_an_event_rejects_that_event(tmp_path: Path) -> None:
+    """SYNTHETIC: a 24 MB kernel name (over :data:`MAX_EVENT_BYTES`): that event is a reject
+    with the reason and is skipped unread; the events around it are kept.
+
+    A 300 MB string used to take 8.6 min (ijson's cost grows with the square of a string).
+    """
+    size = 3 * MAX_EVENT_BYTES
+    events = [_kernel(i) for i in range(6)]
+    events[2]["name"] = "__BAD__"
+    text = json.dumps({"schemaVersion": 1, "traceEvents": events, "displayTimeUnit": "ms"})
+    # escapes and brackets inside the string: nothing in it may end the event early
+    huge = '"' + ('k\\"}, {]' * (size // 8)) + '"'
+    path = tmp_path / "trace.json"
+    path.write_text(text.replace(BAD, huge))
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=6, parsed=5, ignored=0, rejected=1)
+    assert p.get("kernels")["source_line"].to_list() == [1, 2, 4, 5, 6]
+    (why,) = p.reasons()
+    assert f"exceeds the limit of {MAX_EVENT_BYTES} bytes" in why
+    assert len(p.get("rejects")["raw"][0]) <= 4096
+
+
+def test_kineto_oversized_event_last_and_cut(tmp_path: Path) -> None:
+    """SYNTHETIC: an oversized last event is a reject; one cut by the end of the file is the
+    unreadable tail; either way the events before it are kept and the count is exact."""
+    events = [_kernel(i) for i in range(3)]
+    events.append(_kernel(3, name="__BAD__"))
+    text = json.dumps({"traceEvents": events})
+    huge = '"' + "z" * (MAX_EVENT_BYTES + 10) + '"'
+    path = tmp_path / "trace.json"
+    path.write_text(text.replace(BAD, huge))
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=4, parsed=3, ignored=0, rejected=1)
+    cut = text.replace(BAD, huge)[: -len(text) // 4]
+    path.write_text(cut)
+    p = Parsed(path)
+    assert p.height("kernels") == 3
+    assert p.counts.rejected == 1 and p.counts.total == 4
+    assert "unreadable tail" in p.reasons()[0]
+
+
+def test_kineto_oversized_header_value_is_skipped(tmp_path: Path) -> None:
+    """SYNTHETIC: a header key larger than :data:`MAX_HEADER_VALUE` (before ``traceEvents``)
+    is skipped with a warning naming it; the other keys and every event are read.
+
+    A 300 MB header string used to take 13.8 min (ijson's token stream).
+    """
+    events = [_kernel(i) for i in range(4)]
+    doc = {
+        "schemaVersion": 1,
+        "INFO": "__BAD__",
+        "distributedInfo": {"rank": 3, "world_size": 4},
+        "traceEvents": events,
+    }
+    huge = '"' + ("i\\u00e9[{" * (MAX_HEADER_VALUE // 8 + 1000)) + '"'
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc).replace(BAD, huge))
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=4, parsed=4, ignored=0, rejected=0)
+    assert p.get("trace_meta")["rank"].to_list() == [3]
+    assert any("'INFO' skipped" in w and "exceeds the limit" in w for w in p.warnings)
+
+
+def test_kineto_invalid_utf8_in_one_event_keeps_the_rest(tmp_path: Path) -> None:
+    """SYNTHETIC: invalid UTF-8 in one kernel name costs that name's bytes (U+FFFD), not the
+    rest of the trace (it used to end the trace at that event)."""
+    events = [_kernel(i) for i in range(10)]
+    events[4]["name"] = "__BAD__"
+    data = json.dumps({"traceEvents": events}).encode().replace(b'"__BAD__"', b'"k\xff\xfe"')
+    path = tmp_path / "trace.json"
+    path.write_bytes(data)
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=10, parsed=10, ignored=0, rejected=0)
+    assert p.get("kernels")["name"][4] == "k\ufffd\ufffd"
+
+
+def test_kineto_only_bad_events_is_all_rejects(tmp_path: Path) -> None:
+    """SYNTHETIC: every kernel has a NaN ts: all rejected with the reason, none stored."""
+    events = [_kernel(i, ts="__BAD__") for i in range(5)]
+    text = json.dumps({"traceEvents": events}).replace(BAD, "NaN")
+    path = tmp_path / "trace.json"
+    path.write_text(text)
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=5, parsed=0, ignored=0, rejected=5)
+    assert all("read as null" in r for r in p.reasons())
