@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -396,3 +397,131 @@ def test_kineto_only_bad_events_is_all_rejects(tmp_path: Path) -> None:
     p = Parsed(path)
     assert p.counts == LineCounts(total=5, parsed=0, ignored=0, rejected=5)
     assert all("read as null" in r for r in p.reasons())
+
+
+# --------------------------------------------------------------------------------------------
+# DeepSpeed: one bad line costs that line; ranks; linear regexes on long lines
+
+DS_VERBOSE = "deepspeed_comms/ds_pr2012_docs_verbose_v0.7_format.log"
+DS_SUMMARY = "deepspeed_comms/ds_pr2012_docs_log_summary_zero3.txt"
+
+
+def _ds_lines(shared: Path, name: str) -> list[str]:
+    return (shared / name).read_text().splitlines()
+
+
+def test_deepspeed_huge_size_costs_that_line(shared_samples: Path, tmp_path: Path) -> None:
+    """REAL line x 40 plus the same line with a 5,000-digit size: 40 rows and one reject.
+
+    The whole file used to fail (int() of more than 4,300 digits raised).
+    """
+    good = _ds_lines(shared_samples, DS_VERBOSE)[0]
+    size = re.search(r"msg size: ([0-9.]+) ", good)
+    assert size is not None
+    bad = good.replace(size.group(1), "9" * 5000, 1)
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join([good] * 20 + [bad] + [good] * 20) + "\n")
+    p = Parsed(path, "deepspeed_comms")
+    assert p.counts == LineCounts(total=41, parsed=40, ignored=0, rejected=1)
+    assert p.height("comm_ops") == 40
+    assert p.get("rejects")["line_no"].to_list() == [21]
+    assert "out of range" in p.reasons()[0]
+
+
+@pytest.mark.parametrize(
+    "rank", ["[Rank -7] rank=-7", "[Rank -7] rank=0", "[Rank 99999999999] rank=0"]
+)
+def test_deepspeed_bad_rank_is_a_reject(shared_samples: Path, tmp_path: Path, rank: str) -> None:
+    """REAL line with ``[Rank -7]`` or a rank beyond int32: a reject with the reason, never a
+    row of rank -7 (it used to be stored as rank -7) nor of a rank made up from elsewhere."""
+    good = _ds_lines(shared_samples, DS_VERBOSE)[0]
+    assert "[Rank 0] rank=0" in good
+    bad = good.replace("[Rank 0] rank=0", rank)
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join([good] * 5 + [bad] + [good] * 5) + "\n")
+    p = Parsed(path, "deepspeed_comms")
+    assert p.counts == LineCounts(total=11, parsed=10, ignored=0, rejected=1)
+    assert p.get("comm_ops")["rank"].unique().to_list() == [0]
+    assert "rank is negative or out of range" in p.reasons()[0]
+
+
+def test_deepspeed_summary_row_huge_count_costs_that_row(
+    shared_samples: Path, tmp_path: Path
+) -> None:
+    """REAL summary table with one row's count 5,000 digits long and one latency beyond float:
+    those rows are rejects, every other row is kept (the file used to fail)."""
+    lines = _ds_lines(shared_samples, DS_SUMMARY)
+    clean = tmp_path / "clean.log"
+    clean.write_text("\n".join(lines) + "\n")
+    base = Parsed(clean, "deepspeed_comms")
+    rows = [i for i, line in enumerate(lines) if re.match(r" {20}[0-9]", line)]
+    assert len(rows) > 4
+    bad = list(lines)
+    i, j = rows[1], rows[3]
+    cells = bad[i].split()
+    bad[i] = bad[i].replace(f" {cells[2]} ", " " + "7" * 5000 + " ", 1)
+    bad[j] = bad[j].replace(bad[j].split()[3], "9" * 400 + ".00", 1)
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join(bad) + "\n")
+    p = Parsed(path, "deepspeed_comms")
+    assert p.counts.total == base.counts.total
+    assert p.counts.rejected == base.counts.rejected + 2
+    assert p.height("comm_summaries") == base.height("comm_summaries") - 2
+    assert sorted(p.get("rejects")["line_no"].to_list()) == [i + 1, j + 1]
+
+
+def test_deepspeed_ms_beyond_int64_ns_is_a_reject(shared_samples: Path, tmp_path: Path) -> None:
+    """REAL line with a latency whose ns do not fit int64: a reject, not a wrapped duration."""
+    good = _ds_lines(shared_samples, DS_VERBOSE)[0]
+    ms = re.search(r"time \(ms\): ([0-9.]+) ", good)
+    assert ms is not None
+    bad = good.replace(f"time (ms): {ms.group(1)} ", "time (ms): 99999999999999.99 ", 1)
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join([good, bad, good]) + "\n")
+    p = Parsed(path, "deepspeed_comms")
+    assert p.counts == LineCounts(total=3, parsed=2, ignored=0, rejected=1)
+    assert (p.get("comm_ops")["dur_ns"] >= 0).all()
+
+
+_DS_LONG_SHAPES = {
+    "digits": "1" * 1000,  # a record-name line of digits (the tqdm prefix alternative)
+    "tqdm": "9" * 1000 + "%|",
+    "callers": "x | [Caller Func: " * 60,  # the caller split
+    "labels": "ab: " * 250,
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_DS_LONG_SHAPES))
+def test_deepspeed_long_line_after_summary_header_is_linear(
+    shared_samples: Path, tmp_path: Path, shape: str
+) -> None:
+    """REAL summary header, then a 400 KB record-name line, then a data row: parsed in a
+    subprocess under a generous hang guard (60 s). Quadratic backtracking took 38 s on a
+    200 KB line, 4x that on 400 KB; linear scans take milliseconds."""
+    import subprocess
+    import sys
+
+    lines = _ds_lines(shared_samples, DS_SUMMARY)
+    header = next(line for line in lines if line.startswith("Comm. Op"))
+    row = next(line for line in lines if re.match(r" {20}[0-9]", line))
+    unit = _DS_LONG_SHAPES[shape]
+    name = (unit * (400_000 // len(unit) + 1))[:400_000]
+    path = tmp_path / "ds.log"
+    path.write_text("\n".join([header, name, row]) + "\n")
+    code = (
+        "import sys; from pathlib import Path; from parsers._io import Source; "
+        "from parsers.registry import load_all; "
+        "p = load_all()['deepspeed_comms']; "
+        "n = sum(c.counts.total for c in p.parse(Source(Path(sys.argv[1])), run_id='t')); "
+        "print(n)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.split() == ["3"]
