@@ -525,3 +525,55 @@ def test_deepspeed_long_line_after_summary_header_is_linear(
         check=True,
     )
     assert out.stdout.split() == ["3"]
+
+
+# --------------------------------------------------------------------------------------------
+# ingest: keeping less than was read is said; nothing usable is an error
+
+
+def _ingest(tmp_path: Path, *paths: Path, fmt: str | None = None) -> Any:
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    args = [sys.executable, "-m", "pipeline", "ingest", *map(str, paths), "--run", "r"]
+    args += ["--store", str(tmp_path / "store")]
+    if fmt:
+        args += ["--format", fmt]
+    return subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=300)
+
+
+def test_ingest_says_what_it_rejected_and_fails_on_nothing_usable(
+    shared_samples: Path, tmp_path: Path
+) -> None:
+    """REAL DeepSpeed line: a file with one bad line says "kept 40 of 41 lines; 1 rejected:
+    <reason>"; a file whose every line is rejected makes the ingest exit 1 with one line
+    naming it and the reason (it used to print "ingested" and exit 0)."""
+    good = _ds_lines(shared_samples, DS_VERBOSE)[0]
+    partial = tmp_path / "partial.log"
+    bad = good.replace("[Rank 0] rank=0", "[Rank -7] rank=-7")
+    partial.write_text("\n".join([good] * 40 + [bad]) + "\n")
+    unusable = tmp_path / "unusable.log"
+    unusable.write_text("\n".join([bad] * 3) + "\n")
+    proc = _ingest(tmp_path, partial, unusable, fmt="deepspeed_comms")
+    assert "Traceback" not in proc.stdout + proc.stderr
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    rows = {ln.split()[0]: ln for ln in proc.stdout.splitlines() if ln.startswith(str(tmp_path))}
+    assert "kept 40 of 41 lines; 1 rejected: verbose comm op line: rank" in rows[str(partial)]
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("commscope: error:")]
+    assert errors == [
+        f"commscope: error: {unusable}: nothing usable: 3 of 3 lines rejected: "
+        "verbose comm op line: rank is negative or out of range"
+    ]
+    proc = _ingest(tmp_path / "b", partial)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_ingest_kineto_all_events_bad_is_an_error(tmp_path: Path) -> None:
+    """SYNTHETIC trace whose every kernel has a NaN ts: exit 1, the file named, the reason."""
+    events = [_kernel(i, ts="__BAD__") for i in range(4)]
+    path = tmp_path / "rank0.json"
+    path.write_text(json.dumps({"traceEvents": events}).replace(BAD, "NaN"))
+    proc = _ingest(tmp_path, path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"commscope: error: {path}: nothing usable: 4 of 4 events rejected: " in proc.stderr
