@@ -562,6 +562,7 @@ class EventReader:
                     nxt, objs = lenient
                     yield [convert(o, Item) for o in objs], objs.__getitem__
                     pos = self._advance(nxt, len(objs), prefix)
+                    del self._anchors[:-1]  # ijson must never re-read what it refuses
                     want = PIECE_BYTES
                     self._fill(pos + PIECE_BYTES)
                     continue
@@ -594,8 +595,10 @@ class EventReader:
                     return
                 yield [convert(o, Item) for o in one], one.__getitem__
                 pos = self._advance(nxt, len(one), prefix)
+                del self._anchors[:-1]
                 continue
             pos, chunk, items = found
+            relaxed: list[Any] | None = None
             if _suspect(chunk):
                 try:
                     objs = raw_items(chunk)
@@ -604,13 +607,15 @@ class EventReader:
                     if lenient_objs is None:
                         yield from self._fallback()
                         return
-                    objs = lenient_objs
+                    objs = relaxed = lenient_objs
                 yield [convert(o, Item) for o in objs], objs.__getitem__
             else:
                 yield items, _lazy_raw(chunk)
             n = len(items)
             del chunk, items
             pos = self._advance(pos, n, prefix)
+            if relaxed is not None:
+                del self._anchors[:-1]
             want = PIECE_BYTES
             self._fill(pos + PIECE_BYTES)
 
@@ -620,6 +625,7 @@ class EventReader:
         When the trailer decoded leniently (``trailer_ok``), an ijson error there is a value
         ijson refuses, not a cut file: it is kept in ``trailer_error``, never a reject.
         """
+        del self._anchors[:-1]  # from the "]": items before it may hold what ijson refuses
         try:
             yield from self._fallback()
         except ijson.JSONError as exc:
