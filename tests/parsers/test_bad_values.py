@@ -577,3 +577,78 @@ def test_ingest_kineto_all_events_bad_is_an_error(tmp_path: Path) -> None:
     proc = _ingest(tmp_path, path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"commscope: error: {path}: nothing usable: 4 of 4 events rejected: " in proc.stderr
+
+
+# --------------------------------------------------------------------------------------------
+# nsys and NCCL debug: out-of-range numbers cost that value or line
+
+
+NSYS_SAMPLE = "nsys/nvfuser_report1.sqlite"
+
+
+def test_nsys_rank_out_of_range_is_unknown_not_a_failed_file(
+    shared_samples: Path, tmp_path: Path
+) -> None:
+    """REAL nsys export: a rank option of 2**40, and (in a copy) an ``MPI_RANKS`` row with
+    rank 2**40: every row is kept with a null rank and a warning (the file used to fail:
+    "conversion from i64 to i32 failed")."""
+    import shutil
+    import sqlite3
+
+    src = shared_samples / NSYS_SAMPLE
+    clean = Parsed(src, "nsys")
+    p = Parsed(src, "nsys", rank=2**40)
+    assert p.counts == clean.counts
+    assert p.height("kernels") == clean.height("kernels")
+    assert any("rank option 1099511627776 out of range" in w for w in p.warnings)
+    copy = tmp_path / "mpi.sqlite"
+    shutil.copy(src, copy)
+    con = sqlite3.connect(copy)
+    (gid,) = con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME LIMIT 1").fetchone()
+    con.execute("CREATE TABLE MPI_RANKS (globalTid INTEGER, rank INTEGER)")
+    con.execute("INSERT INTO MPI_RANKS VALUES (?, ?)", (gid, 2**40))
+    con.commit()
+    con.close()
+    p = Parsed(copy, "nsys")
+    assert p.counts == clean.counts
+    assert p.get("kernels")["rank"].unique().to_list() == [None]
+    assert any("out of range" in w and "mpi_ranks" in w for w in p.warnings)
+
+
+NCCL_SAMPLE_LOG = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
+
+
+@pytest.mark.parametrize("digits", [25, 5000])
+@pytest.mark.parametrize("what", ["pid", "tid", "dev", "init_rank", "topology"])
+def test_nccl_debug_number_out_of_range_costs_that_line(
+    shared_samples: Path, tmp_path: Path, what: str, digits: int
+) -> None:
+    """REAL NCCL log, one number (prefix pid/tid/device, an Init line's rank, a topology
+    line's channel) made 25 or 5,000 digits long: the file still parses, with the same line
+    count and at most that line lost (it used to fail as "internal error")."""
+    lines = (shared_samples / NCCL_SAMPLE_LOG).read_text().split("\n")
+    big = "9" * digits
+    patterns = {
+        "pid": (r"^([^:\s]+):(\d+):", lambda m: f"{m.group(1)}:{big}:"),
+        "tid": (r"^([^:\s]+):(\d+):(\d+) ", lambda m: f"{m.group(1)}:{m.group(2)}:{big} "),
+        "dev": (r" \[(\d+)\] NCCL INFO", lambda m: f" [{big}] NCCL INFO"),
+        "init_rank": (r"comm 0x[0-9a-f]+ rank (\d+) nranks", None),
+        "topology": (r"NCCL INFO (?:Channel|Ring|Tree) (\d+)", None),
+    }
+    pattern, sub = patterns[what]
+    i = next(k for k, line in enumerate(lines) if re.search(pattern, line))
+    m = re.search(pattern, lines[i])
+    assert m is not None
+    if sub is None:
+        lines[i] = lines[i][: m.start(1)] + big + lines[i][m.end(1) :]
+    else:
+        lines[i] = re.sub(pattern, sub, lines[i], count=1)
+    clean = tmp_path / "clean.log"
+    clean.write_text((shared_samples / NCCL_SAMPLE_LOG).read_text())
+    base = Parsed(clean, "nccl_debug")
+    path = tmp_path / "nccl.log"
+    path.write_text("\n".join(lines))
+    p = Parsed(path, "nccl_debug")
+    assert p.counts.total == base.counts.total
+    assert p.counts.parsed >= base.counts.parsed - 1
+    assert p.height("comm_ops") >= base.height("comm_ops") - 1
