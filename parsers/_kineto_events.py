@@ -32,6 +32,20 @@ treat differently is left to ijson:
 
 Items that are not objects decode to their JSON value. A reject keeps the event as ijson
 reads it (:func:`raw_items`), so ``rejects.raw`` is unchanged too.
+
+What neither reader accepts no longer ends the trace (issue 23):
+
+* a piece holding a number msgspec or ijson refuses (``NaN``, ``Infinity``, ``1e400``,
+  integers beyond int64, invalid UTF-8) is decoded item by item with
+  :func:`parsers._kineto_meta.lenient_loads`: the bad number is null in its event only
+  (``EventReader.nulled``). ijson then never restarts before such a piece.
+* an event larger than :data:`MAX_EVENT_BYTES` is crossed by a linear scan
+  (:class:`parsers._kineto_meta.ValueScanner`) without being decoded or held, and yielded as
+  an :class:`Oversized` stand-in that the parser rejects with the reason. ijson's cost grows
+  with the square of a string's length, so it never sees such an event.
+* the object form's header is read by :func:`parsers._kineto_meta.read_header`, which gives
+  the offset of the events; the reader starts there (:meth:`EventReader._seek`), so ijson
+  never re-reads the header either.
 """
 
 from __future__ import annotations

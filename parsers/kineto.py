@@ -55,7 +55,17 @@ Tables written:
   ``array_2021`` | ``epoch_us`` | ``base_relative``).
 * ``communicators``: one row per ``distributedInfo.pg_config`` process group containing the rank.
 * ``rejects``: malformed events (GPU activity or markers without numeric ts/dur, non-object
-  items) and the unreadable tail of a truncated file.
+  items), events whose ts/dur cannot be stored (beyond :data:`TIME_NS_MAX`, negative
+  durations), events larger than :data:`parsers._kineto_events.MAX_EVENT_BYTES` (skipped
+  unread) and the unreadable tail of a truncated file.
+
+Bad values (issue 23): one value costs that value or its event, never the rest of the trace.
+A number JSON readers refuse (``NaN``, ``Infinity``, ``1e400``, integers beyond int64) is
+read as null in its event only (:func:`parsers._kineto_meta.lenient_loads`; a warning counts
+such events, and a reject caused by it says so); integers that do not fit their column are
+null (:func:`_int`, :func:`_int32`); a rank outside 0..int32 or a ``baseTimeNanoseconds``
+outside 0..:data:`TIME_NS_MAX` is ignored with a warning. Header keys are read one by one: an
+oversized or undecodable one is skipped with a warning.
 
 Time: Kineto ``ts``/``dur`` are µs (floats with ns fractions). ``ts_ns`` = ``baseTimeNanoseconds``
 + round(ts × 1000) when the trace has a base (2024+: ``ts`` is relative to it), else
