@@ -191,8 +191,8 @@ DTYPES: dict[str, tuple[str, int | None]] = {
 
 def norm_dtype(raw: Any) -> tuple[str | None, int | None]:
     """Map a Kineto dtype name to (canonical dtype, element bytes); unknown sizes are None."""
-    if not isinstance(raw, str) or not raw:
-        return None, None
+    if not isinstance(raw, str) or not raw or len(raw) > 256:
+        return None, None  # (a longer "dtype" is no dtype: bounds the cache below)
     return _norm_dtype_name(raw)
 
 

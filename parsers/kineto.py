@@ -149,6 +149,13 @@ int64, so that a start plus a duration (or an interval spanning two kept times) 
 overflow. A ``ts``/``dur`` beyond it (1e300, -1e18 µs) is out of range: that event is
 rejected with the reason, never wrapped or failing the file."""
 
+MAX_NAME_CHARS = 65_536
+"""Longest kernel or marker name stored; a longer one makes its event a reject (names are kept
+in row buffers and caches: one bound per string keeps their memory bounded)."""
+
+MAX_ARG_CHARS = 1024
+"""Longest collective name, process-group name or dtype read from args; longer is null."""
+
 RANK_MAX = 2**31 - 1
 """Largest rank (``comm_ops.rank`` is int32); a larger or negative one is unknown (null)."""
 
@@ -241,6 +248,14 @@ def _int(v: Any) -> int | None:
         except ValueError:
             return None
     return None
+
+
+def _text(v: Any) -> str | None:
+    """``str(v)`` for a process-group name, None when absent or over :data:`MAX_ARG_CHARS`."""
+    if v is None:
+        return None
+    text = v if type(v) is str else str(v)[: MAX_ARG_CHARS + 1]
+    return text if len(text) <= MAX_ARG_CHARS else None
 
 
 def _int32(v: Any) -> int | None:
@@ -611,6 +626,9 @@ class KinetoParser:
         ):
             self._reject(st, idx, "GPU activity without numeric ts/dur or name")
             return
+        if len(name) > MAX_NAME_CHARS:
+            self._reject(st, idx, f"name longer than {MAX_NAME_CHARS} characters")
+            return
         if not (-st.ts_max <= ts <= st.ts_max and 0 <= dur <= TIME_NS_MAX / 1000):
             self._reject(st, idx, _range_reason("GPU activity", ts, dur))
             return
@@ -628,7 +646,10 @@ class KinetoParser:
             corr = None
         msg: int | None = None
         if kind == _K_KERNEL:
-            short, cat, op = _kernel_info(name)
+            # Long names skip the cache (it would hold up to 65,536 of them).
+            short, cat, op = (
+                _kernel_info(name) if len(name) <= 1024 else _kernel_info.__wrapped__(name)
+            )
             if cat == "comm":
                 op, msg = self._comm_kernel(st, idx, ts, dur, dev, stream, short, op, args)
         else:
@@ -668,7 +689,7 @@ class KinetoParser:
         kernel name, for ``wait``), the size is the collective args' (null without them).
         """
         coll = args.collective
-        if type(coll) is not str:
+        if type(coll) is not str or len(coll) > MAX_ARG_CHARS:
             st.comm_kernels.append((idx, ts, dur, dev, stream, short, None, None, None, *_NO_SIZES))
             return name_op, None
         if not coll:
@@ -704,6 +725,9 @@ class KinetoParser:
         return op, msg
 
     def _marker(self, st: _State, idx: int, ev: Ev, name: str, *, gpu: bool) -> None:
+        if len(name) > MAX_NAME_CHARS:
+            self._reject(st, idx, f"name longer than {MAX_NAME_CHARS} characters")
+            return
         ts, dur = _num(ev.ts), _num(ev.dur)
         if ts is None or dur is None:
             self._reject(st, idx, "annotation without numeric ts/dur")
@@ -750,7 +774,7 @@ class KinetoParser:
         if type(args) is not Args:
             return
         coll = args.collective
-        if type(coll) is not str or not coll:
+        if type(coll) is not str or not coll or len(coll) > MAX_ARG_CHARS:
             return
         st.rpc_named += 1
         op = norm_op(coll)
@@ -983,7 +1007,7 @@ class KinetoParser:
             else:
                 group_rank = rank_arg
             seq = _int(seq_arg)
-            comm_id = None if pg is None else str(pg)
+            comm_id = _text(pg)
             size = _int(group_size)
             row_ts, row_dur, stream, cuda_dev = ts, dur, None, None
             kernel = first.get(ext) if type(ext) is int else None
@@ -1109,7 +1133,7 @@ class KinetoParser:
                     None,  # pid
                     op,
                     raw,
-                    None if pg is None else str(pg),  # comm_id
+                    _text(pg),  # comm_id
                     group_size,
                     None,  # group_rank
                     peer,

@@ -652,3 +652,18 @@ def test_nccl_debug_number_out_of_range_costs_that_line(
     assert p.counts.total == base.counts.total
     assert p.counts.parsed >= base.counts.parsed - 1
     assert p.height("comm_ops") >= base.height("comm_ops") - 1
+
+
+def test_kineto_overlong_name_rejects_that_event(tmp_path: Path) -> None:
+    """SYNTHETIC: a 100,000-character kernel name (under the event limit) makes that event a
+    reject with the reason; a 5,000-character collective name in args is no collective name.
+    Stored strings stay bounded per value, so row buffers and name caches do too."""
+    from parsers.kineto import MAX_NAME_CHARS
+
+    events = [_kernel(i) for i in range(4)]
+    events[1]["name"] = "k" * 100_000
+    events[2]["args"]["Collective name"] = "a" * 5000
+    path = _write(tmp_path / "trace.json", {"traceEvents": events})
+    p = Parsed(path)
+    assert p.counts == LineCounts(total=4, parsed=3, ignored=0, rejected=1)
+    assert p.reasons() == [f"name longer than {MAX_NAME_CHARS} characters"]
