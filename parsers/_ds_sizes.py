@@ -44,6 +44,8 @@ def size_to_bytes(text: str) -> int | None:
     if m.group("unit") is None:
         return 0
     frac = m.group("frac") or ""
+    if len(m.group("int")) + len(frac) > 40:
+        return None  # beyond int64 in any unit (and int() of 4,300+ digits raises)
     value = Fraction(int(m.group("int") + frac), 10 ** len(frac))
     n = round(value * 1024 ** UNITS.index(m.group("unit")))
     return n if n <= INT64_MAX else None

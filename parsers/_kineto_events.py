@@ -32,6 +32,20 @@ treat differently is left to ijson:
 
 Items that are not objects decode to their JSON value. A reject keeps the event as ijson
 reads it (:func:`raw_items`), so ``rejects.raw`` is unchanged too.
+
+What neither reader accepts no longer ends the trace (issue 23):
+
+* a piece holding a number msgspec or ijson refuses (``NaN``, ``Infinity``, ``1e400``,
+  integers beyond int64, invalid UTF-8) is decoded item by item with
+  :func:`parsers._kineto_meta.lenient_loads`: the bad number is null in its event only
+  (``EventReader.nulled``). ijson then never restarts before such a piece.
+* an event larger than :data:`MAX_EVENT_BYTES` is crossed by a linear scan
+  (:class:`parsers._kineto_meta.ValueScanner`) without being decoded or held, and yielded as
+  an :class:`Oversized` stand-in that the parser rejects with the reason. ijson's cost grows
+  with the square of a string's length, so it never sees such an event.
+* the object form's header is read by :func:`parsers._kineto_meta.read_header`, which gives
+  the offset of the events; the reader starts there (:meth:`EventReader._seek`), so ijson
+  never re-reads the header either.
 """
 
 from __future__ import annotations
@@ -42,9 +56,10 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
+import ijson
 import msgspec
 
-from parsers._kineto_meta import IJSON
+from parsers._kineto_meta import IJSON, ValueScanner, lenient_loads
 
 
 class Args(msgspec.Struct, gc=False):
@@ -93,7 +108,8 @@ class Ev(msgspec.Struct, gc=False):
 
 
 Item = Ev | list[Any] | str | int | float | bool | None
-"""An item of the events array: an :class:`Ev` for an object, else the JSON value."""
+"""An item of the events array: an :class:`Ev` for an object, else the JSON value
+(or an :class:`Oversized` stand-in, made by the reader, never decoded)."""
 
 Batch = tuple[list[Any], Callable[[int], Any]]
 """Decoded items, and a function giving item ``i`` as ijson reads it (for rejects)."""
@@ -109,6 +125,22 @@ MAX_WINDOW = 64 * 1024 * 1024
 
 MAX_TRIES = 8
 """Candidate boundaries tried per piece before ijson takes over."""
+
+MAX_EVENT_BYTES = 8 * 1024 * 1024
+"""Largest event decoded. A larger one is skipped by a linear scan (:class:`ValueScanner`) and
+yielded as an :class:`Oversized` item, which the parser rejects with the reason: ijson's time
+grows with the square of a string's length (300 MB took minutes), msgspec's memory with it."""
+
+SKIP_BLOCK = 1024 * 1024
+"""Bytes read per step while skipping an oversized event."""
+
+
+class Oversized(msgspec.Struct, gc=False):
+    """Stands for an event larger than :data:`MAX_EVENT_BYTES`, skipped without decoding."""
+
+    size: int
+    head: str
+
 
 _DECODER = msgspec.json.Decoder(list[Item])
 _SEP = re.compile(rb"\}[ \t\r\n]*,[ \t\r\n]*\{")
@@ -241,11 +273,34 @@ class EventReader:
     Args:
         fh: the decompressed stream, at its start.
         form: ``object`` or ``array`` (:class:`parsers._kineto_meta.Header`).
+        events_offset: the stream offset just past the ``[`` of ``traceEvents`` (object
+            form, from :func:`parsers._kineto_meta.read_header`); the bytes before it are
+            read past, never parsed again.
+        trailer_ok: the keys after ``traceEvents`` decoded leniently
+            (``Header.trailer_read``): an ijson error there is then a value ijson refuses
+            (``trailer_error``), not a cut file.
+
+    After each batch, ``nulled`` maps an item's index in the batch to the count of its
+    numbers read as null (:func:`parsers._kineto_meta.lenient_loads`: NaN, Infinity, beyond
+    int64/float64, where ijson and msgspec would stop); ``nulled_items`` counts such items
+    over the whole stream.
     """
 
-    def __init__(self, fh: BinaryIO, form: str) -> None:
+    def __init__(
+        self,
+        fh: BinaryIO,
+        form: str,
+        events_offset: int | None = None,
+        *,
+        trailer_ok: bool = False,
+    ) -> None:
         self._fh = fh
         self._object = form == "object"
+        self._events_offset = events_offset
+        self._trailer_ok = trailer_ok
+        self.nulled: dict[int, int] = {}
+        self.nulled_items = 0
+        self.trailer_error: str | None = None
         self._buf = bytearray()
         self._base = 0  # stream offset of _buf[0]
         self._ends = [0]  # stream offsets where reads started/ended, from the one holding _base
@@ -323,6 +378,8 @@ class EventReader:
         if not self._object:
             m = _ARRAY_START.match(self._buf)
             return m.end() if m else None
+        if self._events_offset is not None:
+            return self._seek(self._events_offset)
         searched = 0
         while True:
             buf = bytes(self._buf)
@@ -333,6 +390,28 @@ class EventReader:
                 return None
             searched = len(buf)
             self._fill(2 * len(buf))
+
+    def _seek(self, offset: int) -> int | None:
+        """Read past the stream up to ``offset`` (kept: the byte before it); its index in _buf.
+
+        Only a block at a time is held, whatever the header's size. The read holding the
+        kept byte becomes the first one, and the only restart point is ``offset`` (with the
+        synthetic prefix): ijson never reads the header again.
+        """
+        while self._base + len(self._buf) <= offset and not self._eof:
+            self._base += len(self._buf)
+            self._buf = bytearray()
+            self._ends = [self._base]
+            self._fill(READ_SIZE)
+        if self._base + len(self._buf) <= offset:
+            return None
+        keep = offset - 1 - self._base
+        if keep > 0:
+            del self._buf[:keep]
+            self._base += keep
+        self._ends = [self._base, self._base + len(self._buf)]
+        self._anchors = [(offset, 0, b'{"traceEvents":[')]
+        return offset - self._base
 
     def _candidates(self, pos: int) -> Iterator[tuple[int, int]]:
         """Where the piece starting at ``pos`` may end, best first.
@@ -376,6 +455,100 @@ class EventReader:
                 continue
         return not tried
 
+    def _lenient(self, chunk: bytes | bytearray) -> list[Any] | None:
+        """The items of the array ``chunk`` with bad numbers read as null; None: not JSON.
+
+        Each item is decoded on its own (boundaries by :class:`ValueScanner`), so ``nulled``
+        says which items lost a value. Rare path: only pieces msgspec or ijson refuse.
+        """
+        objs: list[Any] = []
+        nulled: dict[int, int] = {}
+        i, n = 1, len(chunk) - 1  # inside "[" ... "]"
+        while True:
+            while i < n and chunk[i] in _WS:
+                i += 1
+            if i >= n:
+                break
+            end = ValueScanner().feed(chunk, i)
+            if end is None or end > n:
+                end = n  # a scalar last item runs to the closing "]"
+            try:
+                obj, bad = lenient_loads(chunk[i:end])
+            except ValueError:
+                return None
+            if bad:
+                nulled[len(objs)] = bad
+            objs.append(obj)
+            i = end
+            while i < n and chunk[i] in _WS:
+                i += 1
+            if i < n:
+                if chunk[i] != 0x2C:
+                    return None
+                i += 1
+        self.nulled.update(nulled)
+        self.nulled_items += len(nulled)
+        return objs
+
+    def _lenient_piece(self, pos: int) -> tuple[int, list[Any]] | None:
+        """Like :meth:`_decode` for a piece msgspec refuses: (next, items) or None."""
+        buf = self._buf
+        for end, after_end in self._candidates(pos):
+            objs = self._lenient(b"[" + buf[pos:end] + b"]")
+            if objs is not None:
+                return after_end, objs
+        return None
+
+    def _next_item(self, end: int) -> int | None:
+        """Index of the item after the one ending at ``end`` (or of the closing ``]``)."""
+        while True:
+            buf = self._buf
+            i = end
+            while i < len(buf) and buf[i] in _WS:
+                i += 1
+            if i < len(buf) and buf[i] == 0x2C:
+                j = i + 1
+                while j < len(buf) and buf[j] in _WS:
+                    j += 1
+                if j < len(buf):
+                    return j
+            elif i < len(buf):
+                return i if buf[i] == 0x5D else None
+            if self._eof:
+                return None
+            self._fill(len(buf) + READ_SIZE)
+
+    def _skip_oversized(self, pos: int) -> tuple[Oversized, int]:
+        """Read past the event at ``pos`` (over :data:`MAX_EVENT_BYTES`) without decoding it.
+
+        Returns its stand-in and the index in ``_buf`` just past it; the bytes read past are
+        dropped as they are scanned (memory stays at one block).
+
+        Raises:
+            ijson.JSONError: the stream ends inside the event (a cut file: the parser's
+                truncated-tail path); a read error met on the way is raised as it is.
+        """
+        head = bytes(self._buf[pos : pos + 200]).decode("utf-8", errors="replace")
+        first = self._base + pos
+        scan = ValueScanner()
+        start = pos
+        while (end := scan.feed(self._buf, start)) is None:
+            if self._eof:
+                if self._error is not None:
+                    raise self._error
+                raise ijson.JSONError(
+                    f"the trace ends inside an event of more than {MAX_EVENT_BYTES} bytes"
+                )
+            keep = len(self._buf) - 1  # the last byte: _decode needs one before a piece
+            self._base += keep
+            del self._buf[:keep]
+            self._ends = [self._base]
+            start = 1
+            self._fill(len(self._buf) + SKIP_BLOCK)
+        self._ends = [self._base, self._base + len(self._buf)]
+        self._anchors = []
+        return Oversized(size=self._base + end - first, head=head), end
+
     def __iter__(self) -> Iterator[Batch]:
         prefix = b'{"traceEvents":[' if self._object else b"["
         self._fill(PIECE_BYTES)
@@ -385,33 +558,91 @@ class EventReader:
             return
         pos = self._advance(pos, 0, prefix)
         want = PIECE_BYTES
+        convert = msgspec.convert
         while True:
             buf = self._buf
             while pos < len(buf) and buf[pos] in _WS:
                 pos += 1
+            self.nulled.clear()
             if pos < len(buf) and buf[pos] == 0x5D:  # "]": the array ends; the rest to ijson
-                yield from self._fallback()
+                yield from self._after_array()
                 return
             found = self._decode(pos)
             if isinstance(found, bool):
-                if not found or self._eof or len(buf) - pos >= MAX_WINDOW:
+                # No piece msgspec reads: a value it refuses (NaN, 1e400), an event larger
+                # than the window, or a malformed or cut trace.
+                lenient = self._lenient_piece(pos) if not found else None
+                if lenient is not None:
+                    nxt, objs = lenient
+                    yield [convert(o, Item) for o in objs], objs.__getitem__
+                    pos = self._advance(nxt, len(objs), prefix)
+                    del self._anchors[:-1]  # ijson must never re-read what it refuses
+                    want = PIECE_BYTES
+                    self._fill(pos + PIECE_BYTES)
+                    continue
+                end = ValueScanner().feed(buf, pos)
+                if (end is None and len(buf) - pos >= MAX_EVENT_BYTES) or (
+                    end is not None and end - pos > MAX_EVENT_BYTES
+                ):
+                    big, end = self._skip_oversized(pos)
+                    nxt = self._next_item(end)
+                    yield [big], lambda _i, h=big.head: h
+                    if nxt is None:  # no "," or "]" after it: ijson reports what it finds
+                        self._advance(end, 1, prefix)
+                        yield from self._fallback()
+                        return
+                    pos = self._advance(nxt, 1, prefix)
+                    want = PIECE_BYTES
+                    self._fill(pos + PIECE_BYTES)
+                    continue
+                if end is None:
+                    if self._eof:
+                        yield from self._fallback()
+                        return
+                    want *= 2  # one event larger than the window: look further
+                    self._fill(pos + want)
+                    continue
+                nxt = self._next_item(end)
+                one = self._lenient(b"[" + self._buf[pos:end] + b"]") if nxt is not None else None
+                if one is None:  # malformed: ijson reads from here and reports it
                     yield from self._fallback()
                     return
-                want *= 2  # one event larger than the window: look further
-                self._fill(pos + want)
+                yield [convert(o, Item) for o in one], one.__getitem__
+                pos = self._advance(nxt, len(one), prefix)
+                del self._anchors[:-1]
                 continue
             pos, chunk, items = found
+            relaxed: list[Any] | None = None
             if _suspect(chunk):
                 try:
                     objs = raw_items(chunk)
-                except Exception:  # ijson fails in this piece: it reads the rest
-                    yield from self._fallback()
-                    return
-                yield [msgspec.convert(o, Item) for o in objs], objs.__getitem__
+                except Exception:  # ijson refuses a value: read it leniently, else ijson
+                    lenient_objs = self._lenient(chunk)
+                    if lenient_objs is None:
+                        yield from self._fallback()
+                        return
+                    objs = relaxed = lenient_objs
+                yield [convert(o, Item) for o in objs], objs.__getitem__
             else:
                 yield items, _lazy_raw(chunk)
             n = len(items)
             del chunk, items
             pos = self._advance(pos, n, prefix)
+            if relaxed is not None:
+                del self._anchors[:-1]
             want = PIECE_BYTES
             self._fill(pos + PIECE_BYTES)
+
+    def _after_array(self) -> Iterator[Batch]:
+        """The keys after the events array, through ijson (see the module doc).
+
+        When the trailer decoded leniently (``trailer_ok``), an ijson error there is a value
+        ijson refuses, not a cut file: it is kept in ``trailer_error``, never a reject.
+        """
+        del self._anchors[:-1]  # from the "]": items before it may hold what ijson refuses
+        try:
+            yield from self._fallback()
+        except ijson.JSONError as exc:
+            if not self._trailer_ok:
+                raise
+            self.trailer_error = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -6,8 +6,9 @@ The top-level keys of a Kineto trace (``distributedInfo``, ``baseTimeNanoseconds
 ``baseTimeNanoseconds``/``traceName``/``displayTimeUnit`` after them at finalize. They are
 read without parsing the events:
 
-* :func:`read_header` walks the token stream with ``ijson.parse`` and stops at the
-  ``traceEvents`` array (only header tokens are ever parsed);
+* :func:`read_header` scans the top-level object linearly (:class:`ValueScanner`), decodes
+  each key's value on its own (:func:`lenient_loads`) and stops at the ``traceEvents``
+  array (only header bytes are ever read);
 * :func:`read_trailer` looks at the last few MiB of the decompressed stream (a seek for plain
   files, a decompress-only pass for compressed ones) and decodes the keys after the closing
   ``]`` of ``traceEvents``.
@@ -190,8 +191,8 @@ DTYPES: dict[str, tuple[str, int | None]] = {
 
 def norm_dtype(raw: Any) -> tuple[str | None, int | None]:
     """Map a Kineto dtype name to (canonical dtype, element bytes); unknown sizes are None."""
-    if not isinstance(raw, str) or not raw:
-        return None, None
+    if not isinstance(raw, str) or not raw or len(raw) > 256:
+        return None, None  # (a longer "dtype" is no dtype: bounds the cache below)
     return _norm_dtype_name(raw)
 
 
@@ -317,12 +318,16 @@ class Header:
         keys: top-level keys other than ``traceEvents`` (header and trailer merged).
         has_events: whether a ``traceEvents`` array was found (object form).
         trailer_read: whether the keys after ``traceEvents`` could be decoded.
+        events_offset: stream offset of the first byte after the ``[`` of ``traceEvents``.
+        notes: header keys skipped or with values read as null, and why (warnings).
     """
 
     form: str
     keys: dict[str, Any] = field(default_factory=dict)
     has_events: bool = True
     trailer_read: bool = False
+    events_offset: int | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 def _first_byte(fh: BinaryIO) -> bytes:
@@ -331,8 +336,199 @@ def _first_byte(fh: BinaryIO) -> bytes:
     return stripped[:1]
 
 
+# --------------------------------------------------------------------------------------------
+# Lenient values and a linear JSON value scanner
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+MAX_HEADER_VALUE = 16 * 1024 * 1024
+"""Largest top-level header value decoded (bytes); a larger one is skipped with a warning."""
+
+_STR_BODY = re.compile(rb'[^"\\]*+(?:\\.[^"\\]*+)*+', re.S)
+"""The body of a JSON string up to its closing quote (or a cut escape): linear, no backtracking."""
+_STRUCT = re.compile(rb'[\[\]{}"]')
+_SCALAR_END = re.compile(rb"[ \t\r\n,\]}]")
+_JSON_WS = b" \t\r\n"
+
+
+class ValueScanner:
+    """Where one JSON value ends, fed block by block (resumable; no value is built).
+
+    Strings are crossed by one regex match (:data:`_STR_BODY`), structure by a search for the
+    next bracket or quote, so a value of any size costs one linear pass at C speed; this is
+    what lets an oversized event or header field be skipped without parsing it. The value is
+    not validated: only brackets outside strings are counted.
+    """
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.in_str = False
+        self.esc = False
+        self.started = False
+        self.scalar = False
+
+    def feed(self, buf: bytes | bytearray, start: int = 0) -> int | None:
+        """Offset in ``buf`` just past the value's end, or None when it goes on past ``buf``."""
+        i, n = start, len(buf)
+        if not self.started:
+            while i < n and buf[i] in _JSON_WS:
+                i += 1
+            if i == n:
+                return None
+            self.started = True
+            c = buf[i]
+            if c in b"{[":
+                self.depth, i = 1, i + 1
+            elif c == 0x22:
+                self.in_str, i = True, i + 1
+            else:
+                self.scalar = True
+        if self.scalar:
+            m = _SCALAR_END.search(buf, i)
+            return m.start() if m else None
+        while True:
+            if self.esc:
+                if i >= n:
+                    return None
+                i, self.esc = i + 1, False
+            if self.in_str:
+                i = _STR_BODY.match(buf, i).end()  # type: ignore[union-attr]
+                if i >= n:
+                    return None
+                if buf[i] == 0x5C:  # a backslash cut by the block end
+                    self.esc, i = True, i + 1
+                    continue
+                self.in_str, i = False, i + 1
+                if self.depth == 0:
+                    return i
+                continue
+            m = _STRUCT.search(buf, i)
+            if m is None:
+                return None
+            i = m.end()
+            c = buf[i - 1]
+            if c == 0x22:
+                self.in_str = True
+            elif c == 0x7B or c == 0x5B:
+                self.depth += 1
+            else:
+                self.depth -= 1
+                if self.depth == 0:
+                    return i
+
+
+class _Nulls:
+    """Counts the numbers :func:`lenient_loads` read as null."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def const(self, _s: str) -> None:
+        self.count += 1
+
+    def int(self, s: str) -> int | None:
+        if len(s) <= 18:
+            return int(s)
+        v = int(s) if len(s) <= 25 else None
+        if v is None or not INT64_MIN <= v <= INT64_MAX:
+            self.count += 1
+            return None
+        return v
+
+    def float(self, s: str) -> float | None:
+        v = float(s)
+        if v - v != 0.0:  # inf (1e400) or nan
+            self.count += 1
+            return None
+        return v
+
+
+def lenient_loads(data: bytes | bytearray) -> tuple[Any, int]:
+    """Decode JSON that strict readers refuse for one bad value, and count those values.
+
+    ``NaN``, ``Infinity``, ``-Infinity``, floats that overflow (``1e400``) and integers outside
+    int64 become None; invalid UTF-8 is replaced (U+FFFD). Returns (value, nulled numbers).
+
+    Raises:
+        ValueError: the text is not JSON even so (also for nesting too deep to decode).
+    """
+    nulls = _Nulls()
+    text = bytes(data).decode("utf-8", errors="replace")
+    try:
+        value = json.loads(
+            text, parse_constant=nulls.const, parse_int=nulls.int, parse_float=nulls.float
+        )
+    except RecursionError as exc:
+        raise ValueError("JSON nested too deeply") from exc
+    return value, nulls.count
+
+
+class _HeaderStream:
+    """The decompressed stream read in blocks, with a cursor (for :func:`read_header`)."""
+
+    BLOCK = 1024 * 1024
+
+    def __init__(self, fh: BinaryIO) -> None:
+        self.fh = fh
+        self.buf = b""
+        self.base = 0  # stream offset of buf[0]
+        self.i = 0  # cursor in buf
+        self.eof = False
+
+    def _more(self) -> bool:
+        if self.eof:
+            return False
+        data = self.fh.read(self.BLOCK)
+        if not data:
+            self.eof = True
+            return False
+        self.base += self.i
+        self.buf = self.buf[self.i :] + data
+        self.i = 0
+        return True
+
+    def peek(self) -> int | None:
+        """The next non-whitespace byte (cursor moved to it), None at the end."""
+        while True:
+            while self.i < len(self.buf) and self.buf[self.i] in _JSON_WS:
+                self.i += 1
+            if self.i < len(self.buf):
+                return self.buf[self.i]
+            if not self._more():
+                return None
+
+    def value(self, limit: int) -> tuple[bytes | None, int]:
+        """The value at the cursor: (its bytes, or None if over ``limit`` or cut; its size)."""
+        scan = ValueScanner()
+        start = self.i
+        kept: list[bytes] = []
+        size = 0
+        while True:
+            end = scan.feed(self.buf, self.i)
+            if end is not None:
+                size += end - start
+                piece = self.buf[start:end]
+                self.i = end
+                return (b"".join(kept) + piece if size <= limit else None), size
+            size += len(self.buf) - start
+            if size <= limit:
+                kept.append(self.buf[start:])
+            else:
+                kept = []
+            self.i = len(self.buf)
+            if not self._more():
+                return None, size
+            start = self.i
+
+
 def read_header(source: Source) -> Header:
     """Read the form and the top-level keys before ``traceEvents``.
+
+    A linear scan (:class:`ValueScanner`), not a JSON token stream: each top-level value is
+    decoded on its own by :func:`lenient_loads`, so one out-of-range number costs that number
+    (null), a value larger than :data:`MAX_HEADER_VALUE` or one that does not decode costs
+    that key (both with a note in ``Header.notes``), and a huge string is crossed at C speed.
+    ``Header.events_offset`` is the stream offset just past the ``[`` of ``traceEvents``.
 
     Raises:
         ParseError: the stream is not JSON (first byte neither ``{`` nor ``[``) or cannot be
@@ -349,37 +545,69 @@ def read_header(source: Source) -> Header:
     if first != b"{":
         raise ParseError(source.path, "not a Chrome/Kineto JSON trace (no leading '{' or '[')")
     header = Header("object", has_events=False)
-    builder: Any = None
-    key: str | None = None
     try:
         fh, _ = open_stream(source)
         with fh:
-            for prefix, event, value in IJSON.parse(fh, use_float=True):
-                if builder is not None:
-                    builder.event(event, value)
-                    if prefix == key and event in ("end_map", "end_array"):
-                        header.keys[key or ""] = builder.value
-                        builder = None
-                    continue
-                if prefix == "" and event == "map_key":
-                    key = value
-                    continue
-                if prefix != key or not key:
-                    continue
-                if key == "traceEvents":
-                    if event == "start_array":
-                        header.has_events = True
-                        break
-                    continue
-                if event in ("start_map", "start_array"):
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-                elif event in ("string", "number", "boolean", "null"):
-                    header.keys[key] = value
-    except (ijson.JSONError, *_READ_ERRORS) as exc:
+            _read_keys(_HeaderStream(fh), header)
+    except _READ_ERRORS as exc:
         # A header cut short: keep what was read; the event pass reports the truncation.
         log.debug("%s: header read stopped: %s", source.path, exc)
     return header
+
+
+def _read_keys(hs: _HeaderStream, header: Header) -> None:
+    """Fill ``header`` from the top-level object up to ``traceEvents`` (see read_header)."""
+    hs.peek()
+    if hs.buf[hs.i : hs.i + 3] == b"\xef\xbb\xbf":
+        hs.i += 3
+    if hs.peek() != 0x7B:
+        return
+    hs.i += 1
+    while True:
+        c = hs.peek()
+        if c == 0x7D or c != 0x22:  # "}" (no traceEvents) or malformed
+            return
+        raw_key, _ = hs.value(64 * 1024)
+        if raw_key is None:
+            return
+        try:
+            key, _ = lenient_loads(raw_key)
+        except ValueError:
+            return
+        if hs.peek() != 0x3A:  # ":"
+            return
+        hs.i += 1
+        c = hs.peek()
+        if c is None:
+            return
+        if key == "traceEvents" and c == 0x5B:
+            header.has_events = True
+            header.events_offset = hs.base + hs.i + 1
+            return
+        raw, size = hs.value(MAX_HEADER_VALUE)
+        if raw is None:
+            if hs.eof and hs.i >= len(hs.buf):
+                return
+            header.notes.append(
+                f"header key {str(key)[:80]!r} skipped: its value of {size} bytes exceeds "
+                f"the limit of {MAX_HEADER_VALUE} bytes"
+            )
+        elif key != "traceEvents":
+            try:
+                value, nulled = lenient_loads(raw)
+            except ValueError as exc:
+                header.notes.append(f"header key {str(key)[:80]!r} skipped: {exc}")
+            else:
+                header.keys[key] = value
+                if nulled:
+                    header.notes.append(
+                        f"header key {str(key)[:80]!r}: {nulled} number(s) out of range "
+                        "(NaN, Infinity or beyond int64/float64) read as null"
+                    )
+        c = hs.peek()
+        if c != 0x2C:  # ","
+            return
+        hs.i += 1
 
 
 def _tail_bytes(source: Source, n: int) -> bytes:
@@ -472,9 +700,12 @@ def parse_ranks(raw: Any) -> list[int] | None:
     """Process-group ranks from ``pg_config`` (a list, or a string ``"[0, 1, 2]"``)."""
     if isinstance(raw, list):
         try:
-            return [int(r) for r in raw]
-        except (TypeError, ValueError):
+            ranks = [int(r) for r in raw]
+        except (TypeError, ValueError, OverflowError):
             return None
-    if isinstance(raw, str):
-        return [int(x) for x in re.findall(r"-?\d+", raw)]
-    return None
+    elif isinstance(raw, str):
+        ranks = [int(x) for x in re.findall(r"-?\d{1,19}(?!\d)", raw)]
+    else:
+        return None
+    # A rank outside int32 is no rank (one corrupt entry costs this list, not the file).
+    return ranks if all(-(2**31) <= r < 2**31 for r in ranks) else None

@@ -115,6 +115,14 @@ class RankResolution:
         )
 
 
+RANK_MAX = 2**31 - 1
+"""Largest rank (``rank`` columns are Int32); a larger or negative one is no rank."""
+
+
+def _rank_ok(rank: object) -> bool:
+    return type(rank) is int and 0 <= rank <= RANK_MAX
+
+
 def resolve_rank(
     path: Path,
     option: int | None,
@@ -134,9 +142,21 @@ def resolve_rank(
         The resolution, with a warning when the rank is unknown or sources disagree
         (never a silent 0).
     """
-    pid_ranks = dict(pid_ranks or {})
-    from_name = rank_from_file_name(path)
     warnings: list[str] = []
+    pid_ranks = dict(pid_ranks or {})
+    bad = sorted(r for r in set(pid_ranks.values()) if not _rank_ok(r))
+    if bad:  # a corrupt rank costs that process's rank (null), never the file
+        warnings.append(
+            f"{len(bad)} rank(s) from {pid_source} out of range (0 to {RANK_MAX}), e.g. "
+            f"{bad[0]}; those processes' rows carry the fallback rank"
+        )
+        pid_ranks = {p: r for p, r in pid_ranks.items() if _rank_ok(r)}
+    from_name = rank_from_file_name(path)
+    if from_name is not None and not _rank_ok(from_name):
+        from_name = None
+    if option is not None and not _rank_ok(option):
+        warnings.append(f"rank option {option} out of range (0 to {RANK_MAX}); ignored")
+        option = None
     if pid_ranks:
         ranks = set(pid_ranks.values())
         res = RankResolution(

@@ -201,10 +201,10 @@ def _mpi_ranks(
     pairs: list[tuple[int, int]] = []
     source = "mpi_ranks"
     if "MPI_RANKS" in tables and {"globalTid", "rank"} <= _columns(con, "MPI_RANKS"):
-        pairs = [
-            (pid_of(g), int(r))
+        pairs = [  # a non-integer rank (corrupt row) is left out; ranges: resolve_rank
+            (pid_of(g), r)
             for g, r in con.execute("SELECT globalTid, rank FROM MPI_RANKS")
-            if g is not None and r is not None
+            if type(g) is int and type(r) is int
         ]
     if not pairs:
         source = "mpi_thread_name"

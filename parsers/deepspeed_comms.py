@@ -91,6 +91,7 @@ table's record-name line ends that table (its next data row is not yet there to 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -169,7 +170,7 @@ _FAST_KEY_AT = 26
 """Offset of the fast-path key (``[LEVEL] …`` up to the line's end) after the timestamp."""
 _TIME_MARK = " | time (ms): "
 _FAST_HEAD = re.compile(
-    r"\[[A-Z]+\] \[[!-\\^-~]+\] \[Rank (?P<prank>-?[0-9]{1,9})\] (?:rank=(?P<orank>-?[0-9]+) \| )?"
+    r"\[[A-Z]+\] \[[!-\\^-~]+\] \[Rank (?P<prank>[0-9]{1,9})\] (?:rank=(?P<orank>[0-9]{1,9}) \| )?"
     r"comm op: (?P<rec>[!-{}~]+)(?: \| \[Caller Func: (?P<caller>[!-\\^-~]*)\])?"
 )
 """Fast path, the key up to ``_TIME_MARK`` (Python ``fullmatch``, once per distinct head).
@@ -178,7 +179,9 @@ The same groups as ``VERBOSE_RE`` but every token is printable ASCII without spa
 file:line:func field also without ``]``, the record name without ``|``, the caller without
 ``]``): then the key holds no ANSI escape, no ``\\r``, no second ``comm op:``, and the lazy
 record name of ``VERBOSE_RE`` ends exactly where this one does. ``[Rank N]`` (which
-``log_dist`` always prints) is required, with an N that fits Int32: a segment with a fast
+``log_dist`` always prints) is required, with an N (and a ``rank=N``) of at most nine digits,
+no sign: a valid rank (any other line takes the regex path, which rejects a negative or
+out-of-range rank). A segment with a fast
 row then has a multi-chunk ``rank`` on the regex path too, which makes Polars rechunk the
 whole ops frame before ``_finish`` (see :func:`_plain`)."""
 _FAST_TAIL = (
@@ -187,7 +190,7 @@ _FAST_TAIL = (
 )
 """Fast path, the key from ``_TIME_MARK`` on: ``VERBOSE_RE``'s tail without the ``\\r`` exit."""
 
-_VERSION_RE = r"DeepSpeed info: version=([0-9]+)\.([0-9]+)\.([0-9]+)"
+_VERSION_RE = r"DeepSpeed info: version=([0-9]{1,9})\.([0-9]{1,9})\.([0-9]{1,9})(?:[^0-9]|$)"
 
 _HDR_LAT = re.compile(
     r"Comm\. Op +Message Size +Count +Total Latency\(ms\) +Avg Latency\(ms\) "
@@ -210,15 +213,20 @@ _ROW_RE = re.compile(
     rf" *(?P<c5>{_FLOAT}) *(?P<c6>{_FLOAT})\s*$"
 )
 """Fallback for rows whose cells overflowed: floats have exactly two decimals, so they split."""
-_CALLER_RE = re.compile(r"(?P<op>.*?) \| \[Caller Func: (?P<caller>[^\]]*)\]\s*$")
+_CALLER_MARK = " | [Caller Func: "
 _PREFIX_RE = re.compile(
     r"^(?:\[[^\]]*\](?:<std(?:out|err)>)?:?[ \t]*"  # [ts] [INFO] [Rank 0] [1,0]<stdout>:
     r"| *[0-9]+: "  # srun -l label
     r"|[A-Za-z0-9_.-]+: "  # pdsh host:
     r"|\([^)]*\) "  # (RayTrainWorker pid=.., ip=..)
-    r"|[^|\r]*[0-9]+%\|[^|]*\|[^\[\r]*\[[^\]]*\]"  # tqdm bar glued in front
-    r")+"
+    r"|(?:[^|\r%]|%(?!\|))*+(?<=[0-9])%\|[^|]*+\|[^\[\r]*+\[[^\]]*+\]"  # tqdm bar in front
+    r")++"
 )
+"""Launcher, logging and progress-bar prefixes of a record-name line (matched at its start).
+
+Linear in the line's length: every repetition is possessive and the tqdm bar's text before
+``N%|`` is one possessive run checked by a lookbehind (``[^|\r]*[0-9]+%`` backtracked
+quadratically: a 200 KB line of digits took tens of seconds)."""
 
 _COMM_OPS_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.Utf8(),
@@ -422,13 +430,29 @@ def _value_columns(frame: pl.DataFrame) -> list[pl.Expr | pl.Series]:
     ``size``/``ms``/``algbw``/``busbw`` of ``frame`` (null where out of range)."""
     return [
         sizes_to_bytes(frame.get_column("size")).alias("msg_bytes"),
-        (
-            pl.col("ms").str.replace(".", "", literal=True).cast(pl.Int64, strict=False) * 10_000
-        ).alias("_logged"),
+        _logged_ns(pl.col("ms").str.replace(".", "", literal=True).cast(pl.Int64, strict=False)),
         pl.col("algbw").cast(pl.Float64, strict=False).alias("algbw_gbps"),
         pl.col("busbw").cast(pl.Float64, strict=False).alias("busbw_gbps"),
     ]
 
+
+def _logged_ns(hundredths: pl.Expr) -> pl.Expr:
+    """``time (ms)`` in hundredths of a ms → ns (``_logged``); null beyond int64 (it wrapped)."""
+    return (
+        pl.when(hundredths <= (2**63 - 1) // 10_000)
+        .then(hundredths * 10_000)
+        .otherwise(None)
+        .alias("_logged")
+    )
+
+
+_RANK_OK = (
+    pl.col("prank").is_null() | pl.col("prank").cast(pl.Int32, strict=False).ge(0).fill_null(False)
+) & (
+    pl.col("orank").is_null() | pl.col("orank").cast(pl.Int32, strict=False).ge(0).fill_null(False)
+)
+"""The printed ranks of a matched verbose line are valid: none, or 0 to int32 max (a
+``[Rank -7]`` or ``rank=99999999999`` line is a reject, never a row of a made-up rank)."""
 
 _IN_RANGE = (
     pl.col("msg_bytes").is_not_null()
@@ -551,10 +575,21 @@ def _record_name(line: str) -> str | None:
 
 
 def _split_caller(name: str) -> tuple[str, str | None]:
-    m = _CALLER_RE.match(name)
-    if m is None:
+    """(record name, caller) of ``<name> | [Caller Func: <caller>]`` (debug mode), else
+    (name, None).
+
+    The caller holds no ``]`` and ends the line, so it follows the first marker after the
+    line's last-but-one ``]``: found with ``rfind``/``find`` in linear time (a lazy regex
+    tried the marker at every occurrence: quadratic in a line full of markers).
+    """
+    body = name.rstrip()
+    if not body.endswith("]"):
         return name, None
-    return m.group("op"), m.group("caller")
+    body = body[:-1]
+    k = body.find(_CALLER_MARK, body.rfind("]") + 1)
+    if k < 0:
+        return name, None
+    return name[:k], body[k + len(_CALLER_MARK) :]
 
 
 def _parse_row(line: str) -> tuple[str, int, list[float]] | None:
@@ -570,15 +605,21 @@ def _parse_row(line: str) -> tuple[str, int, list[float]] | None:
         and _COUNT_FULL.fullmatch(cells[1])
         and all(_FLOAT_FULL.fullmatch(c) for c in cells[2:])
     ):
-        return cells[0], int(cells[1]), [float(c) for c in cells[2:]]
+        return cells[0], _count(cells[1]), [float(c) for c in cells[2:]]
     r = _ROW_RE.match(line, base)
     if r is None:
         return None
     return (
         r.group("size"),
-        int(r.group("count")),
+        _count(r.group("count")),
         [float(r.group(g)) for g in ("c3", "c4", "c5", "c6")],
     )
+
+
+def _count(text: str) -> int:
+    """A summary row's count; -1 (out of range, rejected) beyond int64 (and before int() of
+    4,300+ digits raises)."""
+    return int(text) if len(text) <= 18 else -1
 
 
 @register
@@ -883,7 +924,7 @@ class DeepSpeedCommsParser:
         ).with_columns(sub.str.extract_groups(VERBOSE_RE).struct.unnest())
         df = df.with_columns(*_value_columns(df))
         matched = pl.col("ms").is_not_null()
-        bad = df.filter(~(matched & _IN_RANGE))
+        bad = df.filter(~(matched & _IN_RANGE & _RANK_OK))
         rejects = None
         if bad.height:
             rejects = bad.select(
@@ -891,7 +932,9 @@ class DeepSpeedCommsParser:
                 pl.lit(path, pl.Utf8).alias("path"),
                 pl.col("source_line").alias("line_no"),
                 pl.col("raw").str.slice(0, _RAW_MAX),
-                pl.when(matched)
+                pl.when(matched & ~_RANK_OK)
+                .then(pl.lit("verbose comm op line: rank is negative or out of range"))
+                .when(matched)
                 .then(pl.lit("verbose comm op line: a number is out of range"))
                 .otherwise(
                     pl.lit(
@@ -901,7 +944,7 @@ class DeepSpeedCommsParser:
                 )
                 .alias("reason"),
             )
-        good = df.filter(matched & _IN_RANGE)
+        good = df.filter(matched & _IN_RANGE & _RANK_OK)
         n_multi = int((df["n_rec"] > 1).sum())
         if n_multi:
             warnings.append(
@@ -1000,6 +1043,8 @@ class DeepSpeedCommsParser:
         nbytes = size_to_bytes(size)
         if nbytes is None:
             return "summary row: message size out of range"
+        if count < 0 or not all(math.isfinite(x) for x in (c3, c4, c5, c6)):
+            return "summary row: a number is out of range"
         row: dict[str, Any] = {
             "source_line": line_no,
             "rank": 0,

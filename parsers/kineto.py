@@ -55,7 +55,17 @@ Tables written:
   ``array_2021`` | ``epoch_us`` | ``base_relative``).
 * ``communicators``: one row per ``distributedInfo.pg_config`` process group containing the rank.
 * ``rejects``: malformed events (GPU activity or markers without numeric ts/dur, non-object
-  items) and the unreadable tail of a truncated file.
+  items), events whose ts/dur cannot be stored (beyond :data:`TIME_NS_MAX`, negative
+  durations), events larger than :data:`parsers._kineto_events.MAX_EVENT_BYTES` (skipped
+  unread) and the unreadable tail of a truncated file.
+
+Bad values (issue 23): one value costs that value or its event, never the rest of the trace.
+A number JSON readers refuse (``NaN``, ``Infinity``, ``1e400``, integers beyond int64) is
+read as null in its event only (:func:`parsers._kineto_meta.lenient_loads`; a warning counts
+such events, and a reject caused by it says so); integers that do not fit their column are
+null (:func:`_int`, :func:`_int32`); a rank outside 0..int32 or a ``baseTimeNanoseconds``
+outside 0..:data:`TIME_NS_MAX` is ignored with a warning. Header keys are read one by one: an
+oversized or undecodable one is skipped with a warning.
 
 Time: Kineto ``ts``/``dur`` are µs (floats with ns fractions). ``ts_ns`` = ``baseTimeNanoseconds``
 + round(ts × 1000) when the trace has a base (2024+: ``ts`` is relative to it), else
@@ -99,7 +109,7 @@ import msgspec
 import polars as pl
 
 from parsers._io import Source
-from parsers._kineto_events import NO_ARGS, Args, Ev, EventReader
+from parsers._kineto_events import MAX_EVENT_BYTES, NO_ARGS, Args, Ev, EventReader, Oversized
 from parsers._kineto_meta import (
     _READ_ERRORS,
     BACKEND_PREFIXES,
@@ -132,6 +142,24 @@ MAX_RAW = 4096
 
 EPOCH_US_MIN = 1e15
 """ts values above this (µs; Sept 2001) are taken as Unix-epoch microseconds."""
+
+TIME_NS_MAX = 2**62
+"""Largest ``|ts_ns|``, ``|dur_ns|`` and ``baseTimeNanoseconds`` kept (year 2116): half of
+int64, so that a start plus a duration (or an interval spanning two kept times) cannot
+overflow. A ``ts``/``dur`` beyond it (1e300, -1e18 µs) is out of range: that event is
+rejected with the reason, never wrapped or failing the file."""
+
+MAX_NAME_CHARS = 65_536
+"""Longest kernel or marker name stored; a longer one makes its event a reject (names are kept
+in row buffers and caches: one bound per string keeps their memory bounded)."""
+
+MAX_ARG_CHARS = 1024
+"""Longest collective name, process-group name or dtype read from args; longer is null."""
+
+RANK_MAX = 2**31 - 1
+"""Largest rank (``comm_ops.rank`` is int32); a larger or negative one is unknown (null)."""
+
+_I32_MAX = 2**31 - 1
 
 # Event kinds by ``cat`` (2021 traces capitalise them); GPU activity first (``<= _K_MEMSET``).
 _K_KERNEL, _K_MEMCPY, _K_MEMSET, _K_CPU_ANN, _K_GPU_ANN, _K_CPU_OP = range(6)
@@ -198,22 +226,42 @@ def _num(v: Any) -> float | int | None:
 
 
 def _int(v: Any) -> int | None:
-    """An integer from an int, an integral float, or a digit string; else None."""
+    """An int64 from an int, an integral float, or a digit string; else None.
+
+    Out of the int64 range is None too: every integer column is at most int64, and one
+    corrupt value must cost that value, not the file.
+    """
     t = type(v)
     if t is int:
-        return v  # type: ignore[no-any-return]
+        return v if -(2**63) <= v < 2**63 else None  # type: ignore[no-any-return]
     if t is float:
         return int(v) if v == v and abs(v) < 9.2e18 else None
     if t is str:
         s = v.strip()
         try:  # isdigit() also admits digits int() refuses, e.g. superscripts ("²")
+            if len(s) > 24:
+                return None  # beyond int64 (and int() of 4,300+ digits raises)
             if s.lstrip("-").isdigit():
-                return int(s)
+                return _int(int(s))
             digits = "".join(ch for ch in s if ch.isdigit())
-            return int(digits) if digits else None
+            return _int(int(digits)) if digits else None
         except ValueError:
             return None
     return None
+
+
+def _text(v: Any) -> str | None:
+    """``str(v)`` for a process-group name, None when absent or over :data:`MAX_ARG_CHARS`."""
+    if v is None:
+        return None
+    text = v if type(v) is str else str(v)[: MAX_ARG_CHARS + 1]
+    return text if len(text) <= MAX_ARG_CHARS else None
+
+
+def _int32(v: Any) -> int | None:
+    """:func:`_int` within int32 (the column type of ranks, sizes, devices), else None."""
+    i = _int(v)
+    return i if i is not None and -_I32_MAX - 1 <= i <= _I32_MAX else None
 
 
 @lru_cache(maxsize=65536)
@@ -254,7 +302,16 @@ def _ts_ns(col: pl.Expr, base_ns: int) -> pl.Expr:
 
 
 def _dur_ns(col: pl.Expr) -> pl.Expr:
-    return (col * 1000).round().cast(pl.Int64)
+    """µs floats → int ns; beyond int64 (a comm_ops interval spanning kernels at both ends of
+    the time range) → null, never a failed file. Kept event times cannot get there."""
+    return (col * 1000).round().cast(pl.Int64, strict=False)
+
+
+def _range_reason(what: str, ts: float, dur: float) -> str:
+    """The reject reason of an event whose ts/dur cannot be stored as int64 ns."""
+    if dur < 0:
+        return f"{what} with a negative duration (dur {dur!r})"
+    return f"{what} with ts/dur out of range (ts {ts!r}, dur {dur!r} µs; limit ±{TIME_NS_MAX} ns)"
 
 
 _CommRow = tuple[Any, ...]
@@ -347,6 +404,8 @@ class _State:
     min_ts: float | None = None
     raw: Callable[[int], Any] = field(default=lambda i: None)  # item i of the current batch
     raw_base: int = 0  # events before the current batch
+    nulled: dict[int, int] = field(default_factory=dict)  # batch item → numbers read as null
+    ts_max: float = TIME_NS_MAX / 1000  # largest |ts| (µs) whose ts_ns fits (base included)
 
     def __post_init__(self) -> None:
         self.kernels = {k: [] for k in _KERNEL_SCHEMA}
@@ -388,9 +447,17 @@ class KinetoParser:
             read_trailer(source, header)
         keys = header.keys
         warnings: list[str] = []
+        warnings.extend(header.notes)
         rank_value, rank_source = self._resolve_rank(source.path, keys, rank, warnings)
         base = _int(keys.get("baseTimeNanoseconds")) or 0
+        if not 0 <= base <= TIME_NS_MAX:
+            warnings.append(
+                f"baseTimeNanoseconds {keys.get('baseTimeNanoseconds')!r} is out of range "
+                f"(0 to {TIME_NS_MAX}); ignored, so ts is taken as it is"
+            )
+            base = 0
         st = _State(rank=rank_value, base_ns=base)
+        st.ts_max = (TIME_NS_MAX - base) / 1000
         if header.form == "object" and not header.has_events:
             if not keys:
                 raise ParseError(source.path, "no traceEvents and no readable top-level keys")
@@ -398,13 +465,18 @@ class KinetoParser:
         truncated: str | None = None
         n = 0
         gz: TolerantGzip | None = None
+        reader: EventReader | None = None
         if header.has_events:
             try:
                 fh, gz = open_stream(source)
                 with fh:
                     event = self._event
                     every = FLUSH_EVENTS  # read per parse: tests lower it
-                    for items, raw in EventReader(fh, header.form):
+                    reader = EventReader(
+                        fh, header.form, header.events_offset, trailer_ok=header.trailer_read
+                    )
+                    st.nulled = reader.nulled
+                    for items, raw in reader:
                         st.raw, st.raw_base = raw, n
                         for ev in items:
                             n += 1
@@ -413,6 +485,16 @@ class KinetoParser:
                                 yield self._flush(st, n, [])
             except (ijson.JSONError, *_READ_ERRORS) as exc:
                 truncated = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        if reader is not None and reader.nulled_items:
+            warnings.append(
+                f"{reader.nulled_items} event(s) hold a number out of range (NaN, Infinity, "
+                "beyond int64 or float64), read as null in that event only"
+            )
+        if reader is not None and reader.trailer_error is not None:
+            warnings.append(
+                f"keys after traceEvents hold a value out of range ({reader.trailer_error}); "
+                "read leniently"
+            )
         if gz is not None and gz.truncated:
             note = "gzip stream ends without its end marker (file cut short)"
             if truncated is None:
@@ -439,7 +521,17 @@ class KinetoParser:
     ) -> tuple[int | None, str]:
         dist = keys.get("distributedInfo")
         dist_rank = _int(dist.get("rank")) if isinstance(dist, dict) else None
+        if dist_rank is not None and not 0 <= dist_rank <= RANK_MAX:
+            warnings.append(
+                f"distributedInfo.rank {dist_rank} is out of range (0 to {RANK_MAX}); ignored"
+            )
+            dist_rank = None
         name_rank = rank_from_path(path)
+        if name_rank is not None and name_rank > RANK_MAX:
+            name_rank = None
+        if option is not None and not 0 <= option <= RANK_MAX:
+            warnings.append(f"--rank {option} is out of range (0 to {RANK_MAX}); ignored")
+            option = None
         if dist_rank is not None:
             if option is not None and option != dist_rank:
                 warnings.append(
@@ -466,11 +558,18 @@ class KinetoParser:
 
     def _reject(self, st: _State, idx: int, reason: str) -> None:
         """Reject event ``idx``; ``rejects.raw`` is its JSON as ijson reads it."""
-        ev = st.raw(idx - st.raw_base - 1)
+        i = idx - st.raw_base - 1
+        ev = st.raw(i)
         try:
             raw = json.dumps(ev, default=str)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             raw = repr(ev)
+        nulled = st.nulled.get(i)
+        if nulled:
+            reason += (
+                f" ({nulled} number(s) out of range: NaN, Infinity or beyond int64/float64, "
+                "read as null)"
+            )
         st.rejects.append((idx, raw[:MAX_RAW], reason))
 
     def _event(self, st: _State, idx: int, ev: Any) -> None:
@@ -479,6 +578,14 @@ class KinetoParser:
         One that makes no row and no reject is ignored.
         """
         if type(ev) is not Ev:
+            if type(ev) is Oversized:
+                self._reject(
+                    st,
+                    idx,
+                    f"event of {ev.size} bytes exceeds the limit of {MAX_EVENT_BYTES} bytes; "
+                    "skipped unread",
+                )
+                return
             self._reject(st, idx, "event is not a JSON object")
             return
         cat = ev.cat
@@ -498,7 +605,7 @@ class KinetoParser:
                 self._rpc(st, idx, ev)
             elif name[:6] == "c10d::":
                 ts, dur = _num(ev.ts), _num(ev.dur)
-                if ts is not None and dur is not None:
+                if ts is not None and dur is not None and self._in_range(st, ts, dur):
                     st.c10d_ops.append((ev.tid, ts, ts + dur, name, ev.args))
             elif name[:12] == "ProfilerStep" or name.startswith(BACKEND_PREFIXES):
                 self._marker(st, idx, ev, name, gpu=False)
@@ -519,6 +626,12 @@ class KinetoParser:
         ):
             self._reject(st, idx, "GPU activity without numeric ts/dur or name")
             return
+        if len(name) > MAX_NAME_CHARS:
+            self._reject(st, idx, f"name longer than {MAX_NAME_CHARS} characters")
+            return
+        if not (-st.ts_max <= ts <= st.ts_max and 0 <= dur <= TIME_NS_MAX / 1000):
+            self._reject(st, idx, _range_reason("GPU activity", ts, dur))
+            return
         args = ev.args
         if type(args) is not Args:
             args = NO_ARGS
@@ -533,7 +646,10 @@ class KinetoParser:
             corr = None
         msg: int | None = None
         if kind == _K_KERNEL:
-            short, cat, op = _kernel_info(name)
+            # Long names skip the cache (it would hold up to 65,536 of them).
+            short, cat, op = (
+                _kernel_info(name) if len(name) <= 1024 else _kernel_info.__wrapped__(name)
+            )
             if cat == "comm":
                 op, msg = self._comm_kernel(st, idx, ts, dur, dev, stream, short, op, args)
         else:
@@ -573,7 +689,7 @@ class KinetoParser:
         kernel name, for ``wait``), the size is the collective args' (null without them).
         """
         coll = args.collective
-        if type(coll) is not str:
+        if type(coll) is not str or len(coll) > MAX_ARG_CHARS:
             st.comm_kernels.append((idx, ts, dur, dev, stream, short, None, None, None, *_NO_SIZES))
             return name_op, None
         if not coll:
@@ -609,15 +725,21 @@ class KinetoParser:
         return op, msg
 
     def _marker(self, st: _State, idx: int, ev: Ev, name: str, *, gpu: bool) -> None:
+        if len(name) > MAX_NAME_CHARS:
+            self._reject(st, idx, f"name longer than {MAX_NAME_CHARS} characters")
+            return
         ts, dur = _num(ev.ts), _num(ev.dur)
         if ts is None or dur is None:
             self._reject(st, idx, "annotation without numeric ts/dur")
+            return
+        if not self._in_range(st, ts, dur):
+            self._reject(st, idx, _range_reason("annotation", ts, dur))
             return
         iteration: int | None = None
         kind = "annotation"
         if name[:12] == "ProfilerStep":
             m = STEP_RE.match(name)
-            if m:
+            if m and len(m.group(1)) <= 9:  # int32 (and int() of 4,300+ digits raises)
                 iteration = int(m.group(1))
                 if not gpu:
                     kind = "iteration"
@@ -644,12 +766,15 @@ class KinetoParser:
         if ts is None or dur is None:
             self._reject(st, idx, "record_param_comms without numeric ts/dur")
             return
+        if not self._in_range(st, ts, dur):
+            self._reject(st, idx, _range_reason("record_param_comms", ts, dur))
+            return
         st.rpc_seen += 1  # parsed or ignored: settled at the end of the file
         args = ev.args
         if type(args) is not Args:
             return
         coll = args.collective
-        if type(coll) is not str or not coll:
+        if type(coll) is not str or not coll or len(coll) > MAX_ARG_CHARS:
             return
         st.rpc_named += 1
         op = norm_op(coll)
@@ -678,6 +803,11 @@ class KinetoParser:
                 args.external_id,
             )
         )
+
+    @staticmethod
+    def _in_range(st: _State, ts: float, dur: float) -> bool:
+        """Whether ts/dur give an int64 ``ts_ns``/``dur_ns`` (see :data:`TIME_NS_MAX`)."""
+        return -st.ts_max <= ts <= st.ts_max and 0 <= dur <= TIME_NS_MAX / 1000
 
     @staticmethod
     def _coll_bytes(args: Args, op: str | None) -> tuple[int | None, str | None, int | None]:
@@ -877,7 +1007,7 @@ class KinetoParser:
             else:
                 group_rank = rank_arg
             seq = _int(seq_arg)
-            comm_id = None if pg is None else str(pg)
+            comm_id = _text(pg)
             size = _int(group_size)
             row_ts, row_dur, stream, cuda_dev = ts, dur, None, None
             kernel = first.get(ext) if type(ext) is int else None
@@ -1003,7 +1133,7 @@ class KinetoParser:
                     None,  # pid
                     op,
                     raw,
-                    None if pg is None else str(pg),  # comm_id
+                    _text(pg),  # comm_id
                     group_size,
                     None,  # group_rank
                     peer,
@@ -1060,7 +1190,7 @@ class KinetoParser:
         rocm = any(k in keys for k in ("roctracer_version", "hip_runtime_version"))
         if backend == "nccl" and rocm:
             backend = "rccl"
-        world = _int(dist.get("world_size"))
+        world = _int32(dist.get("world_size"))
         if header.form == "array":
             generation = "array_2021"
         elif st.base_ns:
@@ -1127,7 +1257,7 @@ class KinetoParser:
                 {
                     "comm_id": str(pg["pg_name"]),
                     "rank": group_rank,
-                    "nranks": _int(pg.get("pg_size")) or (len(ranks) if ranks else None),
+                    "nranks": _int32(pg.get("pg_size")) or (len(ranks) if ranks else None),
                     "global_rank": st.rank,
                     "host": host,
                     "pid": st.cpu_pid,
@@ -1145,4 +1275,5 @@ class KinetoParser:
                 "host": pl.Utf8,
                 "pid": pl.Int64,
             },
+            strict=False,
         )

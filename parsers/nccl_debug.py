@@ -455,8 +455,8 @@ def _split_block(
                 "pre": raw[: last.start()],
                 "ts": last.group("ts"),
                 "host": _fix_host(last.group("host"), known_hosts),
-                "pid": int(last.group("pid")),
-                "tid": int(last.group("tid")),
+                "pid": _int(last.group("pid")),
+                "tid": _int(last.group("tid")),
                 "dev": _int(last.group("dev")),
                 "level": last.group("level"),
                 "msg": raw[last.end() :],
@@ -465,10 +465,35 @@ def _split_block(
             }
         )
     cols = list(_SPLIT_SCHEMA)
-    frames = [clean.select(cols).cast(_SPLIT_SCHEMA)]  # type: ignore[arg-type]
+    # A pid, tid or device number out of its column's range (a corrupt line) is no prefix:
+    # the line joins the bare ones (a record there is rejected), never failing the block.
+    fits = pl.all_horizontal(
+        pl.col(c).is_null() | pl.col(c).cast(_SPLIT_SCHEMA[c], strict=False).is_not_null()
+        for c in ("pid", "tid", "dev")
+    )
+    clean = clean.with_columns(_fits=fits)
+    frames = [clean.filter("_fits").select(cols).cast(_SPLIT_SCHEMA)]  # type: ignore[arg-type]
+    unfit = [clean.filter(~pl.col("_fits")).select("raw", "line_no")]
     if spliced_rows:
-        frames.append(pl.DataFrame(_fit_ints(spliced_rows, _SPLIT_SCHEMA), schema=_SPLIT_SCHEMA))
+        rows = _fit_ints(spliced_rows, _SPLIT_SCHEMA)
+        kept = [r for r in rows if r["pid"] is not None and r["tid"] is not None]
+        if kept:
+            frames.append(pl.DataFrame(kept, schema=_SPLIT_SCHEMA))
+        if len(kept) < len(rows):
+            unfit.append(
+                pl.DataFrame(
+                    [
+                        (r["raw"], r["line_no"])
+                        for r in rows
+                        if r["pid"] is None or r["tid"] is None
+                    ],
+                    schema={"raw": pl.Utf8, "line_no": pl.Int64},
+                    orient="row",
+                )
+            )
     prefixed = pl.concat(frames).sort("line_no")
+    if any(f.height for f in unfit):
+        bare = pl.concat([bare.select("raw", "line_no"), *unfit]).sort("line_no")
     return prefixed, bare
 
 
@@ -597,8 +622,8 @@ class _Registry:
             if m is None:
                 m = _END_RE.match(msg)
                 kind = "END" if m else None
-            if m is None or kind is None:
-                continue
+            if m is None or kind is None or not _init_fits(m.groupdict()):
+                continue  # (numbers out of range: pass 2 rejects the line)
             if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
                 if self.full_from is None:
                     self.full_from = line_no
@@ -962,7 +987,23 @@ class _Registry:
 
 
 def _int(text: str | None) -> int | None:
-    return int(text) if text is not None else None
+    """The integer of a matched digit run; None when absent or beyond int64 (corrupt)."""
+    if text is None or len(text) > 19:
+        return None
+    v = int(text)
+    return v if -(2**63) <= v < 2**63 else None
+
+
+_INIT_NUMBERS = ("rank", "nranks", "cudadev", "nvmldev", "color", "key")
+
+
+def _init_fits(fields: dict[str, Any]) -> bool:
+    """Whether an Init/Destroy line's numbers fit int32 (ranks, counts, devices)."""
+    for name in _INIT_NUMBERS:
+        v = fields.get(name)
+        if v is not None and len(v.lstrip("-")) > 9:
+            return False
+    return True
 
 
 _INT_BITS = {pl.Int32: 31, pl.Int64: 63}
@@ -1360,7 +1401,10 @@ class _Pass2:
         if line_no == cut_line:
             return "final line has no newline (file cut mid-line)"
         if re.match(_INIT_LIKE, msg):
-            if _INIT_RE.match(msg) or _END_RE.match(msg):
+            m = _INIT_RE.match(msg) or _END_RE.match(msg)
+            if m is not None and not _init_fits(m.groupdict()):
+                return "Init/Destroy line: a rank, count or device number is out of range"
+            if m is not None:
                 full_from = self.reg.full_from
                 if full_from is not None and line_no >= full_from:  # pass 1 did not keep it
                     self.n_registry_full += 1
@@ -1368,7 +1412,10 @@ class _Pass2:
                 return None
             return "Init/Destroy line does not fit its pattern (truncated or spliced)"
         nccl_len = len(row["raw"]) - len(row["pre"] or "")
-        parsed = _parse_topology(msg, nccl_len >= LINE_LIMIT)
+        try:
+            parsed = _parse_topology(msg, nccl_len >= LINE_LIMIT)
+        except ValueError:  # int() of a 4,300+ digit run (a corrupt line)
+            return "topology line: a number is out of range"
         if parsed is None:
             return "topology line does not fit any topology pattern (truncated or spliced)"
         rows, extra = parsed

@@ -78,6 +78,8 @@ class FileResult:
     bytes: int = 0
     message: str | None = None
     warnings: list[str] = field(default_factory=list)
+    reject_reasons: dict[str, int] = field(default_factory=dict)
+    """Rejected lines per reason (the first :data:`MAX_REASONS` distinct reasons)."""
 
     @property
     def ok(self) -> bool:
@@ -386,6 +388,7 @@ def ingest_file(
     batch = store.begin(run_id, batch_id)
     counts = LineCounts()
     warnings: list[str] = []
+    reasons: dict[str, int] = {}
     state: dict[str, Any] | None = None
     try:
         if plan.rebuild_state:  # stored by a commscope without parser state: re-derive it
@@ -403,6 +406,8 @@ def ingest_file(
                 batch.write(
                     table, _fill_provenance(df, table, run_id, str(source.path), parser.name)
                 )
+                if table == "rejects" and df.height and "reason" in df.columns:
+                    _count_reasons(reasons, df)
     except ParseError as exc:
         batch.abort()
         return FileResult(
@@ -501,7 +506,20 @@ def ingest_file(
         bytes=size,
         message=message,
         warnings=warnings,
+        reject_reasons=reasons,
     )
+
+
+MAX_REASONS = 20
+"""Distinct reject reasons counted per file (reasons can quote values: keep it bounded)."""
+
+
+def _count_reasons(reasons: dict[str, int], rejects: pl.DataFrame) -> None:
+    """Add the reject reasons of one ``rejects`` frame to ``reasons`` (for the summary line)."""
+    for reason, n in rejects.group_by("reason", maintain_order=True).len().iter_rows():
+        key = str(reason)
+        if key in reasons or len(reasons) < MAX_REASONS:
+            reasons[key] = reasons.get(key, 0) + n
 
 
 STORE_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})

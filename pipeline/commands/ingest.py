@@ -22,8 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Parse files or folders (recursively; .gz/.xz/.zst/.bz2 read transparently) into "
             "the store under one run id. Each file's format is sniffed unless --format is "
-            "given. Re-ingesting the same content adds nothing; a plain-text log that grew is read from where its last ingest stopped. Prints one row per file; exits "
-            "non-zero only when nothing could be ingested."
+            "given. Re-ingesting the same content adds nothing; a plain-text log that grew is read from where its last ingest stopped. Prints one row per file (with the "
+            "main reject reason when lines were rejected); exits non-zero when nothing could "
+            "be ingested or when a file yielded nothing usable (every line rejected)."
         ),
     )
     p.add_argument("paths", nargs="+", type=Path, metavar="PATH", help="files or folders")
@@ -81,7 +82,45 @@ def run(args: argparse.Namespace) -> int:
     for r in results:
         if r.status == "error":
             print(f"commscope: error: {sanitize(f'{r.path}: {r.message}')}", file=sys.stderr)
-    return 0 if any(r.ok for r in results) else 1
+    unusable = [r for r in results if nothing_usable(r)]
+    for r in unusable:
+        print(
+            f"commscope: error: {sanitize(f'{r.path}: nothing usable: {_rejected_note(r)}')}",
+            file=sys.stderr,
+        )
+    return 0 if any(r.ok for r in results) and not unusable else 1
+
+
+def nothing_usable(r: FileResult) -> bool:
+    """Whether ``r`` was read but kept nothing: lines or events, all rejected or ignored,
+    and at least one rejected (a file of only known-irrelevant output is not an error)."""
+    c = r.counts
+    return r.status == "ingested" and c.total > 0 and c.parsed == 0 and c.rejected > 0
+
+
+def _unit(r: FileResult) -> str:
+    return "events" if r.format == "kineto" else "lines"
+
+
+def _clean(text: str, limit: int = 120) -> str:
+    """``text`` (it comes from the input) terminal-safe, at most ``limit`` characters."""
+    out = sanitize(text)
+    return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def _rejected_note(r: FileResult) -> str:
+    """``"N of M <unit> rejected: <main reason> (+K other reasons)"``."""
+    c = r.counts
+    return f"{c.rejected:,} of {c.total:,} {_unit(r)} rejected{_reasons(r)}"
+
+
+def _reasons(r: FileResult) -> str:
+    """``": <main reason> (+K other reasons)"``, or nothing when no reason was recorded."""
+    if not r.reject_reasons:
+        return ""
+    top = max(r.reject_reasons.items(), key=lambda kv: kv[1])[0]
+    more = len(r.reject_reasons) - 1
+    return f": {_clean(top)}" + (f" (+{more} other reasons)" if more else "")
 
 
 def render_results(results: list[FileResult]) -> str:
@@ -112,4 +151,13 @@ def _status(r: FileResult) -> str:
     """The status cell: the status, with the message when there is one (sanitised)."""
     if r.status == "error":
         return sanitize(f"error: {r.message}")
-    return sanitize(f"{r.status} ({r.message})" if r.message else r.status)
+    notes = [r.message] if r.message else []
+    if r.status == "ingested" and r.counts.rejected:
+        c = r.counts
+        if nothing_usable(r):
+            notes.append(f"nothing usable: {_rejected_note(r)}")
+        else:
+            notes.append(
+                f"kept {c.parsed:,} of {c.total:,} {_unit(r)}; {c.rejected:,} rejected{_reasons(r)}"
+            )
+    return sanitize(f"{r.status} ({'; '.join(notes)})" if notes else r.status)

@@ -19,6 +19,7 @@ import gzip
 import json
 import os
 import random
+import re
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -362,6 +363,46 @@ def test_kineto_byte_flips_and_compression(shared_samples: Path, tmp_path: Path)
     doc = json.loads(text)
     events = doc["traceEvents"] if isinstance(doc, dict) else doc
     assert totals == {len(events)}
+    check_store(store, results)
+
+
+_EDGE_NUMBERS = (
+    b"NaN",
+    b"Infinity",
+    b"-Infinity",
+    b"1e400",
+    b"1e300",
+    b"-1e18",
+    b"18446744073709551616",
+    b"-9223372036854775809",
+    b"9" * 5000,
+)
+_JSON_NUMBER = re.compile(rb'(?<=": )-?[0-9]+(?:\.[0-9]+)?(?:[eE][-+]?[0-9]+)?(?=[,}\]])')
+
+
+def test_kineto_numeric_edge_values(shared_samples: Path, tmp_path: Path) -> None:
+    """Real trace, 40 of its numbers (seeded picks) swapped for values JSON readers refuse or
+    columns cannot hold: each ingest commits, counts every event (no lost tail) and rejects
+    at most the events that hold a swapped value (issue 23, item 3)."""
+    text = gzip.decompress((shared_samples / KINETO_GZ).read_bytes())
+    doc = json.loads(text)
+    n_events = len(doc["traceEvents"] if isinstance(doc, dict) else doc)
+    numbers = list(_JSON_NUMBER.finditer(text))
+    rng = random.Random(23)
+    store = Store.open(tmp_path / "store")
+    results = []
+    for k, token in enumerate(_EDGE_NUMBERS):
+        picks = sorted(rng.sample(numbers, 40), key=lambda m: m.start(), reverse=True)
+        body = bytearray(text)
+        for m in picks:
+            body[m.start() : m.end()] = token
+        p = tmp_path / f"edge{k}.json"
+        p.write_bytes(bytes(body))
+        res = ingest_checked(store, p, fmt="kineto")
+        assert res.status == STATUS_OK, (token[:20], res)
+        assert res.counts.total == n_events, (token[:20], res.counts)
+        assert res.counts.rejected <= len(picks), (token[:20], res.counts)
+        results.append(res)
     check_store(store, results)
 
 
