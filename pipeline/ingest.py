@@ -3,6 +3,32 @@
 One file is one batch: parsed chunk by chunk into staged Parquet (bounded memory), then
 committed atomically (see ``pipeline.store``). A file that fails leaves nothing behind and
 does not stop the others.
+
+Exactly once, by content (schema 1.3). A batch records the SHA-256 of the content it covers,
+``[0, byte_end)`` of the decompressed stream, and of its first :data:`HEAD_BYTES` bytes. A
+file to ingest is hashed in one streaming pass; the committed batch of the run (of any path)
+whose content this file's content starts with is found by the head fingerprint and checked by
+the full prefix hash. The file then adds only what lies beyond that batch: a renamed file, a
+rotated copy (plain or compressed), a ``.gz`` recompressed with more content or with a member
+appended, all continue where the stored content ends (resumable parsers, with their saved
+state), or are skipped when nothing is new (other parsers skip identical content and read
+changed content whole). Live logs: with ``follow`` (``ingest --follow`` and every ``serve``
+cycle) a final line without newline waits for the next ingest; without it, the cut line is
+rejected and the batch records where its complete lines ended (``resume_end``) and the parser
+state there, so once the line is complete it is read from its start and nothing is stored
+twice (the earlier reject is the cut line's only other trace).
+
+Policy for files that change otherwise. Content versions accumulate; the store is the
+archive of what was logged:
+
+- a truncated file (shrank, e.g. ``copytruncate``) and a replaced file (different content at
+  the same path) are read as new content; what was stored from their earlier content stays;
+- a deleted file's rows stay;
+- a file whose content was already stored (under any name, compressed or not) adds nothing.
+
+To drop a run, delete its folders ``tables/*/<run_id>/`` (the commit log
+``tables/ingested_files/<run_id>/`` included) and ``marts/*/<run_id>.parquet``, then re-ingest
+what should stay.
 """
 
 from __future__ import annotations

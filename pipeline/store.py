@@ -16,7 +16,14 @@ Guarantees:
   committed batches, so a killed ingest leaves nothing half-visible.
 * **Exactly once.** A batch id is derived from (run, content hash, byte range); the commit checks
   the log under an exclusive file lock, so concurrent or repeated ingests of the same bytes add
-  nothing twice. A re-run after a crash rewrites the same file names, so orphans are replaced.
+  nothing twice, and a batch that continues a batch another ingest continued meanwhile, or whose
+  content another ingest stored meanwhile, is dropped. Content identity across paths (renames,
+  rotation, compression) is decided in ``pipeline.ingest``. A re-run after a crash rewrites the
+  same file names, so orphans are replaced.
+* **A failed commit stores nothing.** If the commit-log row cannot be written (disk full, no
+  inodes), the batch's data files are moved back out of ``tables/`` before the error is raised.
+* **Per-file cost.** Each run's commit log is indexed in memory (:class:`RunIndex`) and updated
+  by reading only the log files written since, so ingesting a file does not re-read the log.
 """
 
 from __future__ import annotations
