@@ -506,7 +506,10 @@ def _conflict_check(plan: _Plan, path: Path, compressed: bool) -> Callable[[dict
         if int(row.get("byte_start") or 0) != 0 or row.get("head_sha256") is None:
             return False
         n = int(row.get("head_bytes") or 0)
-        if n > plan.end or _prefix_sha(path, compressed, n) != row.get("head_sha256"):
+        if n > plan.end:
+            return False
+        mine = plan.head_sha if n == plan.head_bytes else _prefix_sha(path, compressed, n)
+        if mine != row.get("head_sha256"):
             return False
         be = int(row.get("byte_end") or 0)
         if be > plan.end:
