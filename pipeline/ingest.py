@@ -431,10 +431,13 @@ def _plan(
     verified = [
         r
         for r in scan.candidates
-        if int(r.get("byte_end") or 0) <= scan.length
+        if r.get("format") == parser.name
+        and int(r.get("byte_end") or 0) <= scan.length
         and scan.at.get(int(r.get("byte_end") or 0)) == r.get("sha256")
     ]
     best = max(verified, key=_row_order, default=None)
+    if best is not None:
+        best = index.fresh(best)
     same = index.path_head(str(path))
     if best is not None and resumable:
         be = int(best.get("byte_end") or 0)
@@ -591,8 +594,9 @@ def ingest_file(
             shown, STATUS_SKIPPED, format=parser.name, bytes=size, message=plan.skip or None
         )
     batch_id = batch_id_for(run_id, plan.sha, plan.start, plan.end, parser.name)
+    stored = store.index(run_id, refresh=False).by_sha(plan.sha)  # refreshed by _plan
     if store.is_committed(run_id, batch_id) or (
-        plan.start == 0 and store.has_content(run_id, plan.sha)
+        plan.start == 0 and any(r.get("byte_start") in (0, None) for r in stored)
     ):
         return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
     resumable = is_resumable(parser)

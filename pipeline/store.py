@@ -174,18 +174,21 @@ class Store:
         """True if this batch of this run is already in the commit log."""
         return (self.tables_dir / "ingested_files" / run_id / f"{batch_id}.parquet").exists()
 
-    def index(self, run_id: str) -> RunIndex:
+    def index(self, run_id: str, *, refresh: bool = True) -> RunIndex:
         """This run's commit-log index, brought up to date (only new log files are read).
 
         Why: every ingested file looks up its path's head and its content in the commit log;
-        re-reading the whole log per file made a run of n files cost O(n^2).
+        re-reading the whole log per file made a run of n files cost O(n^2). ``refresh=False``
+        skips the folder listing when the caller refreshed it moments ago.
         """
         key = (str(self.root), run_id)
         with _INDEX_LOCK:
             idx = _INDEXES.get(key)
             if idx is None:
                 idx = _INDEXES[key] = RunIndex(self.tables_dir / "ingested_files" / run_id)
-        idx.refresh()
+                refresh = True
+        if refresh:
+            idx.refresh()
         return idx
 
     def path_head(self, run_id: str, path: str) -> dict[str, object] | None:
@@ -595,6 +598,19 @@ class RunIndex:
         """True if a committed batch continues from ``batch_id``."""
         with self._lock:
             return batch_id in self._prev
+
+    def fresh(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` as its commit-log file holds it now (re-read only if the file changed).
+
+        Why: log files are written once, but a repair or an older tool may rewrite one in
+        place; the batch an ingest continues from must be read as it is on disk.
+        """
+        try:
+            frame = _commit_rows(self.folder / f"{row['batch_id']}.parquet")
+        except FileNotFoundError:
+            return row
+        rows = frame.filter(pl.col("batch_id") == row["batch_id"]).to_dicts()
+        return rows[0] if rows else row
 
     def since(self, n: int) -> list[dict[str, Any]]:
         """Rows learnt after the index held ``n`` rows."""
