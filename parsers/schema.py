@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.2.0"
+SCHEMA_VERSION = "1.3.0"
 
 
 @dataclass(frozen=True)
@@ -332,11 +332,17 @@ INGESTED_FILES = Table(
         Column(
             "sha256",
             STR,
-            "SHA-256 of the file's bytes [0, byte_end): the content stored so far (the whole "
-            "file for full ingests); an incremental ingest checks the prefix against it.",
+            "SHA-256 of the file's content [0, byte_end): the content stored so far (the whole "
+            "file for full ingests). Since schema 1.3 the decompressed content for compressed "
+            "files (before: their compressed bytes). An ingest continues from a batch only if "
+            "the new file's prefix has this hash.",
         ),
-        Column("bytes", I64, "Size of the file when ingested."),
-        Column("byte_start", I64, "First byte offset ingested (0 unless incremental)."),
+        Column("bytes", I64, "Size of the file (on disk) when ingested."),
+        Column(
+            "byte_start",
+            I64,
+            "First byte offset ingested (0 unless incremental); decompressed offsets since 1.3.",
+        ),
         Column("byte_end", I64, "Offset after the last byte ingested."),
         Column(
             "first_line_no",
@@ -359,6 +365,30 @@ INGESTED_FILES = Table(
             STR,
             "JSON state the parser left at byte_end (context an incremental ingest of the "
             "rest of the file resumes from); null for parsers that keep none.",
+        ),
+        Column(
+            "head_bytes",
+            I64,
+            "Length of the content head fingerprinted in head_sha256: min(4096, byte_end) "
+            "(null before schema 1.3).",
+        ),
+        Column(
+            "head_sha256",
+            STR,
+            "SHA-256 of the first head_bytes bytes of the (decompressed) content: finds the "
+            "batches a renamed, rotated or compressed copy of a log continues (null before 1.3).",
+        ),
+        Column(
+            "resume_end",
+            I64,
+            "Offset the next ingest of this content continues from: byte_end, or the end of "
+            "the last complete line when the range ended in a cut line (that line is read "
+            "again once complete; its reject here is its only other trace). Null before 1.3.",
+        ),
+        Column(
+            "prev_batch_id",
+            STR,
+            "The batch this one continues (null for a batch read from byte 0).",
         ),
     ),
 )

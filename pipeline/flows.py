@@ -10,11 +10,13 @@ Prefect's logs and UI. This is the only module that imports Prefect.
 Run layout (how files map to runs), chosen by ``run_layout``:
 
 - ``"subfolder"`` (default): every non-hidden sub-folder of a watched folder is one run; its
-  name is the run id (characters a run id cannot hold become ``_``). Files directly in the
-  watched folder belong to no run and are skipped with a warning.
+  name is the run id when it is a valid one, else a slug of it plus a short hash of the exact
+  name (``run 1`` -> ``run_1-<hash>``), so distinct folders never share a run (see
+  :func:`safe_run_id`; two names that still map to one id are refused with a warning naming
+  both). Files directly in the watched folder belong to no run and are skipped with a warning.
 - ``"pattern"``: ``run_pattern`` is a regular expression searched in each file's path relative
   to the watched folder (``/``-separated); the named group ``run`` (else group 1) is the run
-  id. Files that do not match are skipped. Example: ``^(?P<run>[^/]+)/logs/`` or
+  id (mapped as above). Files that do not match are skipped. Example: ``^(?P<run>[^/]+)/logs/`` or
   ``job-(?P<run>\\d+)``.
 
 Results are JSON-able summaries (counts, paths), never frames. Library log lines (loggers
@@ -23,6 +25,7 @@ Results are JSON-able summaries (counts, paths), never frames. Library log lines
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -45,7 +48,7 @@ from pipeline import run_config as rc
 from pipeline.config_schema import ConfigError
 from pipeline.ingest import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, FileResult, discover
 from pipeline.ingest import ingest_file as _ingest_file
-from pipeline.store import Store
+from pipeline.store import Store, StoreError, validate_run_id
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +123,42 @@ def library_logs() -> Iterator[None]:
 
 
 def safe_run_id(name: str) -> str:
-    """A valid run id from a folder name or pattern match (invalid characters become ``_``)."""
-    rid = re.sub(r"[^A-Za-z0-9._-]", "_", name).lstrip("._-")[:128]
-    return rid or "run"
+    """The run id of a folder name or pattern match: the name itself if it is a valid run id,
+    else a readable slug plus a short hash of the exact name.
+
+    Why: replacing invalid characters alone merged distinct folders into one run ("run 1" and
+    "run_1", or "実験1" and "試験1" both "1"), silently mixing two experiments. The hash keeps
+    every distinct name distinct; names that are valid run ids (every existing store's runs)
+    keep their id.
+    """
+    try:
+        return validate_run_id(name)
+    except StoreError:
+        pass
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:100]
+    return f"{slug}-{digest}" if slug else f"run-{digest}"
+
+
+class _RunIds:
+    """Folder names to run ids, refusing two names that map to one id."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, str] = {}
+
+    def get(self, name: str, where: Path, skipped: list[str]) -> str | None:
+        """The run id of ``name`` (found at ``where``); None, with a skipped entry, on a clash."""
+        rid = safe_run_id(name)
+        other = self.names.setdefault(rid, name)
+        if other != name:
+            msg = (
+                f"{where}: run id {rid!r} of {name!r} is already the run id of {other!r}: "
+                "skipped so the two are not mixed (rename one of them)"
+            )
+            log.warning("%s", msg)
+            skipped.append(msg)
+            return None
+        return rid
 
 
 def discover_runs(
@@ -156,6 +192,7 @@ def discover_runs(
     files: dict[str, list[Path]] = {}
     folders: dict[str, list[Path]] = {}
     skipped: list[str] = []
+    ids = _RunIds()
     for root in roots:
         if not root.is_dir():
             raise ValueError(f"{root}: not a folder")
@@ -170,7 +207,9 @@ def discover_runs(
                 if not entry.is_dir():
                     skipped.append(str(entry))
                     continue
-                rid = safe_run_id(entry.name)
+                rid = ids.get(entry.name, entry, skipped)
+                if rid is None:
+                    continue
                 found, errs = discover([entry])
                 skipped.extend(f"{e.path} ({e.message})" for e in errs)
                 files.setdefault(rid, []).extend(found)
@@ -184,7 +223,9 @@ def discover_runs(
                 if not name:
                     skipped.append(str(f))
                     continue
-                rid = safe_run_id(name)
+                rid = ids.get(name, f, skipped)
+                if rid is None:
+                    continue
                 files.setdefault(rid, []).append(f)
                 if f.parent not in folders.setdefault(rid, []):
                     folders[rid].append(f.parent)
@@ -230,7 +271,9 @@ def ingest_file_task(store: str, path: str, run_id: str) -> dict[str, Any]:
     """
     logger = get_run_logger()
     with library_logs():
-        res = _ingest_file(Store.open(Path(store)), Path(path), run_id=run_id)
+        # follow: a final line without newline is still being written; it waits for the next
+        # cycle (as `ingest --follow`), so it is never read cut and then again whole.
+        res = _ingest_file(Store.open(Path(store)), Path(path), run_id=run_id, follow=True)
     if res.status == STATUS_ERROR:
         logger.warning("%s: %s", res.path, res.message)
     else:

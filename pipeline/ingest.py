@@ -3,6 +3,33 @@
 One file is one batch: parsed chunk by chunk into staged Parquet (bounded memory), then
 committed atomically (see ``pipeline.store``). A file that fails leaves nothing behind and
 does not stop the others.
+
+Exactly once, by content (schema 1.3). A batch records the SHA-256 of the content it covers,
+``[0, byte_end)`` of the decompressed stream, and of its first :data:`HEAD_BYTES` bytes. A
+file to ingest is hashed in one streaming pass; the committed batch of the run (of any path)
+whose content this file's content starts with is found by the head fingerprint and checked by
+the full prefix hash. The file then adds only what lies beyond that batch: a renamed file, a
+rotated copy (plain or compressed), a ``.gz`` recompressed with more content or with a member
+appended, all continue where the stored content ends (resumable parsers, with their saved
+state), or are skipped when nothing is new (other parsers skip identical content and read
+changed content whole). Live logs: with ``follow`` (``ingest --follow`` and every ``serve``
+cycle) a final line without newline waits for the next ingest; without it, the cut line is
+rejected and the batch records where its complete lines ended (``resume_end``) and the parser
+state there, so once the line is complete it is read from its start and nothing is stored
+twice (the earlier reject is the cut line's only other trace).
+
+Policy for files that change otherwise. Content versions accumulate; the store is the
+archive of what was logged:
+
+- a truncated file (shrank, e.g. ``copytruncate``) and a replaced file (different content at
+  the same path) are read as new content; what was stored from their earlier content stays;
+- a deleted file's rows stay;
+- a file whose content was already stored (under any name, compressed or not) adds nothing.
+
+To drop a run, delete its folders ``tables/*/<run_id>/`` (the commit log
+``tables/ingested_files/<run_id>/`` included), ``runs/<run_id>/`` and its files
+``marts/*/<run_id>.parquet`` and ``model_inputs/*/<run_id>.parquet``, then re-ingest what
+should stay.
 """
 
 from __future__ import annotations
@@ -11,6 +38,7 @@ import errno
 import hashlib
 import json
 import logging
+import lzma
 import multiprocessing
 import os
 import sys
@@ -19,9 +47,10 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import polars as pl
+import zstandard
 
 from parsers._io import Source
 from parsers.registry import (
@@ -36,7 +65,7 @@ from parsers.registry import (
 from parsers.schema import DATA_TABLES, SCHEMA_VERSION
 from pipeline import run_config as rc
 from pipeline.fs_policy import check_file, not_regular, symlink_problem
-from pipeline.store import Store, StoreError, batch_id_for, validate_run_id
+from pipeline.store import RunIndex, Store, StoreError, batch_id_for, validate_run_id
 
 log = logging.getLogger(__name__)
 
@@ -213,21 +242,6 @@ def prefix_sha256s(path: Path, cuts: Sequence[int | None], *, start: int = 0) ->
     return [o or "" for o in out]
 
 
-def _last_newline_end(path: Path, start: int, end: int) -> int:
-    """Offset just after the last ``\\n`` in ``[start, end)``, or ``start`` if there is none."""
-    step = 64 * 1024
-    with path.open("rb") as fh:
-        hi = end
-        while hi > start:
-            lo = max(start, hi - step)
-            fh.seek(lo)
-            k = fh.read(hi - lo).rfind(b"\n")
-            if k >= 0:
-                return lo + k + 1
-            hi = lo
-    return start
-
-
 def _size_or_zero(path: Path) -> int:
     try:
         return path.stat().st_size
@@ -235,76 +249,330 @@ def _size_or_zero(path: Path) -> int:
         return 0
 
 
-def _byte_at(path: Path, offset: int) -> bytes:
-    with path.open("rb") as fh:
-        fh.seek(offset)
-        return fh.read(1)
+HEAD_BYTES = 4096
+"""Bytes of (decompressed) content fingerprinted per batch (``head_sha256``): a new file is
+compared in full only with the batches whose content starts like it."""
+
+_READ = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class _OffsetSource(Source):
+    """A :class:`Source` that can start at an offset of a compressed file too.
+
+    Why: a rotated, compressed copy of a log continues where the plain log's last batch ended;
+    a decompressed stream cannot seek, so the bytes before the offset are read and dropped.
+    """
+
+    def open(self) -> BinaryIO:
+        """The decompressed stream positioned at ``start_offset``."""
+        if not self.start_offset or self.compression is None:
+            return super().open()
+        fh = Source(self.path, identity=self.identity).open()
+        left = self.start_offset
+        while left > 0:
+            data = fh.read(min(left, _READ))
+            if not data:
+                break
+            left -= len(data)
+        return fh
+
+
+class _PrefixHasher:
+    """SHA-256 of a stream's prefixes: at given cuts and at the end of its last complete line."""
+
+    def __init__(self, cuts: Iterable[int]) -> None:
+        self._h = hashlib.sha256()
+        self.pos = 0
+        self._cuts = sorted({c for c in cuts if c >= 0}, reverse=True)
+        self.at: dict[int, str] = {}
+        self.before: dict[int, bytes] = {}
+        self.line_end = 0
+        self.line_sha = self._h.hexdigest()
+
+    def add_cuts(self, cuts: Iterable[int]) -> None:
+        """More cuts (ahead of the current position)."""
+        self._cuts = sorted({*self._cuts, *(c for c in cuts if c >= self.pos)}, reverse=True)
+
+    def update(self, data: bytes) -> None:
+        """Hash ``data``, taking digests at the cuts and the last newline inside it."""
+        end = self.pos + len(data)
+        marks: list[int] = []
+        while self._cuts and self._cuts[-1] <= end:
+            marks.append(self._cuts.pop())
+        nl = data.rfind(b"\n")
+        if nl >= 0:
+            marks.append(self.pos + nl + 1)
+        i = 0
+        view = memoryview(data)
+        for m in sorted(set(marks)):
+            k = m - self.pos
+            if k > i:
+                self._h.update(view[i:k])
+                i = k
+            digest = self._h.hexdigest()
+            if nl >= 0 and m == self.pos + nl + 1:
+                self.line_end, self.line_sha = m, digest
+            self.at[m] = digest
+            self.before[m] = bytes(view[k - 1 : k]) if k > 0 else b""
+        self._h.update(view[i:])
+        self.pos = end
+
+    def sha(self) -> str:
+        """Digest of everything hashed."""
+        return self._h.hexdigest()
+
+
+def _open_content(
+    path: Path, compressed: bool, identity: tuple[int, int] | None = None
+) -> BinaryIO:
+    """The file's content stream (decompressed), opened under the file policy: it must be the
+    very file that was checked (``identity``, see ``pipeline.fs_policy``)."""
+    del compressed  # Source.open decompresses what is compressed and reads the rest as is
+    return Source(path, identity=identity).open()
+
+
+def _head_digests(first: bytes, lengths: Iterable[int]) -> dict[int, str]:
+    """SHA-256 of ``first[:n]`` for each ``n`` (one incremental pass)."""
+    h = hashlib.sha256()
+    out: dict[int, str] = {}
+    pos = 0
+    for n in sorted({n for n in lengths if 0 <= n <= len(first)}):
+        h.update(first[pos:n])
+        pos = n
+        out[n] = h.hexdigest()
+    return out
+
+
+@dataclass
+class _Scan:
+    """One streaming pass over a file's (decompressed) content."""
+
+    length: int
+    sha: str
+    line_end: int
+    line_sha: str
+    first: bytes
+    at: dict[int, str]
+    before: dict[int, bytes]
+    candidates: list[dict[str, Any]]
+
+    def head(self, end: int) -> tuple[int, str]:
+        """(head_bytes, head_sha256) of the content range [0, end)."""
+        n = min(HEAD_BYTES, end)
+        return n, hashlib.sha256(self.first[:n]).hexdigest()
+
+
+def _scan(
+    path: Path,
+    compressed: bool,
+    index: RunIndex,
+    same_path: str,
+    identity: tuple[int, int] | None = None,
+) -> _Scan:
+    """Hash ``path``'s content once and find the committed batches it may continue.
+
+    The first :data:`HEAD_BYTES` are fingerprinted at every head length the run's index
+    holds; the batches whose fingerprint matches (and batches of the same path written before
+    schema 1.3, which have none) become candidates, and the hash of the content up to each
+    candidate's ``byte_end`` is taken in the same pass so :func:`_plan` can verify them.
+    """
+    hasher = _PrefixHasher(())
+    first = bytearray()
+    candidates: list[dict[str, Any]] = []
+    with _open_content(path, compressed, identity) as fh:
+        while len(first) < HEAD_BYTES:
+            piece = fh.read(HEAD_BYTES - len(first))
+            if not piece:
+                break
+            first += piece
+        heads = _head_digests(bytes(first), index.head_lens)
+        for n, digest in heads.items():
+            candidates.extend(index.by_head(n, digest))
+        candidates.extend(r for r in index.legacy if r.get("path") == same_path)
+        hasher.add_cuts(int(r.get("byte_end") or 0) for r in candidates)
+        hasher.update(bytes(first))
+        while True:
+            data = fh.read(_READ)
+            if not data:
+                break
+            hasher.update(data)
+    return _Scan(
+        length=hasher.pos,
+        sha=hasher.sha(),
+        line_end=hasher.line_end,
+        line_sha=hasher.line_sha,
+        first=bytes(first),
+        at=hasher.at,
+        before=hasher.before,
+        candidates=candidates,
+    )
+
+
+def _prefix_sha(
+    path: Path, compressed: bool, n: int, identity: tuple[int, int] | None = None
+) -> str:
+    """SHA-256 of the first ``n`` bytes of ``path``'s content ('' if it is shorter)."""
+    h = hashlib.sha256()
+    left = n
+    with _open_content(path, compressed, identity) as fh:
+        while left > 0:
+            data = fh.read(min(left, _READ))
+            if not data:
+                return ""
+            h.update(data)
+            left -= len(data)
+    return h.hexdigest()
 
 
 @dataclass
 class _Plan:
-    """What part of a file an ingest reads, and why."""
+    """What part of a file's content an ingest reads, and why."""
 
     start: int = 0
     end: int = 0
+    line_end: int = 0
     first_line_no: int = 1
     sha: str = ""
-    head: dict[str, Any] | None = None
+    head_bytes: int = 0
+    head_sha: str = ""
+    prev: dict[str, Any] | None = None
     resume: dict[str, Any] | None = None
     rebuild_state: bool = False
     note: str | None = None
     skip: str | None = None
+    seen: int = 0
+    unreadable: bool = False
 
 
 def _plan(
-    store: Store, path: Path, size: int, parser: Parser, run_id: str, *, plain: bool, follow: bool
+    store: Store,
+    path: Path,
+    parser: Parser,
+    run_id: str,
+    *,
+    plain: bool,
+    follow: bool,
+    identity: tuple[int, int] | None = None,
 ) -> _Plan:
-    """Decide the byte range to ingest from the file's last commit in this run.
+    """Decide the content range to ingest, from what this run's commit log already holds.
 
-    A plain text file read by a resumable parser continues at the stored ``byte_end`` if the
-    stored prefix is unchanged; a file that shrank, was rewritten, or whose last ingest ended
-    in a cut line that has since grown is read again from the start as new content.
-    Compressed files and other formats are read whole, and only when their content changed.
-    With ``follow``, a final line without newline waits for the next ingest.
+    Content identity, not paths: the batch this file continues is the committed batch (of
+    any path) with the longest ``[0, byte_end)`` whose hash equals this file's content up to
+    there (found by the head fingerprint, see :func:`_scan`). So a renamed, rotated or
+    compressed copy of a stored log adds only what is new. A resumable parser continues at
+    that batch's ``resume_end`` with its parser state; other parsers skip identical content
+    and read changed content whole. A batch that ended in a cut line is continued from the
+    start of that line once the line is complete. With ``follow`` (plain files), a final
+    line without newline waits for the next ingest. See the module docstring for the policy
+    on truncated, replaced and deleted files.
     """
-    plan = _Plan(end=size)
-    plan.head = store.path_head(run_id, str(path))
-    incremental = plain and is_resumable(parser)
-    if incremental and follow:
-        plan.end = _last_newline_end(path, 0, size)
-    head = plan.head
-    if head is not None and incremental:
-        prev_end = int(head["byte_end"] or 0)
-        if size < prev_end:
-            plan.note = f"file shrank below the {prev_end} bytes stored: ingested as new content"
+    index = store.index(run_id)
+    plan = _Plan(seen=len(index.rows))
+    compressed = not plain
+    if compressed and index.legacy:
+        raw = file_sha256(path)  # rows before schema 1.3 hashed the compressed bytes
+        if any(r.get("sha256") == raw for r in index.legacy):
+            plan.skip = ""
+            return plan
+    scan = _scan(path, compressed, index, str(path), identity)
+    resumable = is_resumable(parser)
+    live = follow and plain and resumable
+    end = scan.line_end if live else scan.length
+    verified = [
+        r
+        for r in scan.candidates
+        if r.get("format") == parser.name
+        and int(r.get("byte_end") or 0) <= scan.length
+        and scan.at.get(int(r.get("byte_end") or 0)) == r.get("sha256")
+    ]
+    best = max(verified, key=_row_order, default=None)
+    if best is not None:
+        best = index.fresh(best)
+    same = index.path_head(str(path))
+    if best is not None and resumable:
+        be = int(best.get("byte_end") or 0)
+        resume_end = best.get("resume_end")
+        if resume_end is None and be > 0 and scan.before.get(be) != b"\n":
+            best = None  # a batch before 1.3 that ended in a cut line: cannot continue it
         else:
-            if follow:
-                plan.end = _last_newline_end(path, prev_end, size)
-            old, new = prefix_sha256s(path, [prev_end, plan.end])
-            if old != head["sha256"]:
-                plan.note = "file rewritten since its last ingest: ingested as new content"
-            elif plan.end == prev_end:
-                plan.skip = "no new complete line since the last ingest" if size > prev_end else ""
+            re_ = be if resume_end is None else int(resume_end)
+            if end <= be or (re_ < be and scan.line_end <= re_):
+                plan.skip = "no new complete line since the last ingest" if scan.length > be else ""
+                if plan.skip == "" and str(best.get("path")) != str(path):
+                    plan.skip = f"same content as {best.get('path')}"
                 return plan
-            elif prev_end > 0 and _byte_at(path, prev_end - 1) != b"\n":
+            cut_before = re_ < be
+            plan.start, plan.end, plan.prev = re_, end, best
+            plan.first_line_no = (
+                int(best.get("first_line_no") or 1)
+                + int(best.get("lines_total") or 0)
+                - (1 if cut_before else 0)
+            )
+            state = best.get("parser_state")
+            plan.resume = json.loads(state) if state else None
+            plan.rebuild_state = state is None and re_ > 0
+    elif best is not None:
+        if int(best.get("byte_start") or 0) == 0 and int(best.get("byte_end") or 0) == end:
+            plan.skip = (
+                "" if str(best.get("path")) == str(path) else f"same content as {best.get('path')}"
+            )
+            return plan
+        best = None
+    if plan.prev is None:
+        if live and end == 0 and scan.length > 0:
+            plan.skip = "no complete line yet"
+            return plan
+        plan.start, plan.end = 0, end
+        if same is not None:
+            prev_end = int(same.get("byte_end") or 0)
+            if not resumable:
+                plan.note = "file changed since its last ingest: ingested as new content"
+            elif scan.length < prev_end:
                 plan.note = (
-                    "the last ingest ended in a line without newline that has grown since: "
-                    "ingested as new content"
+                    f"file shrank below the {prev_end} bytes stored: ingested as new content"
                 )
             else:
-                plan.start, plan.sha = prev_end, new
-                plan.first_line_no = int(head["first_line_no"] or 1) + int(head["lines_total"] or 0)
-                state = head.get("parser_state")
-                plan.resume = json.loads(state) if state else None
-                plan.rebuild_state = state is None
-                return plan
-    if incremental and plan.end == 0 and size > 0:
-        plan.skip = "no complete line yet"
-        return plan
-    plan.sha = file_sha256(path, 0, plan.end)
-    if head is not None and plan.note is None and head["sha256"] != plan.sha:
-        plan.note = "file changed since its last ingest: ingested as new content"
+                plan.note = "file rewritten since its last ingest: ingested as new content"
+    plan.line_end = min(max(scan.line_end, plan.start), plan.end) if resumable else plan.end
+    plan.sha = scan.sha if plan.end == scan.length else scan.line_sha
+    plan.head_bytes, plan.head_sha = scan.head(plan.end)
     return plan
+
+
+def _row_order(row: dict[str, Any]) -> tuple[int, datetime]:
+    at = row.get("ingested_at") or datetime.min.replace(tzinfo=UTC)
+    return int(row.get("byte_end") or 0), at
+
+
+def _conflict_check(
+    plan: _Plan, path: Path, compressed: bool, identity: tuple[int, int] | None = None
+) -> Callable[[dict[str, Any]], bool]:
+    """Whether a batch committed since ``plan`` was made stores what this batch would.
+
+    A batch continuing the same batch, or one from byte 0 whose content this file's content
+    starts with (or, for the same path, that covers it), makes this batch a duplicate: two
+    concurrent ingests of a growing or copied log never store overlapping ranges.
+    """
+    prev_id = plan.prev["batch_id"] if plan.prev is not None else None
+
+    def conflicts(row: dict[str, Any]) -> bool:
+        if prev_id is not None:
+            return row.get("prev_batch_id") == prev_id
+        if int(row.get("byte_start") or 0) != 0 or row.get("head_sha256") is None:
+            return False
+        n = int(row.get("head_bytes") or 0)
+        if n > plan.end:
+            return False
+        mine = plan.head_sha if n == plan.head_bytes else _prefix_sha(path, compressed, n, identity)
+        if mine != row.get("head_sha256"):
+            return False
+        be = int(row.get("byte_end") or 0)
+        if be > plan.end:
+            return str(row.get("path")) == str(path)
+        return _prefix_sha(path, compressed, be, identity) == row.get("sha256")
+
+    return conflicts
 
 
 def ingest_file(
@@ -371,43 +639,80 @@ def ingest_file(
         parser = found
 
     plain = source.compression is None
-    plan = _plan(store, source.path, size, parser, run_id, plain=plain, follow=follow)
+    try:
+        plan = _plan(
+            store,
+            source.path,
+            parser,
+            run_id,
+            plain=plain,
+            follow=follow,
+            identity=source.identity,
+        )
+    except ParseError as exc:  # swapped for a symlink, another file or a non-regular file
+        return FileResult(shown, STATUS_ERROR, format=parser.name, bytes=size, message=exc.message)
+    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError):
+        # Unreadable content (a truncated or bomb stream): the parser reports why, below.
+        plan = _Plan(end=size, line_end=size, sha=file_sha256(source.path), unreadable=True)
     if plan.skip is not None:
         return FileResult(
             shown, STATUS_SKIPPED, format=parser.name, bytes=size, message=plan.skip or None
         )
     batch_id = batch_id_for(run_id, plan.sha, plan.start, plan.end, parser.name)
+    stored = store.index(run_id, refresh=False).by_sha(plan.sha)  # refreshed by _plan
     if store.is_committed(run_id, batch_id) or (
-        plan.start == 0 and store.has_content(run_id, plan.sha)
+        plan.start == 0 and any(r.get("byte_start") in (0, None) for r in stored)
     ):
         return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
-    if plain:
-        source = Source(source.path, plan.start, plan.end, plan.first_line_no, source.identity)
     resumable = is_resumable(parser)
+    # A resumable parse of a range whose last line is cut runs in two parts: the complete
+    # lines (whose end state is stored, so the next ingest continues from there once the line
+    # is complete) and the cut line alone (a reject).
+    cut_tail = resumable and plan.line_end < plan.end
+    parts: list[tuple[int, int]] = []
+    if not cut_tail or plan.line_end > plan.start:
+        parts.append((plan.start, plan.line_end if cut_tail else plan.end))
+    if cut_tail:
+        parts.append((plan.line_end, plan.end))
 
     batch = store.begin(run_id, batch_id)
     counts = LineCounts()
     warnings: list[str] = []
     reasons: dict[str, int] = {}
-    state: dict[str, Any] | None = None
+    state: dict[str, Any] | None = plan.resume
     try:
         if plan.rebuild_state:  # stored by a commscope without parser state: re-derive it
-            plan.resume = _state_of(
-                parser, Source(source.path, 0, plan.start, identity=source.identity), run_id, rank
+            state = _state_of(
+                parser,
+                _OffsetSource(source.path, 0, plan.start, identity=source.identity),
+                run_id,
+                rank,
             )
             warnings.append("parser state rebuilt from the stored prefix (older store)")
-        kwargs: dict[str, Any] = {"resume": plan.resume} if resumable else {}
-        for chunk in parser.parse(source, run_id=run_id, rank=rank, **kwargs):
-            counts += chunk.counts
-            warnings.extend(chunk.warnings)
-            if chunk.state is not None:
-                state = chunk.state
-            for table, df in chunk.tables.items():
-                batch.write(
-                    table, _fill_provenance(df, table, run_id, str(source.path), parser.name)
-                )
-                if table == "rejects" and df.height and "reason" in df.columns:
-                    _count_reasons(reasons, df)
+        kept_state = state  # the state at the end of the complete lines
+        line_no = plan.first_line_no
+        for lo, hi in parts:
+            part = _OffsetSource(
+                source.path, lo, None if plan.unreadable else hi, line_no, source.identity
+            )
+            kwargs: dict[str, Any] = {"resume": state} if resumable else {}
+            part_lines = 0
+            for chunk in parser.parse(part, run_id=run_id, rank=rank, **kwargs):
+                counts += chunk.counts
+                part_lines += chunk.counts.total
+                warnings.extend(chunk.warnings)
+                if chunk.state is not None:
+                    state = chunk.state
+                for table, df in chunk.tables.items():
+                    batch.write(
+                        table, _fill_provenance(df, table, run_id, str(source.path), parser.name)
+                    )
+                    if table == "rejects" and df.height and "reason" in df.columns:
+                        _count_reasons(reasons, df)
+            line_no += part_lines
+            if not (cut_tail and hi == plan.end):
+                kept_state = state
+        state = kept_state
     except ParseError as exc:
         batch.abort()
         return FileResult(
@@ -447,6 +752,15 @@ def ingest_file(
             bytes=size,
             message="file shrank while it was read: nothing stored (ingest it again)",
         )
+    if plan.unreadable:  # its content failed to read before, but not in the parser now
+        batch.abort()
+        return FileResult(
+            shown,
+            STATUS_ERROR,
+            format=parser.name,
+            bytes=size,
+            message="content changed while it was read: nothing stored (ingest it again)",
+        )
     if not counts.balanced:
         batch.abort()
         return FileResult(
@@ -456,6 +770,7 @@ def ingest_file(
             bytes=size,
             message=f"line accounting does not balance: {counts} (parser bug)",
         )
+    resume_end = plan.line_end if cut_tail else plan.end
     try:
         committed = batch.commit(
             {
@@ -476,8 +791,13 @@ def ingest_file(
                 "warnings": "\n".join(warnings) or None,
                 "ingested_at": datetime.now(UTC),
                 "parser_state": json.dumps(state, separators=(",", ":")) if state else None,
+                "head_bytes": plan.head_bytes if plan.head_sha else None,
+                "head_sha256": plan.head_sha or None,
+                "resume_end": resume_end,
+                "prev_batch_id": plan.prev["batch_id"] if plan.prev is not None else None,
             },
-            expect_head=plan.head["batch_id"] if plan.head is not None else None,
+            seen=plan.seen,
+            conflicts=_conflict_check(plan, source.path, not plain, source.identity),
         )
     except OSError as exc:
         batch.abort()
@@ -495,8 +815,10 @@ def ingest_file(
     for w in warnings:
         log.info("%s: %s", shown, w)
     message = plan.note
-    if plan.start > 0:
+    if plan.prev is not None:
         message = f"appended: bytes {plan.start}-{plan.end}, lines from {plan.first_line_no}"
+        if str(plan.prev.get("path")) != str(source.path):
+            message += f" (continues {plan.prev.get('path')})"
     return FileResult(
         shown,
         STATUS_OK,

@@ -19,7 +19,14 @@ Guarantees:
   committed batches, so a killed ingest leaves nothing half-visible.
 * **Exactly once.** A batch id is derived from (run, content hash, byte range); the commit checks
   the log under an exclusive file lock, so concurrent or repeated ingests of the same bytes add
-  nothing twice. A re-run after a crash rewrites the same file names, so orphans are replaced.
+  nothing twice, and a batch that continues a batch another ingest continued meanwhile, or whose
+  content another ingest stored meanwhile, is dropped. Content identity across paths (renames,
+  rotation, compression) is decided in ``pipeline.ingest``. A re-run after a crash rewrites the
+  same file names, so orphans are replaced.
+* **A failed commit stores nothing.** If the commit-log row cannot be written (disk full, no
+  inodes), the batch's data files are moved back out of ``tables/`` before the error is raised.
+* **Per-file cost.** Each run's commit log is indexed in memory (:class:`RunIndex`) and updated
+  by reading only the log files written since, so ingesting a file does not re-read the log.
 * **Atomic derive.** A derive writes every mart and model input of a run as a new generation
   beside the published one, then publishes it by one ``os.replace`` of ``derived/<run_id>.
   parquet`` (which also records the commit-log snapshot it was derived from). Views and readers
@@ -38,11 +45,13 @@ import os
 import re
 import secrets
 import shutil
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -280,26 +289,33 @@ class Store:
         """True if this batch of this run is already in the commit log."""
         return (self.tables_dir / "ingested_files" / run_id / f"{batch_id}.parquet").exists()
 
+    def index(self, run_id: str, *, refresh: bool = True) -> RunIndex:
+        """This run's commit-log index, brought up to date (only new log files are read).
+
+        Why: every ingested file looks up its path's head and its content in the commit log;
+        re-reading the whole log per file made a run of n files cost O(n^2). ``refresh=False``
+        skips the folder listing when the caller refreshed it moments ago.
+        """
+        key = (str(self.root), run_id)
+        with _INDEX_LOCK:
+            idx = _INDEXES.get(key)
+            if idx is None:
+                idx = _INDEXES[key] = RunIndex(self.tables_dir / "ingested_files" / run_id)
+                refresh = True
+        if refresh:
+            idx.refresh()
+        return idx
+
     def path_head(self, run_id: str, path: str) -> dict[str, object] | None:
         """The latest committed batch of ``path`` in this run (its commit-log row), or None.
 
-        Why: an incremental ingest continues after this batch's ``byte_end``, and a commit
-        checks that the head did not move meanwhile (see :meth:`Batch.commit`).
+        Why: an incremental ingest reports how a file changed since its last batch.
         """
-        log = self.committed(run_id)
-        if log.is_empty():
-            return None
-        rows = log.filter(pl.col("path") == path)
-        if rows.is_empty():
-            return None
-        return rows.sort("ingested_at", "byte_end", nulls_last=False).row(-1, named=True)
+        return self.index(run_id).path_head(path)
 
     def has_content(self, run_id: str, sha256: str) -> bool:
-        """True if a full-file batch with this content hash is committed in this run."""
-        log = self.committed(run_id)
-        if log.is_empty():
-            return False
-        return bool(log.filter(pl.col("sha256") == sha256).height)
+        """True if a batch from byte 0 with this content hash is committed in this run."""
+        return any(r.get("byte_start") in (0, None) for r in self.index(run_id).by_sha(sha256))
 
     # ------------------------------------------------------------------ batches
 
@@ -855,19 +871,31 @@ class Batch:
                 w.close()
         shutil.rmtree(self.staging, ignore_errors=True)
 
-    def commit(self, log_row: dict[str, object], *, expect_head: object = ANY_HEAD) -> bool:
+    def commit(
+        self,
+        log_row: dict[str, object],
+        *,
+        expect_head: object = ANY_HEAD,
+        seen: int | None = None,
+        conflicts: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> bool:
         """Publish the batch; return False (and drop it) if it was already committed.
 
         Data files are moved into place first, then the commit-log row is written with one
-        atomic rename: that rename is the moment the batch becomes visible.
+        atomic rename: that rename is the moment the batch becomes visible. If that write
+        fails (disk full, no inodes left), the data files are taken back out of ``tables/``
+        before the error propagates, so the store is as it was.
 
         Args:
             log_row: the commit-log row (``ingested_at`` is set here, under the lock, so that
                 the order of commits of one path is the order of their timestamps).
             expect_head: the batch id (or None: no batch) that was the latest commit of
                 ``log_row["path"]`` in this run when the batch was planned; if another ingest
-                committed that path since, the batch is dropped (compare-and-swap), so two
-                concurrent ingests of a growing file never store overlapping ranges.
+                committed that path since, the batch is dropped (compare-and-swap).
+            seen: how many rows this run's :class:`RunIndex` held when the batch was planned.
+            conflicts: called under the lock on each row committed since ``seen``; True
+                drops this batch (another ingest stored the same content meanwhile, so two
+                concurrent ingests of a growing or copied log never store overlapping ranges).
         """
         for w in self._writers.values():
             w.close()
@@ -881,6 +909,11 @@ class Batch:
                 if (head["batch_id"] if head is not None else None) != expect_head:
                     shutil.rmtree(self.staging, ignore_errors=True)
                     return False
+            if seen is not None and conflicts is not None:
+                newer = self.store.index(self.run_id).since(seen)
+                if any(conflicts(r) for r in newer):
+                    shutil.rmtree(self.staging, ignore_errors=True)
+                    return False
             log_row = {**log_row, "ingested_at": datetime.now(UTC)}
             sha = log_row.get("sha256")
             if (
@@ -890,19 +923,147 @@ class Batch:
             ):
                 shutil.rmtree(self.staging, ignore_errors=True)
                 return False
-            for f in sorted(self.staging.glob("*.parquet")):
-                dest_dir = self.store.tables_dir / f.stem / self.run_id
+            moved: list[tuple[Path, Path]] = []
+            log_tmp: Path | None = None
+            try:
+                for f in sorted(self.staging.glob("*.parquet")):
+                    dest_dir = self.store.tables_dir / f.stem / self.run_id
+                    dest_dir.mkdir(parents=True, exist_ok=True)
+                    _fsync_file(f)
+                    dest = dest_dir / f"{self.batch_id}.parquet"
+                    f.replace(dest)
+                    moved.append((dest, f))
+                    _fsync_dir(dest_dir)
+                log = pl.DataFrame([{**log_row, "run_id": self.run_id, "batch_id": self.batch_id}])
+                dest_dir = self.store.tables_dir / "ingested_files" / self.run_id
                 dest_dir.mkdir(parents=True, exist_ok=True)
-                _fsync_file(f)
-                f.replace(dest_dir / f"{self.batch_id}.parquet")
-                _fsync_dir(dest_dir)
-            log = pl.DataFrame([{**log_row, "run_id": self.run_id, "batch_id": self.batch_id}])
-            dest_dir = self.store.tables_dir / "ingested_files" / self.run_id
-            dest_dir.mkdir(parents=True, exist_ok=True)
-            _write_atomic(conform(log, "ingested_files"), dest_dir / f"{self.batch_id}.parquet")
+                log_tmp = dest_dir / f".{self.batch_id}.parquet.{os.getpid()}.tmp"
+                _write_atomic(conform(log, "ingested_files"), dest_dir / f"{self.batch_id}.parquet")
+            except BaseException:
+                # Not committed: no data file of this batch may stay in tables/.
+                if log_tmp is not None:
+                    with contextlib.suppress(OSError):
+                        log_tmp.unlink(missing_ok=True)
+                for dest, back in moved:
+                    try:
+                        dest.replace(back)
+                    except OSError:
+                        dest.unlink(missing_ok=True)
+                raise
             shutil.rmtree(self.staging, ignore_errors=True)
         return True
 
+
+class RunIndex:
+    """The commit log of one run, indexed by path, content hash and head fingerprint.
+
+    Updated incrementally: :meth:`refresh` lists the run's commit-log folder and reads only
+    the files it has not seen (each log file is written once, by an atomic rename). Rows are
+    kept in the order this process learnt of them, so ``rows[n:]`` are the commits seen
+    after a moment when ``len(rows)`` was ``n`` (the commit check uses that).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._lock = threading.Lock()
+        self._names: set[str] = set()
+        self.rows: list[dict[str, Any]] = []
+        self._by_path: dict[str, dict[str, Any]] = {}
+        self._by_sha: dict[str, list[dict[str, Any]]] = {}
+        self._by_head: dict[tuple[int, str], list[dict[str, Any]]] = {}
+        self._prev: set[str] = set()
+        self.head_lens: set[int] = set()
+        self.legacy: list[dict[str, Any]] = []
+
+    def refresh(self) -> None:
+        """Read the commit-log files written since the last refresh (by any process)."""
+        with self._lock:
+            try:
+                names = {
+                    e.name
+                    for e in os.scandir(self.folder)
+                    if e.name.endswith(".parquet") and not e.name.startswith(".")
+                }
+            except FileNotFoundError:
+                names = set()
+            if not self._names <= names:  # log files vanished: the store was replaced
+                self.__init__(self.folder)  # type: ignore[misc]
+            for name in sorted(names - self._names):
+                try:
+                    frame = _commit_rows(self.folder / name)
+                except FileNotFoundError:
+                    continue
+                self._names.add(name)
+                for row in frame.to_dicts():
+                    self._add(row)
+
+    def _add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        path = str(row.get("path"))
+        old = self._by_path.get(path)
+        if old is None or _order(row) >= _order(old):
+            self._by_path[path] = row
+        if row.get("sha256"):
+            self._by_sha.setdefault(str(row["sha256"]), []).append(row)
+        if row.get("prev_batch_id"):
+            self._prev.add(str(row["prev_batch_id"]))
+        if row.get("head_sha256") and row.get("head_bytes") is not None:
+            key = (int(row["head_bytes"]), str(row["head_sha256"]))
+            self._by_head.setdefault(key, []).append(row)
+            self.head_lens.add(key[0])
+        else:
+            self.legacy.append(row)
+
+    def path_head(self, path: str) -> dict[str, Any] | None:
+        """The latest batch of ``path`` (by commit time, then byte_end), or None."""
+        with self._lock:
+            return self._by_path.get(path)
+
+    def by_sha(self, sha256: str) -> list[dict[str, Any]]:
+        """Batches whose content hash ([0, byte_end)) is ``sha256``."""
+        with self._lock:
+            return list(self._by_sha.get(sha256, ()))
+
+    def by_head(self, head_bytes: int, head_sha256: str) -> list[dict[str, Any]]:
+        """Batches whose content starts with these ``head_bytes`` bytes (by their SHA-256)."""
+        with self._lock:
+            return list(self._by_head.get((head_bytes, head_sha256), ()))
+
+    def continued(self, batch_id: str) -> bool:
+        """True if a committed batch continues from ``batch_id``."""
+        with self._lock:
+            return batch_id in self._prev
+
+    def fresh(self, row: dict[str, Any]) -> dict[str, Any]:
+        """``row`` as its commit-log file holds it now (re-read only if the file changed).
+
+        Why: log files are written once, but a repair or an older tool may rewrite one in
+        place; the batch an ingest continues from must be read as it is on disk.
+        """
+        try:
+            frame = _commit_rows(self.folder / f"{row['batch_id']}.parquet")
+        except FileNotFoundError:
+            return row
+        rows = frame.filter(pl.col("batch_id") == row["batch_id"]).to_dicts()
+        return rows[0] if rows else row
+
+    def since(self, n: int) -> list[dict[str, Any]]:
+        """Rows learnt after the index held ``n`` rows."""
+        with self._lock:
+            return self.rows[n:]
+
+
+def _order(row: dict[str, Any]) -> tuple[datetime, int]:
+    at = row.get("ingested_at") or datetime.min.replace(tzinfo=UTC)
+    return (at, int(row.get("byte_end") or 0))
+
+
+_INDEXES: dict[tuple[str, str], RunIndex] = {}
+"""Commit-log indexes of this process, by (store root, run id)."""
+_INDEX_LOCK = threading.Lock()
+
+COMMIT_LOG_READS = 0
+"""Commit-log files read from disk by this process (a work counter for tests)."""
 
 _COMMIT_ROWS: dict[tuple[str, int, int], pl.DataFrame] = {}
 """Commit-log files already read in this process, by (path, mtime_ns, size)."""
@@ -919,6 +1080,8 @@ def _commit_rows(path: Path) -> pl.DataFrame:
     key = (str(path), st.st_mtime_ns, st.st_size)
     rows = _COMMIT_ROWS.get(key)
     if rows is None:
+        global COMMIT_LOG_READS
+        COMMIT_LOG_READS += 1
         rows = _COMMIT_ROWS[key] = pl.read_parquet(path)
     return rows
 

@@ -67,13 +67,15 @@ def _watched(tmp: Path, shared_samples: Path, sample_traces: Path) -> Path:
 
 def test_discover_runs_layouts(tmp_path: Path) -> None:
     """Subfolder layout: one run per folder, stray files skipped; pattern layout: regex group."""
-    from pipeline.flows import discover_runs
+    from pipeline.flows import discover_runs, safe_run_id
 
     for rel in ("a/x.log", "a/sub/y.log", "b c/z.log", "stray.log", ".hidden/q.log"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text("x\n")
     runs, _, skipped = discover_runs([tmp_path])
-    assert {k: len(v) for k, v in runs.items()} == {"a": 2, "b_c": 1}
+    # "b c" is no valid run id: a readable slug plus a hash of the name (issue 23).
+    assert safe_run_id("b c").startswith("b_c-")
+    assert {k: len(v) for k, v in runs.items()} == {"a": 2, safe_run_id("b c"): 1}
     assert skipped == [str(tmp_path / "stray.log")]
     runs, _, skipped = discover_runs([tmp_path], "pattern", r"^(?P<run>[a-z]+)/")
     assert {k: len(v) for k, v in runs.items()} == {"a": 2}

@@ -158,7 +158,8 @@ def test_partial_last_line_waits_in_follow_mode(tmp_path: Path, shared_samples: 
     assert store.committed("r")["lines_total"].sum() == 699
 
 
-def test_cut_line_rejected_then_grown_is_new_content(tmp_path: Path, shared_samples: Path) -> None:
+def test_cut_line_rejected_then_grown_continues(tmp_path: Path, shared_samples: Path) -> None:
+    """Schema 1.3: a cut last line, once complete, is read from its start; nothing twice."""
     data = shared_samples.joinpath(*NCCL).read_bytes()
     live = tmp_path / "nccl.log"
     coll = [i + 1 for i, ln in enumerate(data.split(b"\n")) if b" opCount " in ln][300]
@@ -169,8 +170,9 @@ def test_cut_line_rejected_then_grown_is_new_content(tmp_path: Path, shared_samp
     assert first.counts.total == coll and first.counts.rejected == 1
     live.write_bytes(data)
     res = ingest_file(store, live, run_id="r")
-    assert res.status == "ingested" and "new content" in (res.message or "")
-    assert res.counts.total == _lines_in(data)
+    assert res.status == "ingested" and "appended" in (res.message or "")
+    assert res.counts.total == _lines_in(data) - coll + 1  # the completed line and the rest
+    assert res.counts.rejected == 0
 
 
 @pytest.mark.parametrize("change", ["rewritten", "shrank"])
