@@ -27,9 +27,9 @@ archive of what was logged:
 - a file whose content was already stored (under any name, compressed or not) adds nothing.
 
 To drop a run, delete its folders ``tables/*/<run_id>/`` (the commit log
-``tables/ingested_files/<run_id>/`` included), ``runs/<run_id>/`` and its files
-``marts/*/<run_id>.parquet`` and ``model_inputs/*/<run_id>.parquet``, then re-ingest what
-should stay.
+``tables/ingested_files/<run_id>/`` included), ``runs/<run_id>/``, ``marts/*/<run_id>/`` and
+``model_inputs/*/<run_id>/`` and its derive pointer ``derived/<run_id>.parquet``, then
+re-ingest what should stay.
 """
 
 from __future__ import annotations

@@ -138,16 +138,16 @@ def test_serve_does_not_walk_a_symlinked_run_folder_outside_the_watched_tree(
 
 def _swap_after_hash(monkeypatch: pytest.MonkeyPatch, path: Path, action: object) -> None:
     """Run ``action(path)`` once, after ingest checked and hashed the file, before parsing."""
-    original = ing.file_sha256
+    original = ing._scan  # the one content pass (hashes) before the parse
 
-    def hashed_then_swapped(p: Path, *a: object, **kw: object) -> str:
-        digest = original(p, *a, **kw)  # type: ignore[arg-type]
+    def hashed_then_swapped(p: Path, *a: object, **kw: object) -> object:
+        scanned = original(p, *a, **kw)  # type: ignore[arg-type]
         if not getattr(hashed_then_swapped, "done", False):
             hashed_then_swapped.done = True  # type: ignore[attr-defined]
             action(path)  # type: ignore[operator]
-        return digest
+        return scanned
 
-    monkeypatch.setattr(ing, "file_sha256", hashed_then_swapped)
+    monkeypatch.setattr(ing, "_scan", hashed_then_swapped)
 
 
 @pytest.mark.parametrize("swap_to", ["symlink", "other_file"])
