@@ -730,13 +730,10 @@ class Store:
         if not self.catalog_path.exists():
             return False
         try:
-            con = duckdb.connect(str(self.catalog_path), read_only=True)
-        except duckdb.Error as exc:
-            if _is_lock_error(exc):
-                raise CatalogBusyError(
-                    f"{self.catalog_path}: the catalog is open read-write by another process "
-                    "(a `commscope query --write` session?); try again when it ends"
-                ) from exc
+            con = self._open_catalog(read_only=True)
+        except CatalogBusyError:
+            raise
+        except duckdb.Error:
             return False
         try:
             row = con.execute("SELECT signature FROM _commscope_meta").fetchone()

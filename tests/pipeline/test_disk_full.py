@@ -25,15 +25,13 @@ SMALL = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 LARGE = "nccl_debug/nccltests_2.27.7_1proc_2gpu_allreduce.log"
 
 
-@pytest.fixture
-def tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 3 MB tmpfs mounted for the test (unmounted afterwards)."""
+def _mounted_tmpfs(mnt: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``mnt`` for the test (made writable again, unmounted)."""
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("needs root to mount a tmpfs")
-    mnt = tmp_path / "mnt"
     mnt.mkdir()
     r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mnt)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
         capture_output=True,
         text=True,
     )
@@ -42,7 +40,14 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
     try:
         yield mnt
     finally:
+        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=False, capture_output=True)
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.fixture
+def tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 3 MB tmpfs mounted for the test (unmounted afterwards)."""
+    yield from _mounted_tmpfs(tmp_path / "mnt", "3m")
 
 
 def _ingest(project_root: Path, store: Path, path: Path, run: str) -> subprocess.CompletedProcess:
@@ -158,22 +163,7 @@ SMALL_RANK1 = "nccl_debug/gfbench_2.20.5_2rank_normal_rank1_debugfile.txt"
 @pytest.fixture
 def tmpfs8(tmp_path: Path) -> Iterator[Path]:
     """An 8 MB tmpfs (room for a small store, its marts and catalog), unmounted afterwards."""
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("needs root to mount a tmpfs")
-    mnt = tmp_path / "mnt8"
-    mnt.mkdir()
-    r = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs: {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["mount", "-o", "remount,rw", str(mnt)], check=False, capture_output=True)
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
+    yield from _mounted_tmpfs(tmp_path / "mnt8", "8m")
 
 
 def _cli(project_root: Path, *args: str) -> subprocess.CompletedProcess:
