@@ -3,7 +3,7 @@
 Each vector is an adversarial input that used to cost memory or time growing with the input:
 one very long line, a decompression bomb, a log with very many communicators or topology
 lines, long runs of the characters a line regex backtracks over. Peak memory is measured in a
-child process (``ru_maxrss`` of that child only); time is bounded by counting what is kept or
+child process (its own ``VmHWM``: ``ru_maxrss`` survives ``exec`` and would report the parent's peak); time is bounded by counting what is kept or
 by comparing a regex's cost on two input sizes, with a generous hang guard, never by a
 wall-clock figure. All inputs are synthetic, generated here; the NCCL lines around them come
 from a real sample when ``../shared`` is present.
@@ -47,6 +47,17 @@ _CHILD = textwrap.dedent(
     from parsers._io import Source
     from parsers.registry import LineCounts, ParseError, load_all
 
+    def peak_mb():
+        # VmHWM is this process's own peak: ru_maxrss survives exec, so a child of a large
+        # pytest process would report the parent's size, not its own
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
     parser = load_all()[sys.argv[2]]
     counts, rejects, rows, state, err = LineCounts(), [], {}, None, None
     try:
@@ -63,7 +74,7 @@ _CHILD = textwrap.dedent(
         "counts": [counts.total, counts.parsed, counts.ignored, counts.rejected],
         "rejects": rejects[:20], "rows": rows, "error": err,
         "state_bytes": len(json.dumps(state)) if state else 0,
-        "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "rss_mb": peak_mb(),
     }))
     """
 )

@@ -264,7 +264,7 @@ def test_read_only_store_derive_is_clear_and_report_reads(
         pytest.skip(f"cannot remount read-only: {r.stderr.strip()}")
     files_before = _snapshot(store)
     r = _cli(project_root, "derive", "r", "--store", str(store))
-    line = _one_clear_line(r, "Read-only file system")
+    line = _one_clear_line(r, "store is read-only")  # the lock, before any work (fs_policy)
     assert str(store) in line
     # A derived run's report needs no write into the store: it is built.
     out = tmp_path / "r.html"
