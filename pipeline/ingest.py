@@ -177,7 +177,7 @@ def discover_checked(
                 if _skipped_name(name):
                     continue
                 f = Path(dirpath) / name
-                problem = _symlink_problem(f, tree)
+                problem = symlink_problem(f, tree)
                 if problem is not None:
                     errors.append(FileResult(str(f), STATUS_ERROR, message=problem))
                     continue
@@ -202,44 +202,17 @@ def _not_regular(f: Path) -> str | None:
         return exc.strerror or str(exc)
 
 
-def _symlink_problem(f: Path, tree: Path) -> str | None:
-    """Why a symlink met inside an input folder is not followed; None for anything else.
+def file_sha256(path: Path) -> str:
+    """SHA-256 of the raw (still compressed) bytes of ``path``.
 
-    Security default (:mod:`pipeline.fs_policy`, rule 2): inside a folder, only links that
-    resolve inside that folder are read, so an input tree cannot make commscope read (and
-    store) files elsewhere.
-    """
-    return symlink_problem(f, tree)
-
-
-def file_sha256(path: Path, start: int = 0, end: int | None = None) -> str:
-    """SHA-256 of the bytes of ``path`` in ``[start, end)``."""
-    return prefix_sha256s(path, [end], start=start)[0]
-
-
-def prefix_sha256s(path: Path, cuts: Sequence[int | None], *, start: int = 0) -> list[str]:
-    """SHA-256 of ``path``'s bytes ``[start, cut)`` for each cut, in one read of the file.
-
-    Why: an incremental ingest checks the stored prefix ``[0, byte_end)`` and needs the hash
-    of the new prefix ``[0, new_end)`` too; both come from one pass. ``None`` means the end.
+    Why: commit-log rows written before schema 1.3 hashed compressed files this way, and a
+    file whose content cannot be read still needs a batch id.
     """
     h = hashlib.sha256()
-    out: list[str | None] = [None] * len(cuts)
-    order = sorted(range(len(cuts)), key=lambda i: float("inf") if cuts[i] is None else cuts[i])
-    pos = start
     with path.open("rb") as fh:
-        fh.seek(start)
-        for i in order:
-            cut = cuts[i]
-            while cut is None or pos < cut:
-                n = 8 * 1024 * 1024 if cut is None else min(8 * 1024 * 1024, cut - pos)
-                data = fh.read(n)
-                if not data:
-                    break
-                h.update(data)
-                pos += len(data)
-            out[i] = h.copy().hexdigest()
-    return [o or "" for o in out]
+        while data := fh.read(8 * 1024 * 1024):
+            h.update(data)
+    return h.hexdigest()
 
 
 def _size_or_zero(path: Path) -> int:
@@ -323,12 +296,9 @@ class _PrefixHasher:
         return self._h.hexdigest()
 
 
-def _open_content(
-    path: Path, compressed: bool, identity: tuple[int, int] | None = None
-) -> BinaryIO:
+def _open_content(path: Path, identity: tuple[int, int] | None = None) -> BinaryIO:
     """The file's content stream (decompressed), opened under the file policy: it must be the
     very file that was checked (``identity``, see ``pipeline.fs_policy``)."""
-    del compressed  # Source.open decompresses what is compressed and reads the rest as is
     return Source(path, identity=identity).open()
 
 
@@ -365,7 +335,6 @@ class _Scan:
 
 def _scan(
     path: Path,
-    compressed: bool,
     index: RunIndex,
     same_path: str,
     identity: tuple[int, int] | None = None,
@@ -380,7 +349,7 @@ def _scan(
     hasher = _PrefixHasher(())
     first = bytearray()
     candidates: list[dict[str, Any]] = []
-    with _open_content(path, compressed, identity) as fh:
+    with _open_content(path, identity) as fh:
         while len(first) < HEAD_BYTES:
             piece = fh.read(HEAD_BYTES - len(first))
             if not piece:
@@ -409,13 +378,11 @@ def _scan(
     )
 
 
-def _prefix_sha(
-    path: Path, compressed: bool, n: int, identity: tuple[int, int] | None = None
-) -> str:
+def _prefix_sha(path: Path, n: int, identity: tuple[int, int] | None = None) -> str:
     """SHA-256 of the first ``n`` bytes of ``path``'s content ('' if it is shorter)."""
     h = hashlib.sha256()
     left = n
-    with _open_content(path, compressed, identity) as fh:
+    with _open_content(path, identity) as fh:
         while left > 0:
             data = fh.read(min(left, _READ))
             if not data:
@@ -475,7 +442,7 @@ def _plan(
         if any(r.get("sha256") == raw for r in index.legacy):
             plan.skip = ""
             return plan
-    scan = _scan(path, compressed, index, str(path), identity)
+    scan = _scan(path, index, str(path), identity)
     resumable = is_resumable(parser)
     live = follow and plain and resumable
     end = scan.line_end if live else scan.length
@@ -546,7 +513,7 @@ def _row_order(row: dict[str, Any]) -> tuple[int, datetime]:
 
 
 def _conflict_check(
-    plan: _Plan, path: Path, compressed: bool, identity: tuple[int, int] | None = None
+    plan: _Plan, path: Path, identity: tuple[int, int] | None = None
 ) -> Callable[[dict[str, Any]], bool]:
     """Whether a batch committed since ``plan`` was made stores what this batch would.
 
@@ -564,13 +531,13 @@ def _conflict_check(
         n = int(row.get("head_bytes") or 0)
         if n > plan.end:
             return False
-        mine = plan.head_sha if n == plan.head_bytes else _prefix_sha(path, compressed, n, identity)
+        mine = plan.head_sha if n == plan.head_bytes else _prefix_sha(path, n, identity)
         if mine != row.get("head_sha256"):
             return False
         be = int(row.get("byte_end") or 0)
         if be > plan.end:
             return str(row.get("path")) == str(path)
-        return _prefix_sha(path, compressed, be, identity) == row.get("sha256")
+        return _prefix_sha(path, be, identity) == row.get("sha256")
 
     return conflicts
 
@@ -797,7 +764,7 @@ def ingest_file(
                 "prev_batch_id": plan.prev["batch_id"] if plan.prev is not None else None,
             },
             seen=plan.seen,
-            conflicts=_conflict_check(plan, source.path, not plain, source.identity),
+            conflicts=_conflict_check(plan, source.path, source.identity),
         )
     except OSError as exc:
         batch.abort()

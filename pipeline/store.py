@@ -59,7 +59,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
-from pipeline.sql_names import UnsafeNameError, is_sql_name, quote_ident, quote_literal
+from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
@@ -305,13 +305,6 @@ class Store:
         if refresh:
             idx.refresh()
         return idx
-
-    def path_head(self, run_id: str, path: str) -> dict[str, object] | None:
-        """The latest committed batch of ``path`` in this run (its commit-log row), or None.
-
-        Why: an incremental ingest reports how a file changed since its last batch.
-        """
-        return self.index(run_id).path_head(path)
 
     def has_content(self, run_id: str, sha256: str) -> bool:
         """True if a batch from byte 0 with this content hash is committed in this run."""
@@ -583,11 +576,9 @@ class Store:
         (its files written, not published) is never seen. A store not yet migrated (no
         ``derived/``) is read in the pre-generation layout.
         """
-        try:
-            ident = quote_ident(name)
-        except UnsafeNameError as exc:
-            log.warning("catalog: skipped %s/%s: %s", base.name, name, exc)
+        if not _usable_name(name, base):
             return
+        ident = quote_ident(name)
         derived = self.derived_dir() / DERIVED_SCHEMA_FILE
         if not derived.exists():
             src = quote_literal(str(base / name / "*.parquet"))
@@ -613,7 +604,7 @@ class Store:
         """
         from pipeline.derive import empty_inputs, register_tables
 
-        written = {n for n in self.model_inputs() if _usable_name(n, self.model_inputs_dir())}
+        written = set(self.model_inputs())
         empty = {k: v for k, v in empty_inputs().items() if k not in written}
         register_tables(con, empty)
         for name in sorted(written):
@@ -832,10 +823,6 @@ def _is_lock_error(exc: duckdb.Error) -> bool:
     return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
-ANY_HEAD = object()
-"""Default of :meth:`Batch.commit`'s ``expect_head``: commit whatever the path's head is."""
-
-
 class Batch:
     """The Parquet files of one ingest batch, staged until :meth:`commit`."""
 
@@ -872,7 +859,6 @@ class Batch:
         self,
         log_row: dict[str, object],
         *,
-        expect_head: object = ANY_HEAD,
         seen: int | None = None,
         conflicts: Callable[[dict[str, Any]], bool] | None = None,
     ) -> bool:
@@ -886,9 +872,6 @@ class Batch:
         Args:
             log_row: the commit-log row (``ingested_at`` is set here, under the lock, so that
                 the order of commits of one path is the order of their timestamps).
-            expect_head: the batch id (or None: no batch) that was the latest commit of
-                ``log_row["path"]`` in this run when the batch was planned; if another ingest
-                committed that path since, the batch is dropped (compare-and-swap).
             seen: how many rows this run's :class:`RunIndex` held when the batch was planned.
             conflicts: called under the lock on each row committed since ``seen``; True
                 drops this batch (another ingest stored the same content meanwhile, so two
@@ -901,11 +884,6 @@ class Batch:
             if self.store.is_committed(self.run_id, self.batch_id):
                 shutil.rmtree(self.staging, ignore_errors=True)
                 return False
-            if expect_head is not ANY_HEAD:
-                head = self.store.path_head(self.run_id, str(log_row.get("path")))
-                if (head["batch_id"] if head is not None else None) != expect_head:
-                    shutil.rmtree(self.staging, ignore_errors=True)
-                    return False
             if seen is not None and conflicts is not None:
                 newer = self.store.index(self.run_id).since(seen)
                 if any(conflicts(r) for r in newer):
@@ -921,7 +899,6 @@ class Batch:
                 shutil.rmtree(self.staging, ignore_errors=True)
                 return False
             moved: list[tuple[Path, Path]] = []
-            log_tmp: Path | None = None
             try:
                 for f in sorted(self.staging.glob("*.parquet")):
                     dest_dir = self.store.tables_dir / f.stem / self.run_id
@@ -934,13 +911,10 @@ class Batch:
                 log = pl.DataFrame([{**log_row, "run_id": self.run_id, "batch_id": self.batch_id}])
                 dest_dir = self.store.tables_dir / "ingested_files" / self.run_id
                 dest_dir.mkdir(parents=True, exist_ok=True)
-                log_tmp = dest_dir / f".{self.batch_id}.parquet.{os.getpid()}.tmp"
                 _write_atomic(conform(log, "ingested_files"), dest_dir / f"{self.batch_id}.parquet")
             except BaseException:
-                # Not committed: no data file of this batch may stay in tables/.
-                if log_tmp is not None:
-                    with contextlib.suppress(OSError):
-                        log_tmp.unlink(missing_ok=True)
+                # Not committed: no data file of this batch may stay in tables/ (the log row's
+                # temp file is removed by _write_atomic).
                 for dest, back in moved:
                     try:
                         dest.replace(back)
@@ -1106,8 +1080,6 @@ def write_error(path: Path, exc: BaseException) -> StoreError:
     ``duckdb.IOException`` (DuckDB's own writes); users need the reason and the file, not a
     traceback. Other errors keep their text.
     """
-    import errno
-
     text = str(exc)
     code = getattr(exc, "errno", None)
     if code == errno.ENOSPC or "No space left on device" in text:
