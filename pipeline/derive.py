@@ -219,7 +219,7 @@ def connect_for_derive(
     """
     snap = snapshot if snapshot is not None else store.snapshot(run_id)
     con = duckdb.connect()
-    _limit_memory(con)
+    limit_memory(con)
     for name in TABLES:
         con.execute(
             f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM "
@@ -236,8 +236,8 @@ MEMORY_LIMIT_ENV = "COMMSCOPE_DERIVE_MEMORY_LIMIT"
 """Environment variable: DuckDB ``memory_limit`` for derive (e.g. ``8GB``); default 50% of RAM."""
 
 
-def _limit_memory(con: duckdb.DuckDBPyConnection) -> None:
-    """Cap derive's DuckDB memory and let it spill to a private temp folder.
+def limit_memory(con: duckdb.DuckDBPyConnection) -> None:
+    """Cap a DuckDB session's memory (derive, query) and let it spill to a private temp folder.
 
     Why: a 1024-rank run holds ~17 M calls and their intermediate tables; DuckDB's default cap
     (80% of RAM) starves other processes on a shared machine, and an in-memory connection would

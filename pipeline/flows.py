@@ -450,11 +450,6 @@ def ingest_logs(
     return summary
 
 
-def _has_marts(st: Store, run_id: str) -> bool:
-    """True if the run has a published set of marts."""
-    return bool(st.mart_files(run_id))
-
-
 def run_update_reason(
     st: Store, run_id: str, *, new_files: int, out: Path, report: bool = True
 ) -> str | None:

@@ -11,7 +11,7 @@ statement type alone. Layers, each enough on its own for the case it covers:
   statement is checked twice: by its statement type and by ``json_serialize_sql``, which only
   accepts SELECTs;
 * file access is confined to the folders holding the store's Parquet (``tables/``,
-  ``marts/``, ``model_inputs/``) with ``enable_external_access = false``, then the
+  ``marts/``, ``model_inputs/``, ``derived/``: ``Store.confine``) with ``enable_external_access = false``, then the
   configuration is locked: a query cannot read or write files elsewhere, and ``STORE.json``,
   the catalog and the commit log's neighbours are out of its reach. (DuckDB 2.0.0 has no
   setting that allows reading a folder but not writing it, which is why the statement check
@@ -135,9 +135,9 @@ def confine(con: duckdb.DuckDBPyConnection, store: Store) -> Path | None:
     catalog and (in stores made by older versions) Prefect's home, none of which a query
     needs to read.
     """
-    from pipeline.derive import _limit_memory
+    from pipeline.derive import limit_memory
 
-    _limit_memory(con)
+    limit_memory(con)
     row = con.execute("SELECT current_setting('temp_directory')").fetchone()
     spill = Path(str(row[0])) if row and row[0] else None
     store.confine(con)
