@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.3.0"
+SCHEMA_VERSION = "1.4.0"
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,35 @@ COMM_OPS = Table(
         Column("stream", STR, "CUDA stream as logged."),
         Column("cuda_dev", I32, "CUDA device index as logged in the line prefix."),
         Column("caller", STR, "Calling function (DeepSpeed comms logger debug mode)."),
+        Column(
+            "timing_source",
+            STR,
+            "Clock of ts_ns/dur_ns (issue 16): kernel (the GPU kernel(s) the call launched, "
+            "found by correlation / External id), cpu_range (the CPU op or nccl:/gloo: range: "
+            "only where no kernel exists, e.g. gloo or CPU-only runs), logged (the log's own "
+            "timing, DeepSpeed comms logger), none (no duration: NCCL debug lines, or a call "
+            "that launched nothing, which has no comm time and no bandwidth).",
+        ),
+        Column(
+            "launch_ts_ns",
+            I64,
+            "CPU time the call was issued (its CPU op or range start), ns on the same clock "
+            "as ts_ns; iteration attribution uses it (HTA rule), null when not recorded.",
+        ),
+        Column(
+            "group_source",
+            STR,
+            "Where group_size/comm_id came from: logged (the record names its group), "
+            "pg_config (the trace's distributedInfo.pg_config), inferred_default (a call on "
+            "the default group of a trace with world size W gets the W-rank world group), "
+            "null when unknown.",
+        ),
+        Column(
+            "kernel_count",
+            I32,
+            "GPU kernels merged into this call (DeepEP notify + data = one call), when "
+            "timing_source = kernel.",
+        ),
     ),
 )
 
@@ -269,6 +298,20 @@ KERNELS = Table(
         Column("dur_ns", I64, "Duration in ns.", required=True),
         Column("correlation", I64, "Launch correlation id."),
         Column("msg_bytes", I64, "Bytes moved (memcpy/memset; comm kernels when args say)."),
+        Column(
+            "launch_ts_ns",
+            I64,
+            "CPU start of the runtime call that launched it (cudaLaunchKernel, "
+            "hipExtModuleLaunchKernel, cudaMemcpyAsync, ...), matched by correlation id; null "
+            "when the trace has no launch event for it.",
+        ),
+        Column(
+            "iteration",
+            I32,
+            "Step (ProfilerStep#N / NVTX step) whose CPU window contains the launch (HTA "
+            "rule step.ts <= launch.ts < step.end), so a GPU running behind the CPU keeps its "
+            "work in the step that issued it; null when not launched inside any step.",
+        ),
         _SRC_FMT,
         _SRC_FILE,
         _SRC_LINE,
