@@ -11,11 +11,19 @@ Records (the ``total`` of the accounting) are the rows of ``CUPTI_ACTIVITY_KIND_
 * kernel/memcpy/memset rows → ``kernels`` (parsed), or ``rejects`` when ``end`` is NULL or
   before ``start``;
 * NVTX push/pop (eventType 59) and start/end (60) ranges → ``markers`` (parsed), NCCL-domain
-  ranges of data-moving API calls also → ``comm_ops``; a range with NULL or early ``end`` is
-  rejected, a range without any text is ignored;
+  ranges of data-moving API calls also → ``comm_ops``, timed by the kernels they launched
+  (:mod:`parsers._nsys_launch`); a range with NULL or early ``end`` is rejected, a range
+  without any text is ignored;
 * every other NVTX event (marks, domain/category/thread names, ...) → ignored.
 
 ``source_line`` (and ``rejects.line_no``) is the row's ``rowid`` in its table.
+
+Order of work: before any row is streamed, the step ranges and the NCCL call/group ranges are
+read (small: only NVTX ranges named like a step, and NCCL-domain ranges); each kernel batch is
+joined to its launching RUNTIME row in SQL (``kernels.launch_ts_ns``), given its step, and
+attributed to the call range containing its launch (a running per-call first start, last end
+and count); the NVTX batches, streamed last, then time each call from those aggregates.
+Memory stays bounded by the number of NCCL calls, not of kernels.
 """
 
 from __future__ import annotations

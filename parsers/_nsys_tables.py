@@ -11,6 +11,11 @@ column sets vary by version and ``--timeunit``. What is read:
   ``msg_bytes`` is null);
 * NVTX GPU projections (``nvtx_gpu_proj_trace``: ``Projected Start``/``Projected Duration``)
   → the same, timed by the *projected* (GPU) interval;
+* ``comm_ops.timing_source`` (issue 16) says which: ``cpu_range`` for a range trace (the CPU
+  range, the only interval the report has: it times NCCL's enqueue, not the kernel),
+  ``kernel`` for a projection of a range that launched GPU ops (``kernel_count`` =
+  ``NumGPUOps``, every GPU op of the range), ``none`` for one that launched none (no
+  duration). ``launch_ts_ns`` is the CPU start (``Start``, or ``Orig Start`` of a projection);
 * GPU traces (``cuda_gpu_trace``: ``Strm``/``GrdX`` columns) → ``kernels``;
 * other recognised reports (``*_sum`` summaries, API traces) → every row ignored, with a
   warning.
