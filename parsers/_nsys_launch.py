@@ -85,6 +85,24 @@ def launch_join(con: sqlite3.Connection, tables: set[str], activity: str) -> tup
     return "l.lstart, l.ltid", join
 
 
+def _text_filter(con: sqlite3.Connection, tables: set[str], pred: str) -> str:
+    """A WHERE fragment keeping ``NVTX_EVENTS n`` rows whose text or registered string
+    satisfies ``pred`` (an SQL predicate written after a column, e.g. ``LIKE '%step%'``).
+
+    The registered strings are matched once in ``StringIds`` and the events filtered by id, so
+    the name lookup runs only for the rows kept (exports hold millions of NVTX rows).
+    """
+    cols = _cols(con, "NVTX_EVENTS")
+    parts = []
+    if "text" in cols:
+        parts.append(f"n.text {pred}")
+    if "textId" in cols and "StringIds" in tables:
+        ids = [int(r[0]) for r in con.execute(f"SELECT id FROM StringIds WHERE value {pred}")]
+        if ids:
+            parts.append(f"n.textId IN ({', '.join(map(str, ids))})")
+    return "(" + " OR ".join(parts) + ")" if parts else "0"
+
+
 def read_steps(con: sqlite3.Connection, tables: set[str], name_sql: str) -> pl.DataFrame:
     """The step ranges of an export: (pid, gtid, start, end, iteration), sorted by start.
 
@@ -97,10 +115,11 @@ def read_steps(con: sqlite3.Connection, tables: set[str], name_sql: str) -> pl.D
     ):
         return empty
     gt = "n.globalTid" if "globalTid" in _cols(con, "NVTX_EVENTS") else "NULL"
+    like = _text_filter(con, tables, "LIKE '%step%'")
+    like += " OR " + _text_filter(con, tables, "LIKE '%iter%'")
     rows = con.execute(
-        f"SELECT {gt}, n.start, n.end, nm FROM (SELECT n.*, {name_sql} AS nm FROM NVTX_EVENTS n "
-        "WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL AND n.end >= n.start) n "
-        "WHERE nm LIKE '%step%' OR nm LIKE '%iter%'"
+        f"SELECT {gt}, n.start, n.end, {name_sql} FROM NVTX_EVENTS n "
+        f"WHERE n.eventType IN (59, 60) AND n.end IS NOT NULL AND n.end >= n.start AND ({like})"
     ).fetchall()
     keep = [(g, s, e, int(m.group(1))) for g, s, e, nm in rows if (m := _STEP.match(str(nm)))]
     if not keep:
@@ -218,7 +237,7 @@ class CallLinks:
 
 
 def read_call_ranges(
-    con: sqlite3.Connection, nccl_domain_ids: list[int], name_sql: str
+    con: sqlite3.Connection, tables: set[str], nccl_domain_ids: list[int], name_sql: str
 ) -> CallLinks:
     """The NCCL-domain call and group ranges of an export, with each call's closing group end.
 
@@ -229,12 +248,14 @@ def read_call_ranges(
     if not nccl_domain_ids:
         return CallLinks.empty()
     ids = ", ".join(str(int(i)) for i in nccl_domain_ids)
+    calls = set(NCCL_API_OPS)
+    wanted = ", ".join(f"'{c}'" for c in sorted(calls | {GROUP_START, GROUP_END}))
+    named = _text_filter(con, tables, f"IN ({wanted})")
     rows = con.execute(
         f"SELECT n.rowid, n.globalTid, n.start, n.end, {name_sql} FROM NVTX_EVENTS n "
         f"WHERE n.eventType IN (59, 60) AND n.domainId IN ({ids}) AND n.end IS NOT NULL "
-        "AND n.end >= n.start ORDER BY n.globalTid, n.start, n.rowid"
+        f"AND n.end >= n.start AND {named} ORDER BY n.globalTid, n.start, n.rowid"
     ).fetchall()
-    calls = set(NCCL_API_OPS)
     ranges: list[tuple[int, int, int, int]] = []
     links: list[tuple[int, int]] = []
     thread = None

@@ -729,7 +729,7 @@ def _read(
         name_sql = _nvtx_name_sql(con, tables)
         ex.steps = read_steps(con, tables, name_sql)
         if nccl_ids and {"globalTid", "domainId"} <= _columns(con, "NVTX_EVENTS"):
-            ex.links = read_call_ranges(con, nccl_ids, name_sql)
+            ex.links = read_call_ranges(con, tables, nccl_ids, name_sql)
     if (
         ex.links is not None
         and ex.kernels_traced
