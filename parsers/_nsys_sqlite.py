@@ -198,6 +198,10 @@ def _anchor(
         "0",
     }
     normalized = meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true"
+    if normalized and shift == {str(anchor)}:
+        # Normalised to the session start, then shifted by that start's epoch time (the
+        # ZhiyiHu CSCS exports): the timestamps are already epoch ns, so ts_ns = 0 is the epoch.
+        return 0, True
     if shift or normalized:
         warnings.append(
             "export was time-shifted or normalised; the session start time is kept but the "

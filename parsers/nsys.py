@@ -46,7 +46,10 @@ reports that are not ingested; rejected are intervals with no end or an end befo
 Timestamps stay on the file's own timeline (SQLite: ns since the session start). The clock
 anchor is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (epoch ns of ``ts_ns = 0``), written to
 ``trace_meta.clock_anchor_ns`` with ``aligned = true``; files without it (all CSV/Parquet, and
-exports lacking the table or time-shifted ones) get ``aligned = false``.
+exports lacking the table or time-shifted ones) get ``aligned = false``. An export normalised
+to the session start and then shifted by exactly ``utcEpochNs`` (``EXPORT_PARAM_TIME_NORMALIZE``
+true, ``EXPORT_CONFIG_TIME_SHIFT`` = ``utcEpochNs``, as in the ZhiyiHu CSCS sample) already holds
+epoch ns: its anchor is 0 and it is aligned.
 
 Rank: nsys knows no torch rank. In order: ``MPI_RANKS`` (per process; ``rank_source``
 ``mpi_ranks``), the ``MPI Rank N`` thread names nsys MPI tracing writes (``mpi_thread_name``),

@@ -1078,3 +1078,20 @@ def test_synthetic_recipe_projection_is_kernel_time(tmp_path: Path) -> None:
         ("all_reduce", 5000, 900, "kernel", 1000, 2),
         ("all_gather", 7000, None, "none", 1200, 0),
     ]
+
+
+def test_real_epoch_shifted_export_is_aligned(nsys_dir: Path) -> None:
+    """ZhiyiHu exports are normalised then shifted by the session start: ts_ns are epoch ns."""
+    for path in zhiyihu_files(nsys_dir):
+        with ro(path) as con:
+            start = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+            first = con.execute(
+                "SELECT min(start) FROM NVTX_EVENTS WHERE eventType = 59 AND end >= start"
+            ).fetchone()[0]
+        assert meta["EXPORT_PARAM_TIME_NORMALIZE"] == "true"
+        assert int(meta["EXPORT_CONFIG_TIME_SHIFT"]) == start[0] <= first
+        out = run(path)
+        row = out.get("trace_meta").row(0, named=True)
+        assert (row["clock_anchor_ns"], row["aligned"]) == (0, True), path.name
+        assert out.get("markers")["ts_ns"].min() == first  # already on the epoch clock
