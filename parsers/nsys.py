@@ -11,7 +11,9 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   ``nvtx`` otherwise; ``iteration`` when the whole name is a step marker); NCCL-domain ranges
   of data-moving API calls → ``comm_ops`` (op from the function name; message size, comm hash,
   peer/root and reduction op only when the payload decodes with the export's payload schema
-  tables); NCCL ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
+  tables; ``group_size`` = the ``No. of ranks`` of the call's communicator from its CommInit
+  payload earlier in the export, ``group_source`` ``logged``, else both null); NCCL
+  ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
   **Records** = rows of the KERNEL, MEMCPY, MEMSET and NVTX_EVENTS tables.
 * **SQLite timing (issue 16)**, by :mod:`parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
   are those of the GPU kernel(s) it launched (NCCL range → ``CUPTI_ACTIVITY_KIND_RUNTIME``

@@ -571,6 +571,9 @@ def test_synthetic_comm_ops_from_nccl_payloads(
     assert ops["comm_id"].to_list() == [f"0x{COMM_HASH:x}", f"0x{COMM_HASH:x}", None, None]
     assert ops["redop"].to_list() == ["sum", None, None, None]
     assert ops["peer_rank"].to_list() == [None, 1, None, None]
+    # group size from the CommInit payload of the same communicator (nranks 8)
+    assert ops["group_size"].to_list() == [8, 8, None, None]
+    assert ops["group_source"].to_list() == ["logged", "logged", None, None]
     # Kernels were traced but the export has no RUNTIME table: no call can be linked to a
     # kernel, so none is timed (its CPU range only times the enqueue).
     assert ops["ts_ns"].to_list() == [95, 160, 180, 200]
