@@ -108,7 +108,7 @@ class NsysParser:
     """Nsight Systems SQLite exports, ``nsys stats`` CSV reports and ``nsys recipe`` Parquet."""
 
     name: ClassVar[str] = "nsys"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head``/``path`` is an nsys output (0 = not mine).
