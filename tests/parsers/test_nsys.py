@@ -935,7 +935,7 @@ def build_timing_db(path: Path, *, cuda: bool = True) -> dict[str, object]:
         CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
         CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
-            text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER,
+            text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER, jsonText TEXT,
             eventId INTEGER PRIMARY KEY);
         """
     )
@@ -958,6 +958,10 @@ def build_timing_db(path: Path, *, cuda: bool = True) -> dict[str, object]:
         "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         nvtx,
+    )
+    # the last AllReduce is zero-size (decoded payload in jsonText)
+    con.execute(
+        "UPDATE NVTX_EVENTS SET jsonText = '{\"Message size [bytes]\": 0}' WHERE start = 1100"
     )
     # kernel: (corr, start, end, name id); runtime: (corr, thread, start, eventClass)
     kernels = [(1, 1200, 1500, 30), (2, 1600, 1700, 31), (3, 1900, 1990, 32), (4, 2600, 2700, 32)]
@@ -1024,16 +1028,21 @@ def test_synthetic_kernel_launch_and_iteration(tmp_path: Path) -> None:
 def test_synthetic_no_cuda_trace_keeps_cpu_range(tmp_path: Path) -> None:
     path = tmp_path / "synthetic_nocuda_rank_0.sqlite"
     facts = build_timing_db(path, cuda=False)
-    calls = [
+    calls = sorted(
         (s, e)
         for s, e, _, _, _, tid, _ in facts["nvtx"]  # type: ignore[attr-defined]
         if tid in (20, 22, 23)
-    ]
+    )
     ops = run(path).get("comm_ops").sort("ts_ns")
-    assert set(ops["timing_source"]) == {"cpu_range"}
-    assert ops.select("ts_ns", "dur_ns").rows() == [(s, e - s) for s, e in sorted(calls)]
-    assert ops["launch_ts_ns"].to_list() == [s for s, _ in sorted(calls)]
-    assert ops["kernel_count"].null_count() == ops.height
+    assert ops["launch_ts_ns"].to_list() == [s for s, _ in calls]
+    # Without a CUDA trace the CPU range is all there is; the zero-size call (start 1100)
+    # moves nothing and has no time at all.
+    timed = ops.filter(pl.col("msg_bytes").fill_null(-1) != 0)
+    assert set(timed["timing_source"]) == {"cpu_range"}
+    assert timed.select("ts_ns", "dur_ns").rows() == [(s, e - s) for s, e in calls if s != 1100]
+    zero = ops.filter(pl.col("msg_bytes") == 0)
+    assert zero.select("ts_ns", "dur_ns", "timing_source").rows() == [(1100, None, "none")]
+    assert ops["kernel_count"].null_count() == ops.height  # no kernels traced: unknown
 
 
 def test_jax_csv_comm_ops_are_cpu_ranges(nsys_dir: Path) -> None:
