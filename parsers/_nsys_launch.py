@@ -289,12 +289,12 @@ def time_calls(
 
     ``ops`` holds the range's ``rowid``, ``start``, ``end``, ``gtid``, ``pid``,
     ``msg_bytes`` and ``group_size``. A call gets, in order: its own kernels (``kernel``); else the kernels of the
-    ``ncclGroupEnd`` closing its group (``kernel``); else, when the export traced no kernel at
-    all (no CUDA trace: the kernels cannot be seen), its CPU range (``cpu_range``), unless
-    the call is known to move nothing (``msg_bytes`` 0, or a communicator of one rank by its
-    ``group_size``); else
-    ``none`` (it launched nothing: a one-rank or zero-size call, or a launch from another
-    thread), with ``dur_ns`` null and ``kernel_count`` 0. ``launch_ts_ns`` is the range start.
+    ``ncclGroupEnd`` closing its group (``kernel``); else ``none``, with ``dur_ns`` null: it
+    launched nothing (a one-rank or zero-size call, a launch from another thread), or the
+    export traced no kernel at all (no CUDA trace). An NCCL range only times NCCL's CPU
+    enqueue, never the transfer (issue 16: no number from the wrong clock), so it is never a
+    call's duration; ``kernel_count`` is 0 when kernels were traced, null when they were not.
+    ``launch_ts_ns`` is the range start.
     """
     launched = links.launched()
     ops = (
@@ -310,16 +310,8 @@ def time_calls(
         )
     )
     own = pl.col("k_n").fill_null(0) > 0
-    trivial = (pl.col("msg_bytes") == 0) | (pl.col("group_size") == 1)
-    untimed_range = pl.lit(not kernels_traced) & ~trivial.fill_null(False)
     grp = pl.col("g_n").fill_null(0) > 0
-    source = (
-        pl.when(own | grp)
-        .then(pl.lit("kernel"))
-        .when(untimed_range)
-        .then(pl.lit("cpu_range"))
-        .otherwise(pl.lit("none"))
-    )
+    source = pl.when(own | grp).then(pl.lit("kernel")).otherwise(pl.lit("none"))
     ts = (
         pl.when(own)
         .then(pl.col("k_start"))
@@ -332,8 +324,6 @@ def time_calls(
         .then(pl.col("k_end") - pl.col("k_start"))
         .when(grp)
         .then(pl.col("g_end") - pl.col("g_start"))
-        .when(untimed_range)
-        .then(pl.col("end") - pl.col("start"))
         .otherwise(pl.lit(None, dtype=pl.Int64))
     )
     count = (

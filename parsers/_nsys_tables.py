@@ -11,8 +11,9 @@ column sets vary by version and ``--timeunit``. What is read:
   ``msg_bytes`` is null);
 * NVTX GPU projections (``nvtx_gpu_proj_trace``: ``Projected Start``/``Projected Duration``)
   → the same, timed by the *projected* (GPU) interval;
-* ``comm_ops.timing_source`` (issue 16) says which: ``cpu_range`` for a range trace (the CPU
-  range, the only interval the report has: it times NCCL's enqueue, not the kernel),
+* ``comm_ops.timing_source`` (issue 16) says which: ``none`` for a range trace (the CPU
+  range is the only interval the report has, and it times NCCL's enqueue, not the transfer:
+  ``dur_ns`` is null, ``ts_ns`` the CPU start, so the call counts but has no comm time),
   ``kernel`` for a projection of a range that launched GPU ops (``kernel_count`` =
   ``NumGPUOps``, every GPU op of the range), ``none`` for one that launched none (no
   duration). ``launch_ts_ns`` is the CPU start (``Start``, or ``Orig Start`` of a projection);
@@ -374,7 +375,8 @@ def _nvtx_frame(df: pl.DataFrame, header: list[str], st: _State) -> ParsedChunk:
 def _timing(kind: str) -> list[pl.Expr]:
     """``ts_ns``/``dur_ns`` and the issue-16 timing columns of NCCL range rows.
 
-    A range trace times the CPU range (``cpu_range``; the report holds no kernels to link).
+    A range trace has no GPU interval (the report holds no kernels to link) and an NCCL range
+    only times the CPU enqueue: ``none``, ``dur_ns`` null, ``ts_ns`` the CPU start.
     A GPU projection times the GPU work launched inside the range (``kernel``, with
     ``kernel_count`` = the recipe's ``NumGPUOps``, every GPU op not only kernels); a projected
     range that launched no GPU op has no duration (``none``). ``launch_ts_ns`` is the CPU
@@ -383,8 +385,8 @@ def _timing(kind: str) -> list[pl.Expr]:
     if kind != "nvtx_proj":
         return [
             pl.col("_start").alias("ts_ns"),
-            pl.col("_dur").alias("dur_ns"),
-            pl.lit("cpu_range").alias("timing_source"),
+            pl.lit(None, dtype=pl.Int64).alias("dur_ns"),
+            pl.lit("none").alias("timing_source"),
             pl.col("_start").alias("launch_ts_ns"),
             pl.lit(None, dtype=pl.Int32).alias("kernel_count"),
         ]

@@ -21,16 +21,17 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   call takes the kernels of the ``ncclGroupEnd`` closing its group), ``timing_source``
   ``kernel``, ``kernel_count`` the kernels, ``launch_ts_ns`` the range start (CPU issue
   time). A call that launched nothing (one-rank or zero-size calls, a launch from another
-  thread, or no RUNTIME table to link by) is ``none``: ``dur_ns`` null, ``kernel_count`` 0.
-  Only an export with no kernel activity at all (no CUDA trace) keeps the CPU range
-  (``cpu_range``). ``kernels.launch_ts_ns`` is the start of the launching runtime call;
+  thread, or no RUNTIME table to link by) is ``none``: ``dur_ns`` null, ``kernel_count`` 0;
+  so is every call of an export with no kernel activity at all (no CUDA trace;
+  ``kernel_count`` null): an NCCL range times NCCL's CPU enqueue, never the transfer, so it
+  is never used as a duration. ``kernels.launch_ts_ns`` is the start of the launching runtime call;
   ``kernels.iteration`` and ``comm_ops.iteration`` are the step range (an NVTX range named as
   a step marker) whose CPU window contains the launch, null outside every step or when the
   export has no step ranges.
 * **``nsys stats`` CSV** (plain or compressed, preamble lines before the header skipped):
   NVTX range traces → ``markers`` (+ ``comm_ops`` for ``NCCL:nccl*`` ranges, ``msg_bytes``
-  null: the reports carry no size; ``timing_source`` ``cpu_range``: the report holds only the
-  CPU range, which times the enqueue, not the kernel), ``cuda_gpu_trace`` → ``kernels``
+  null: the reports carry no size; ``timing_source`` ``none``, ``dur_ns`` null: the report
+  holds only the CPU range, which times the enqueue, not the transfer), ``cuda_gpu_trace`` → ``kernels``
   (``launch_ts_ns`` null: no runtime calls in that report); other reports are recognised and
   ignored. **Records** = data rows.
 * **``nsys recipe`` Parquet** (e.g. ``nvtx_gpu_proj_trace``): as the CSV, timed by the projected

@@ -1025,7 +1025,9 @@ def test_synthetic_kernel_launch_and_iteration(tmp_path: Path) -> None:
     assert k["iteration"].to_list() == [1, 1, 2, None]
 
 
-def test_synthetic_no_cuda_trace_keeps_cpu_range(tmp_path: Path) -> None:
+def test_synthetic_no_cuda_trace_gives_no_duration(tmp_path: Path) -> None:
+    """Without a CUDA trace an NCCL call has only its CPU range, which times the enqueue:
+    the call is kept (launch time, size) but has no duration (timing_source none)."""
     path = tmp_path / "synthetic_nocuda_rank_0.sqlite"
     facts = build_timing_db(path, cuda=False)
     calls = sorted(
@@ -1035,28 +1037,22 @@ def test_synthetic_no_cuda_trace_keeps_cpu_range(tmp_path: Path) -> None:
     )
     ops = run(path).get("comm_ops").sort("ts_ns")
     assert ops["launch_ts_ns"].to_list() == [s for s, _ in calls]
-    # Without a CUDA trace the CPU range is all there is; the zero-size call (start 1100)
-    # moves nothing and has no time at all.
-    timed = ops.filter(pl.col("msg_bytes").fill_null(-1) != 0)
-    assert set(timed["timing_source"]) == {"cpu_range"}
-    assert timed.select("ts_ns", "dur_ns").rows() == [(s, e - s) for s, e in calls if s != 1100]
-    zero = ops.filter(pl.col("msg_bytes") == 0)
-    assert zero.select("ts_ns", "dur_ns", "timing_source").rows() == [(1100, None, "none")]
+    assert ops["ts_ns"].to_list() == [s for s, _ in calls]
+    assert set(ops["timing_source"]) == {"none"}
+    assert ops["dur_ns"].null_count() == ops.height
     assert ops["kernel_count"].null_count() == ops.height  # no kernels traced: unknown
 
 
-def test_jax_csv_comm_ops_are_cpu_ranges(nsys_dir: Path) -> None:
-    """A range report has no kernels to link: its NCCL rows are CPU ranges, said so."""
+def test_jax_csv_comm_ops_have_no_duration(nsys_dir: Path) -> None:
+    """A range report has no kernels to link and an NCCL range times only the CPU enqueue:
+    its NCCL rows keep their start, with no duration (timing_source none), said so."""
     header, rows = _jax_rows(nsys_dir / JAX_CSV)
-    i_name, i_start, i_end = (header.index(c) for c in ("Name", "Start (ns)", "End (ns)"))
-    expected = sorted(
-        (int(r[i_start]), int(r[i_end]) - int(r[i_start]))
-        for r in rows
-        if r[i_name] in NCCL_DATA_OPS
-    )
-    ops = run(nsys_dir / JAX_CSV).get("comm_ops").sort("ts_ns", "dur_ns")
-    assert ops.select("ts_ns", "dur_ns").rows() == expected
-    assert set(ops["timing_source"]) == {"cpu_range"}
+    i_name, i_start = (header.index(c) for c in ("Name", "Start (ns)"))
+    expected = sorted(int(r[i_start]) for r in rows if r[i_name] in NCCL_DATA_OPS)
+    ops = run(nsys_dir / JAX_CSV).get("comm_ops").sort("ts_ns")
+    assert ops["ts_ns"].to_list() == expected
+    assert ops["dur_ns"].null_count() == ops.height
+    assert set(ops["timing_source"]) == {"none"}
     assert (ops["launch_ts_ns"] == ops["ts_ns"]).all()
 
 
