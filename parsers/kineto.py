@@ -8,8 +8,19 @@ are decoded from the decompressed stream in pieces of ~128 KiB by msgspec into s
 fields read here (ijson where msgspec might read differently, see
 :mod:`parsers._kineto_events`); rows are accumulated in column lists and flushed as a
 :class:`ParsedChunk` every :data:`FLUSH_EVENTS` events, so memory stays bounded whatever the
-trace size. Only the (small) communication candidates are kept until the
-end of the file, where the dedup rule below is applied.
+trace size. Only the (small) communication candidates, the launch events of their kernels and
+the launch events whose GPU activity is still to come are kept until the end of the file, where
+the dedup and timing rules below are applied.
+
+Launches: a runtime or driver call (cats ``cuda_runtime``, ``cuda_driver``, ``Runtime``)
+whose name starts GPU work (:data:`_LAUNCH_WORDS`: ``cudaLaunchKernel``,
+``cudaLaunchKernelExC``, ``cuLaunchKernel(Ex)``, ``hipLaunchKernel``, ``hipExtLaunchKernel``,
+``hipExtModuleLaunchKernel``, ``cudaGraphLaunch``, ``cudaMemcpyAsync``, ``hipMemsetAsync``,
+...) launched the GPU activity with the same ``correlation`` arg. Kineto writes them in either
+order (the kernel first in most traces, the launch thousands of events earlier in ROCm ones);
+each is matched when the second of the pair is read, and a GPU row whose launch has not been
+read when its chunk is flushed waits one more chunk (:meth:`KinetoParser._carry`), then is
+written with a null launch.
 
 Tables written:
 
@@ -19,7 +30,12 @@ Tables written:
   (memcpy/memset names are kept whole), ``category``/``comm_op`` from
   :func:`parsers._nccl_kernels.classify_kernel` (a comm kernel's ``comm_op`` is taken from its
   ``Collective name`` arg when Kineto copied one), ``msg_bytes`` = ``args.bytes`` for
-  memcpy/memset and element count × dtype size for comm kernels that carry collective args.
+  memcpy/memset and element count × dtype size for comm kernels that carry collective args,
+  ``launch_ts_ns`` = the start of its launch event (null when the trace has none: kernels
+  launched before the profiler started), ``iteration`` = the ``ProfilerStep#N`` whose CPU
+  window contains that launch (HTA rule ``step.ts <= launch < step.end``; null outside every
+  step, and without a launch), so that a GPU running behind the CPU keeps its work in the
+  step that issued it.
 * ``markers``: ``ProfilerStep#N`` on the CPU → kind ``iteration`` (iteration N, domain
   ``cpu``); its GPU copy (``gpu_user_annotation``, ROCm traces) → kind ``annotation``, domain
   ``gpu``, iteration N, so that iterations are not counted twice; every other
@@ -31,25 +47,58 @@ Tables written:
 
   1. ``record_param_comms`` events that carry ``Collective name`` (PyTorch ≥ 2.3): one row each,
      except ``wait`` (not a transfer). ``count`` = ``In msg nelems`` (``Out msg nelems`` for
-     reduce_scatter, so that count has NCCL's per-op meaning: the per-rank shard for both
-     all_gather and reduce_scatter), ``msg_bytes`` = count × dtype size, ``comm_id`` =
-     ``Process Group Name`` (``Process Group ID`` in early-2024 builds), ``peer_rank`` = ``Dst
-     Rank``/``Src Rank`` or the ``Rank`` arg for send/recv and the root (``Rank``) for
-     broadcast/reduce/gather/scatter, ``group_rank`` = ``Rank`` for the other ops. When the
-     NCCL kernel carries the same ``External id`` (Kineto copies it since 2024), ``ts_ns`` /
-     ``dur_ns``, ``stream`` and ``cuda_dev`` are the GPU kernel's (first start to last end when
-     several kernels share the id); otherwise they are the CPU op's.
+     reduce_scatter), ``msg_bytes`` = count × dtype size, ``comm_id`` = ``Process Group Name``
+     (``Process Group ID`` in early-2024 builds), ``peer_rank`` = ``Dst Rank``/``Src Rank`` or
+     the ``Rank`` arg for send/recv and the root (``Rank``) for broadcast/reduce/gather/scatter,
+     ``group_rank`` = ``Rank`` for the other ops.
   2. Else the process group's ``<backend>:<op>`` CPU ranges (``nccl:all_reduce``,
      ``gloo:send``; PyTorch ≤ 2.2 and gloo): one row each, ``count`` = product of the single
-     ``Input Dims`` tensor and ``dtype`` from ``Input type`` when recorded (null otherwise and
-     for reduce_scatter, whose NCCL count the input shape does not give), ``peer_rank`` from the
-     enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third concrete input.
+     ``Input Dims`` tensor (the range records the collective's input) and ``dtype`` from
+     ``Input type`` when recorded (null otherwise and for reduce_scatter, whose input is the
+     full buffer: the shard would need the group size, which these ranges do not record),
+     ``peer_rank`` from the enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third
+     concrete input.
   3. Else the communication kernels (old traces without CPU ops, DeepEP, custom all-reduce):
      one row per kernel, op from its ``Collective name`` arg or its name (``other`` when the
      name does not say: NCCL ``SendRecv``/``Generic``), sizes only if the kernel's args say.
+     A DeepEP notify kernel (``notify_dispatch``, ``notify_combine``, ``cached_notify*``) and
+     the data kernel (``dispatch``/``combine``) after it on the same stream are one call
+     (:func:`parsers._nccl_kernels.deepep_role`): one row, ``kernel_count`` 2.
 
-  Sizes are never guessed: what the trace does not record stays null. ``iteration`` is the
-  ``ProfilerStep#N`` containing the row's CPU start (HTA rule ``step.ts <= ts < step.end``).
+  Message size (``msg_bytes``, one meaning per op whatever the source: NCCL's buffer
+  arguments): all_reduce, broadcast, reduce, send/recv: the full buffer; all_gather: the
+  per-rank send buffer (NCCL sendcount × element size, = ``In msg nelems``, = the range's
+  input); reduce_scatter: the per-rank receive buffer, the shard (NCCL recvcount, = ``Out msg
+  nelems``); all_to_all: the full per-rank send buffer (= ``In msg nelems``, = the range's
+  input). ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
+  does not record stays null.
+
+  Timing (``timing_source``): a call's interval is that of the GPU kernel(s) it launched,
+  first kernel start to last kernel end (``kernel``; ``kernel_count`` kernels; ``stream`` and
+  ``cuda_dev`` the first kernel's). Its kernels are found (a) for source 1, by ``External id``
+  when the kernel carries the collective args, which Kineto copies together with the CPU op's
+  id since 2024 (older kernels' External id is their own correlation id, never an op's); (b)
+  otherwise by the launch chain: the runtime launch event that runs on the call's thread
+  (pid, tid) inside its CPU op or range (``start <= launch <= end``; the innermost such window)
+  and the comm kernel of that launch's ``correlation``. Source 3 rows are kernels. A call
+  linked to no kernel is ``cpu_range`` (ts/dur of its CPU op or range) only where no kernel can
+  exist: gloo (a ``gloo:`` range, or a group whose pg_config backend is gloo only), a trace
+  without GPU activity, or one in which no call's kernel is recorded at all; it is ``none``
+  (``dur_ns`` null, ``ts_ns`` = its launch: a call without comm time or bandwidth) in a world
+  of one rank (group size 1), for a zero-size call, and when its kernel is missing from a trace
+  that has the others (launched outside the capture). ``launch_ts_ns`` is the CPU op's or
+  range's start, the kernel's launch for source 3 (null without one).
+
+  Groups (``group_source``): ``logged`` when the record gives ``Group size``; ``pg_config``
+  when the named group's size comes from ``distributedInfo.pg_config``; ``inferred_default``
+  when the call names no group, or the default group ("0", or the pg_config entry described
+  ``default_pg``), in a trace whose ``distributedInfo.world_size`` is W: group_size = W and
+  comm_id = the default group's name ("0" unless pg_config says otherwise), so that the SQL
+  side keys it (``comm_id``, ``group_size``) like the same group named by newer traces; null
+  when unknown.
+
+  ``iteration`` is the ``ProfilerStep#N`` containing the row's ``launch_ts_ns`` (HTA rule
+  ``step.ts <= launch < step.end``), never the GPU start; null without a launch or a step.
 * ``trace_meta``: one row per file (rank, world size, rank_source, backend, clock anchor,
   host, pid, ``source_version`` = ``<schemaVersion>;<generation>`` with generation
   ``array_2021`` | ``epoch_us`` | ``base_relative``).
@@ -74,8 +123,9 @@ the trace allows it, and ``trace_meta.clock_anchor_ns`` (epoch ns of ``ts_ns = 0
 with ``aligned = true``; a trace whose ``ts`` is not epoch-like (< 1e15 µs, no base) gets a null
 anchor, ``aligned = false`` and a warning. Floats are converted by splitting whole µs from the
 fraction (vectorised), so base-relative ``ts`` keep ns precision; an epoch-µs float (~1.7e15)
-only carries float64's ~0.25 µs resolution, which no reader can recover. For rows linked to a
-GPU kernel (``comm_ops`` source 1) the times are the GPU's, else the CPU's (see above).
+only carries float64's ~0.25 µs resolution, which no reader can recover. CPU and GPU events
+share that clock (Kineto converts the GPU timestamps), so ``launch_ts_ns`` and ``ts_ns`` of a
+kernel-timed call compare directly: their difference is the GPU's queueing lag.
 
 Truncated or malformed JSON (a killed job): every complete event before the cut is kept (gzip
 is read to its last decompressible byte, see :class:`parsers._kineto_meta.TolerantGzip`), the
@@ -90,7 +140,8 @@ Accounting (events = items of ``traceEvents``, or of the bare array): ``total`` 
 for the unreadable tail of a truncated file); ``parsed`` = events that produced a row in
 ``kernels``, ``markers`` or ``comm_ops``; ``rejected`` = malformed events (+ the tail);
 ``ignored`` = everything else (CPU ops, runtime calls, flows, metadata, ``wait`` and unused
-``record_param_comms``).
+``record_param_comms``). A ProfilerStep read after GPU rows were already written (no Kineto
+writer does that: CPU events come first) may miss those rows' ``iteration``; a warning says so.
 """
 
 from __future__ import annotations
@@ -597,7 +648,7 @@ class KinetoParser:
     """PyTorch profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``, bare arrays)."""
 
     name: ClassVar[str] = "kineto"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Recognise a Kineto trace by its top-level keys or its event shape."""
