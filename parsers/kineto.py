@@ -241,9 +241,12 @@ _LAUNCH_WORDS = ("LaunchKernel", "LaunchCooperativeKernel", "GraphLaunch", "Memc
 
 
 @lru_cache(maxsize=4096)
-def _is_launch(name: str) -> bool:
-    """Whether runtime call ``name`` launches GPU work (see :data:`_LAUNCH_WORDS`)."""
-    return any(w in name for w in _LAUNCH_WORDS)
+def _launch_kind(name: str) -> int:
+    """0: runtime call ``name`` launches no GPU work; 1: it does (:data:`_LAUNCH_WORDS`);
+    2: a graph launch (all the graph's kernels share its correlation id)."""
+    if not any(w in name for w in _LAUNCH_WORDS):
+        return 0
+    return 2 if "Graph" in name else 1
 
 
 _KERNEL_SCHEMA: dict[str, pl.DataType] = {
@@ -498,7 +501,8 @@ class _State:
     comm_launch: dict[int, _Launch] = field(default_factory=dict)  # comm kernels' launches
     carried: int = 0  # kernel rows at the head of the buffer carried from the last chunk
     gpu_rows: int = 0  # GPU activities (kernels, memcpy, memset) read
-    kernel_chunks: int = 0  # chunks that held kernel rows (for the late-step warning)
+    kernel_chunks: int = 0  # flushes that held GPU rows
+    launch_seen: bool = False  # a launch event has been read
     steps_at_first_kernels: int | None = None  # len(steps) when kernels were first flushed
     comm_kernels: list[_CommKernel] = field(default_factory=list)
     c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
@@ -829,15 +833,27 @@ class KinetoParser:
             self._gpu(st, idx, ev, kind, name)
         elif kind == _K_RUNTIME:
             args = ev.args
-            if type(name) is str and type(args) is Args and _is_launch(name):
-                corr = args.correlation
-                ts = ev.ts
-                if (
-                    type(corr) is int
-                    and (type(ts) is float or type(ts) is int)
-                    and -st.ts_max <= ts <= st.ts_max  # else its ts_ns would not fit
-                ):
-                    self._launch(st, corr, (ts, _int(ev.pid), ev.tid), "Graph" in name)
+            if type(args) is not Args or type(name) is not str or len(name) > 1024:
+                return
+            corr = args.correlation
+            ts = ev.ts
+            if (
+                type(corr) is int
+                and (type(ts) is float or type(ts) is int)
+                and -st.ts_max <= ts <= st.ts_max  # else its ts_ns would not fit
+            ):
+                launch = _launch_kind(name)
+                if not launch:
+                    return
+                row = st.waiting.get(corr)
+                if type(row) is int and launch == 1:  # the common case: one kernel waits
+                    del st.waiting[corr]
+                    st.k_launch[row] = ts
+                    if st.kernels["category"][row] == "comm":
+                        st.comm_launch[corr] = (ts, _int(ev.pid), ev.tid)
+                    st.launch_seen = True
+                else:
+                    self._launch(st, corr, (ts, _int(ev.pid), ev.tid), launch == 2)
         elif kind == _K_CPU_OP:
             if type(name) is not str:
                 return
@@ -888,7 +904,9 @@ class KinetoParser:
             corr = None
         launch = None
         if corr is not None:
-            launch = st.launches.pop(corr, None) or st.graph_launches.get(corr)
+            launch = st.launches.pop(corr, None)
+            if launch is None and st.graph_launches:
+                launch = st.graph_launches.get(corr)
             if launch is None:
                 row = len(st.k_launch)
                 have = st.waiting.get(corr)
@@ -1005,6 +1023,7 @@ class KinetoParser:
         its ts now; otherwise it waits in ``st.launches`` for its row (a graph launch in
         ``st.graph_launches``, since all its kernels share its correlation id).
         """
+        st.launch_seen = True
         rows = st.waiting.pop(corr, None)
         if rows is not None:
             cats = st.kernels["category"]
@@ -1141,6 +1160,7 @@ class KinetoParser:
         if k["source_line"]:
             st.gpu_rows += len(k["source_line"]) - st.carried
             carry = self._carry(st, final=final)
+            st.kernel_chunks += 1
             df = pl.DataFrame(k, schema=_KERNEL_SCHEMA, strict=False).with_columns(
                 pl.Series("launch_us", st.k_launch, dtype=pl.Float64)
             )
@@ -1208,11 +1228,14 @@ class KinetoParser:
         thousand events apart at most in the shared traces, the kernel first in most), so a row
         whose launch is not read yet waits one more chunk (:data:`FLUSH_EVENTS` events) and is
         written then, with a null launch if it still has none. Carried rows move to the head
-        of the buffer; ``st.waiting`` is renumbered to match.
+        of the buffer; ``st.waiting`` is renumbered to match. Rows are carried only once a
+        launch event has been read (or from the first chunk of GPU rows).
         """
         head = st.carried  # rows already carried once are written now, launch or not
         carry: list[int] = []
-        if not final:
+        # A trace with no launch event by its second chunk of GPU rows has none (GPU-only or
+        # trimmed traces): its rows are not carried, which would only copy them twice.
+        if not final and (st.launch_seen or st.kernel_chunks == 0):
             for rows in st.waiting.values():
                 for row in rows if type(rows) is list else (rows,):
                     if row >= head:
