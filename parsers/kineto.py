@@ -503,6 +503,7 @@ class _State:
     gpu_rows: int = 0  # GPU activities (kernels, memcpy, memset) read
     kernel_chunks: int = 0  # flushes that held GPU rows
     launch_seen: bool = False  # a launch event has been read
+    linked_kernels: int = 0  # comm kernels linked to a comm_ops row (sources 1 and 2)
     steps_at_first_kernels: int | None = None  # len(steps) when kernels were first flushed
     comm_kernels: list[_CommKernel] = field(default_factory=list)
     c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
@@ -1275,7 +1276,7 @@ class KinetoParser:
                 "kernels.iteration of the kernels before them may miss those steps"
             )
         ctx = _Ctx.of(keys, st)
-        comm, source_note, used_rpc = self._comm_ops(st, ctx)
+        comm, source_note, used_rpc = self._comm_ops(st, ctx, chunk.warnings)
         if source_note:
             chunk.warnings.append(source_note)
         if comm is not None and comm.height:
@@ -1325,18 +1326,42 @@ class KinetoParser:
     # ----------------------------------------------------------------------------------------
     # comm_ops: the dedup rule, the kernel link, groups
 
-    def _comm_ops(self, st: _State, ctx: _Ctx) -> tuple[pl.DataFrame | None, str | None, int]:
-        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used."""
+    def _comm_ops(
+        self, st: _State, ctx: _Ctx, warnings: list[str]
+    ) -> tuple[pl.DataFrame | None, str | None, int]:
+        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used.
+
+        Data-quality warnings go to ``warnings``: calls whose kernel is missing although
+        others' are there, and comm kernels that no call launched (both usually at the edges
+        of the capture window).
+        """
         rows: list[_CommRow] = []
         note: str | None = None
-        if st.rpc_named:
-            rows = self._from_rpc(st, ctx)
-        elif st.ranges:
-            rows = self._from_ranges(st, ctx)
-            note = (
-                "comm_ops from the process group's <backend>:<op> ranges "
-                "(no record_param_comms with collective args): group and dtype may be unknown"
+        if st.rpc_named or st.ranges:
+            if st.rpc_named:
+                rows = self._from_rpc(st, ctx)
+            else:
+                rows = self._from_ranges(st, ctx)
+                note = (
+                    "comm_ops from the process group's <backend>:<op> ranges (no "
+                    "record_param_comms with collective args): group and dtype may be unknown"
+                )
+            # row fields: 5 group_size, 8 count, 10 msg_bytes, 17 timing_source
+            missing = sum(
+                1 for r in rows if r[17] == "none" and r[5] != 1 and r[8] != 0 and r[10] != 0
             )
+            if missing and ctx.world != 1:
+                warnings.append(
+                    f"{missing} call(s) have no kernel in the trace although other calls do "
+                    "(launched at the edge of the capture?): timing_source none, no duration"
+                )
+            unlinked = len(st.comm_kernels) - st.linked_kernels
+            if unlinked and st.linked_kernels:
+                warnings.append(
+                    f"{unlinked} communication kernel(s) match no call of the trace (launched "
+                    "before the capture started, or by a CPU op the trace lacks): they are in "
+                    "kernels only"
+                )
         elif st.comm_kernels:
             rows = self._from_kernels(st, ctx)
             note = (
@@ -1416,6 +1441,7 @@ class KinetoParser:
         for wi, kernels in self._link(st, windows, done).items():
             linked.setdefault(wi, []).extend(kernels)
         any_linked = bool(linked)
+        st.linked_kernels = sum(len(v) for v in linked.values())
         rows: list[_CommRow] = []
         for i, (
             idx,
@@ -1500,6 +1526,7 @@ class KinetoParser:
         windows = [(pid, tid, ts, ts + dur) for _idx, pid, tid, ts, dur, _n, _a in st.ranges]
         linked = self._link(st, windows, set())
         any_linked = bool(linked)
+        st.linked_kernels = sum(len(v) for v in linked.values())
         rows: list[_CommRow] = []
         for i, (idx, pid, tid, ts, dur, name, args) in enumerate(st.ranges):
             op = norm_op(name.split(":", 1)[1])
