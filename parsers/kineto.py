@@ -86,8 +86,11 @@ Tables written:
   (pid, tid) inside its CPU op or range (``start <= launch <= end``; the innermost such window)
   and the comm kernel of that launch's ``correlation``. Source 3 rows are kernels. A call
   linked to no kernel is ``cpu_range`` (ts/dur of its CPU op or range) only where no kernel can
-  exist: gloo (a ``gloo:`` range, or a group whose pg_config backend is gloo only), a trace
-  without GPU activity, or one in which no call's kernel is recorded at all; it is ``none``
+  exist: gloo (a ``gloo:`` range, or a group whose pg_config backend is gloo only), or a call
+  of unknown backend in a trace without GPU activity or in which no call's kernel is recorded
+  at all. An NCCL call (an ``nccl:`` range, a group or trace whose backend is nccl) always
+  ran a kernel, and its CPU range times only the enqueue, so without its kernel it is ``none``
+  even in a trace recorded without GPU activity. A call is ``none``
   (``dur_ns`` null, ``ts_ns`` = its launch: a call without comm time or bandwidth) in a world
   of one rank (group size 1), for a zero-size call, and when its kernel is missing from a trace
   that has the others (launched outside the capture). ``launch_ts_ns`` is the CPU op's or
@@ -640,16 +643,34 @@ class _Ctx:
             return "gloo" in config and "nccl" not in config
         return self.backend == "gloo"
 
+    def is_nccl(self, comm_id: str | None) -> bool:
+        """Whether the call's group runs on NCCL/RCCL (its pg_config backend, else the trace's)."""
+        config = self.pg_backends.get(comm_id) if comm_id is not None else None
+        if config is not None:
+            return "nccl" in config
+        return self.backend == "nccl"
+
     def untimed(
-        self, gloo: bool, size: int | None, count: int | None, msg: int | None, any_linked: bool
+        self,
+        gloo: bool,
+        size: int | None,
+        count: int | None,
+        msg: int | None,
+        any_linked: bool,
+        *,
+        nccl: bool = False,
     ) -> str:
         """timing_source of a call linked to no kernel: cpu_range or none (module doc)."""
         if gloo:
             return "cpu_range"  # gloo runs on the CPU: its range is the transfer
         if size == 1 or (size is None and self.world == 1) or msg == 0 or count == 0:
             return "none"  # a world of one rank, or nothing to send: no transfer at all
+        if nccl:
+            # NCCL always moves data in a GPU kernel; its CPU range times only the enqueue,
+            # so a trace recorded without GPU activity has no duration for the call.
+            return "none"
         if not self.any_gpu or not any_linked:
-            return "cpu_range"  # no GPU activity, or no call's kernel recorded at all
+            return "cpu_range"  # backend unknown: no GPU activity, or no kernel recorded at all
         return "none"  # its kernel is not in the trace (launched outside the capture)
 
 
@@ -1496,7 +1517,8 @@ class KinetoParser:
                     seq = _int(kernel[8])
             else:
                 gloo = ctx.is_gloo(comm_id)
-                timing = ctx.untimed(gloo, size, count, msg, any_linked)
+                nccl = not gloo and ctx.is_nccl(comm_id)
+                timing = ctx.untimed(gloo, size, count, msg, any_linked, nccl=nccl)
                 row_ts, row_dur = ts, (dur if timing == "cpu_range" else None)
             rows.append(
                 (
@@ -1572,7 +1594,8 @@ class KinetoParser:
                 stream = None if kernel[4] is None else str(kernel[4])
             else:
                 gloo = name.startswith("gloo:") or ctx.backend == "gloo"
-                timing = ctx.untimed(gloo, group_size, count, msg, any_linked)
+                nccl = not gloo and (name.startswith("nccl:") or ctx.backend == "nccl")
+                timing = ctx.untimed(gloo, group_size, count, msg, any_linked, nccl=nccl)
                 row_ts, row_dur = ts, (dur if timing == "cpu_range" else None)
             rows.append(
                 (
