@@ -1,5 +1,5 @@
 -- GPU kernels, memcpys and memsets with the iteration whose work they are: the step that launched them (HTA rule step.ts <= launch.ts < step.end), not the step whose window they happen to run in, so a GPU running behind the CPU keeps its work in the step that issued it.
--- One row per GPU activity (as stg_store__kernels). iteration = the parser's (kernels.iteration, launch rule) when it gives one; else, when the launch time is known and the rank has marker windows, the marker window containing the launch (none: launched outside every step, iteration null, counted by unattributed_work); else (launch unknown: stores before schema 1.4.0, or a rank whose iterations were detected from its calls) the iteration of int_iterations whose [start, end) contains the kernel's start. Nothing is clipped: a kernel belongs whole to one iteration or to none.
+-- One row per GPU activity (as stg_store__kernels). iteration = the parser's (kernels.iteration, launch rule) when it gives one; else, when the launch time is known and the rank has marker windows, the marker window containing the launch (none: launched outside every step, iteration null, counted by unattributed_work). A kernel without a launch time on a rank where other kernels have one (e.g. launched before the profiler started recording runtime events, while the GPU still runs them) is in no iteration, as HTA drops kernels without a launch event: its start time would put a lagging GPU's old work into the wrong step. Only a rank with no launch time at all (stores before schema 1.4.0, sources without runtime events) falls back to the time rule: the iteration of int_iterations whose [start, end) contains the kernel's start. Nothing is clipped: a kernel belongs whole to one iteration or to none.
 CREATE OR REPLACE VIEW int_kernel_iteration(
   -- Training run identifier.
   run_id,
@@ -41,15 +41,25 @@ WITH
     WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL
   ),
   marker_ranks AS (SELECT DISTINCT run_id, rk FROM win WHERE source = 'marker'),
+  launch_ranks AS (
+    SELECT DISTINCT run_id, coalesce(rank, -1) AS rk
+    FROM stg_store__kernels
+    WHERE launch_ts_ns IS NOT NULL
+  ),
   k AS (
     SELECT
       k.*,
       coalesce(k.rank, -1) AS rk,
       k.launch_ts_ns IS NOT NULL AND mr.rk IS NOT NULL AS by_launch,
-      CASE WHEN k.launch_ts_ns IS NOT NULL AND mr.rk IS NOT NULL THEN k.launch_ts_ns ELSE k.ts_ns END
-        AS t_attr
+      CASE
+        WHEN k.launch_ts_ns IS NOT NULL AND mr.rk IS NOT NULL THEN k.launch_ts_ns
+        -- launch unknown where others are known: in no iteration
+        WHEN k.launch_ts_ns IS NULL AND lr.rk IS NOT NULL THEN NULL
+        ELSE k.ts_ns
+      END AS t_attr
     FROM stg_store__kernels AS k
     LEFT JOIN marker_ranks AS mr ON mr.run_id = k.run_id AND mr.rk = coalesce(k.rank, -1)
+    LEFT JOIN launch_ranks AS lr ON lr.run_id = k.run_id AND lr.rk = coalesce(k.rank, -1)
   ),
   found AS (
     -- the latest window starting at or before the attribution time; it holds it when it has not ended
