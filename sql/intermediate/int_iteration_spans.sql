@@ -1,5 +1,5 @@
--- The time span of each iteration on the clock its work ran on: for a rank with GPU kernels and marker steps, from the first start of the step's own work (its kernels and timed calls, attributed by launch) to the next step's first start, the last step to its last end; otherwise the iteration's window (marker window of a CPU-only rank, or the span of a sequence iteration).
--- One row per (run, rank, iteration) of int_iterations with times and a rank. Why: a GPU that lags the CPU runs step N's work after step N's CPU window has closed, so a CPU window would cut the work off; the GPU span holds it (HTA measures on the GPU timeline too). A step with no work of its own starts at its window start. Work of a step that still runs after the next step's first start spills past the span's end: the marts report it as spill_ns (int_breakdown_rank_iteration, on_off) instead of clipping it. end_ns >= start_ns always.
+-- The time span of each iteration on the clock its work ran on: for a rank with GPU kernels and marker steps, from the first start of the step's own work (attributed by launch), but not before the previous step's work on the rank's main stream has ended, to the next step's start; the last step to the last end of its own work. Otherwise the iteration's window (marker window of a CPU-only rank, or the span of a sequence iteration).
+-- One row per (run, rank, iteration) of int_iterations with times and a rank. Why: a GPU that lags the CPU runs step N's work after step N's CPU window has closed, so a CPU window would cut the work off; the GPU span holds it. Why the main stream (the stream with the most compute-kernel time; it runs in launch order): side streams run ahead (a data-prefetch memcpy launched in step N+1 runs at once while the main stream still works on step N: 150 ms early on hta_negative_queue_length), so step N+1 starts only once step N's main-stream work is done; a step that begins with communication (a pipeline stage's first recv) still starts there. Starts never decrease; a step without work starts at its window start. The step's own work outside its span (side-stream work run ahead, work still running after the next step began) is not clipped: the marts report it as spill_ns (int_breakdown_rank_iteration, on_off). end_ns >= start_ns always.
 CREATE OR REPLACE VIEW int_iteration_spans(
   -- Training run identifier.
   run_id,
@@ -13,7 +13,7 @@ CREATE OR REPLACE VIEW int_iteration_spans(
   end_ns,
   -- end_ns - start_ns, ns.
   duration_ns,
-  -- gpu_work (first work start to the next step's first start) | window (int_iterations' window).
+  -- gpu_work (the step's own work on the GPU) | window (int_iterations' window).
   span_source,
   -- The iteration's window in int_iterations (CPU ProfilerStep window for markers): start, ns.
   window_start_ns,
@@ -28,6 +28,27 @@ WITH
   ),
   kernel_ranks AS (
     SELECT DISTINCT run_id, rank FROM int_kernel_iteration WHERE rank IS NOT NULL
+  ),
+  stream_time AS (
+    SELECT run_id, rank, stream, sum(dur_ns) FILTER (WHERE category = 'compute') AS comp, sum(dur_ns) AS total
+    FROM int_kernel_iteration
+    WHERE rank IS NOT NULL
+    GROUP BY run_id, rank, stream
+  ),
+  main_stream AS (
+    SELECT run_id, rank, stream
+    FROM stream_time
+    QUALIFY row_number() OVER (
+      PARTITION BY run_id, rank ORDER BY coalesce(comp, 0) DESC, total DESC, stream NULLS LAST
+    ) = 1
+  ),
+  main_end AS (
+    SELECT k.run_id, k.rank, k.iteration, max(k.end_ns) AS main_end
+    FROM int_kernel_iteration AS k
+    SEMI JOIN main_stream AS m
+      ON m.run_id = k.run_id AND m.rank = k.rank AND m.stream IS NOT DISTINCT FROM k.stream
+    WHERE k.iteration IS NOT NULL
+    GROUP BY k.run_id, k.rank, k.iteration
   ),
   work AS (
     SELECT run_id, rank, iteration, ts_ns, end_ns
@@ -48,28 +69,50 @@ WITH
       i.run_id,
       i.rank,
       i.iteration,
-      coalesce(s.first_ts, i.start_ns) AS start_ns,
+      coalesce(s.first_ts, i.start_ns) AS first_ts,
       s.last_end,
+      me.main_end,
       i.start_ns AS window_start_ns,
       i.end_ns AS window_end_ns
     FROM iters AS i
     SEMI JOIN kernel_ranks AS kr ON kr.run_id = i.run_id AND kr.rank = i.rank
     LEFT JOIN step_work AS s
       ON s.run_id = i.run_id AND s.rank = i.rank AND s.iteration = i.iteration
+    LEFT JOIN main_end AS me
+      ON me.run_id = i.run_id AND me.rank = i.rank AND me.iteration = i.iteration
     WHERE i.source = 'marker'
+  ),
+  gpu_raw AS (
+    -- not before the previous steps' main-stream work has ended
+    SELECT
+      *,
+      greatest(
+        first_ts,
+        max(main_end) OVER (
+          PARTITION BY run_id, rank ORDER BY iteration
+          ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+        )
+      ) AS raw_start
+    FROM gpu
+  ),
+  gpu_start AS (
+    -- starts never decrease
+    SELECT
+      *,
+      max(raw_start) OVER (
+        PARTITION BY run_id, rank ORDER BY iteration ROWS UNBOUNDED PRECEDING
+      ) AS start_ns
+    FROM gpu_raw
   ),
   gpu_spans AS (
     SELECT
       *,
       coalesce(
-        min(start_ns) OVER (
-          PARTITION BY run_id, rank ORDER BY iteration
-          ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING
-        ),
+        lead(start_ns) OVER (PARTITION BY run_id, rank ORDER BY iteration),
         last_end,
         window_end_ns
       ) AS next_start
-    FROM gpu
+    FROM gpu_start
   ),
   spans AS (
     SELECT

@@ -70,12 +70,6 @@ INVARIANTS: dict[str, str] = {
           ) AS prev_end
           FROM int_rank_busy_merged
         ) WHERE prev_end > ts_ns""",
-    # work is attributed by launch and never clipped: it starts inside its iteration's span
-    # (the span starts at the step's first work) and may only run past the span's end (spill)
-    "busy_starts_inside_its_span": """
-        SELECT * FROM int_rank_busy_merged AS b JOIN int_iteration_spans AS i
-          ON b.run_id = i.run_id AND b.rank = i.rank AND b.iteration = i.iteration
-        WHERE b.ts_ns < i.start_ns""",
 }
 
 
