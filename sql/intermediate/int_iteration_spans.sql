@@ -1,5 +1,5 @@
 -- The time span of each iteration on the clock its work ran on: for a rank with GPU kernels and marker steps, from the first start of the step's own work (attributed by launch), but not before the previous step's work on the rank's main stream has ended, to the next step's start; the last step to the last end of its own work. Otherwise the iteration's window (marker window of a CPU-only rank, or the span of a sequence iteration).
--- One row per (run, rank, iteration) of int_iterations with times and a rank. Why: a GPU that lags the CPU runs step N's work after step N's CPU window has closed, so a CPU window would cut the work off; the GPU span holds it. Why the main stream (the stream with the most compute-kernel time; it runs in launch order): side streams run ahead (a data-prefetch memcpy launched in step N+1 runs at once while the main stream still works on step N: 150 ms early on hta_negative_queue_length), so step N+1 starts only once step N's main-stream work is done; a step that begins with communication (a pipeline stage's first recv) still starts there. Starts never decrease; a step without work starts at its window start. The step's own work outside its span (side-stream work run ahead, work still running after the next step began) is not clipped: the marts report it as spill_ns (int_breakdown_rank_iteration, on_off). end_ns >= start_ns always.
+-- One row per (run, rank, iteration) of int_iterations with times and a rank. Why: a GPU that lags the CPU runs step N's work after step N's CPU window has closed, so a CPU window would cut the work off; the GPU span holds it. Why the main stream (the stream with the most compute-kernel time; it runs in launch order): side streams run ahead (a data-prefetch memcpy launched in step N+1 runs at once while the main stream still works on step N: 150 ms early on hta_negative_queue_length), so step N+1 starts only once the main stream's earlier work (step N's, or older work in no step) is done; a step that begins with communication (a pipeline stage's first recv) still starts there. Starts never decrease; a step without work starts at its window start. The step's own work outside its span (side-stream work run ahead, work still running after the next step began) is not clipped: the marts report it as spill_ns (int_breakdown_rank_iteration, on_off). end_ns >= start_ns always.
 CREATE OR REPLACE VIEW int_iteration_spans(
   -- Training run identifier.
   run_id,
@@ -42,13 +42,26 @@ WITH
       PARTITION BY run_id, rank ORDER BY coalesce(comp, 0) DESC, total DESC, stream NULLS LAST
     ) = 1
   ),
-  main_end AS (
-    SELECT k.run_id, k.rank, k.iteration, max(k.end_ns) AS main_end
+  main_kernels AS (
+    SELECT k.run_id, k.rank, k.iteration, k.ts_ns, k.end_ns
     FROM int_kernel_iteration AS k
     SEMI JOIN main_stream AS m
       ON m.run_id = k.run_id AND m.rank = k.rank AND m.stream IS NOT DISTINCT FROM k.stream
-    WHERE k.iteration IS NOT NULL
-    GROUP BY k.run_id, k.rank, k.iteration
+    WHERE k.ts_ns IS NOT NULL
+  ),
+  main_step AS (
+    SELECT run_id, rank, iteration, min(ts_ns) AS main_first, max(end_ns) AS main_end
+    FROM main_kernels
+    WHERE iteration IS NOT NULL
+    GROUP BY run_id, rank, iteration
+  ),
+  main_before AS (
+    -- the main-stream kernel running just before the step's first one there (an earlier step's,
+    -- or older work in no step, e.g. launched before the trace): in-order, so it ends last
+    SELECT s.run_id, s.rank, s.iteration, k.end_ns AS before_end
+    FROM main_step AS s
+    ASOF JOIN main_kernels AS k
+      ON k.run_id = s.run_id AND k.rank = s.rank AND s.main_first > k.ts_ns
   ),
   work AS (
     SELECT run_id, rank, iteration, ts_ns, end_ns
@@ -71,15 +84,18 @@ WITH
       i.iteration,
       coalesce(s.first_ts, i.start_ns) AS first_ts,
       s.last_end,
-      me.main_end,
+      ms.main_end,
+      mb.before_end,
       i.start_ns AS window_start_ns,
       i.end_ns AS window_end_ns
     FROM iters AS i
     SEMI JOIN kernel_ranks AS kr ON kr.run_id = i.run_id AND kr.rank = i.rank
     LEFT JOIN step_work AS s
       ON s.run_id = i.run_id AND s.rank = i.rank AND s.iteration = i.iteration
-    LEFT JOIN main_end AS me
-      ON me.run_id = i.run_id AND me.rank = i.rank AND me.iteration = i.iteration
+    LEFT JOIN main_step AS ms
+      ON ms.run_id = i.run_id AND ms.rank = i.rank AND ms.iteration = i.iteration
+    LEFT JOIN main_before AS mb
+      ON mb.run_id = i.run_id AND mb.rank = i.rank AND mb.iteration = i.iteration
     WHERE i.source = 'marker'
   ),
   gpu_raw AS (
@@ -88,6 +104,7 @@ WITH
       *,
       greatest(
         first_ts,
+        before_end,
         max(main_end) OVER (
           PARTITION BY run_id, rank ORDER BY iteration
           ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
