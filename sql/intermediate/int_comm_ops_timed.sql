@@ -1,5 +1,5 @@
 -- The one timed communication list of every time mart (on_off, iteration_breakdown, bubble_ratio, on_off_timeline): each rank's communication intervals on one clock, with the iteration whose work they are.
--- One row per timed call or unclaimed comm kernel. A rank is on the GPU clock when it has comm kernels or kernel-timed calls (timing_source = kernel): its rows are its kernel-timed calls (of one source format: the one with the most) plus its comm kernels that no such call covers (a kernel-timed call IS its kernels, so a kernel inside a call's interval is not counted again; a comm kernel with no call, e.g. no launch link, still counts). CPU-clock calls of such a rank (cpu_range, or a pre-1.4.0 store's CPU-timed Kineto/nsys call, whose interval only times the enqueue) are left out: the kernel they launched stands for them. Any other rank uses the calls of its preferred source format (the format of its iteration markers, else the one with the most timed calls; a DeepSpeed log and a trace of the same rank are never both counted). Calls timed 'none' or without a duration are never rows (no comm time). iteration: the call's (int_comm_op_iteration: launch step) or the kernel's (int_kernel_iteration); null = outside every iteration (unattributed_work).
+-- One row per timed call or unclaimed comm kernel. A rank is on the GPU clock when it has comm kernels or kernel-timed calls (timing_source = kernel): its rows are its kernel-timed calls (of one source format: its kernels' format, int_kernel_iteration; else the one with the most) plus its comm kernels that no such call covers (a kernel-timed call IS its kernels, so a kernel inside a call's interval is not counted again; a comm kernel with no call, e.g. no launch link, still counts). CPU-clock calls of such a rank (cpu_range, or a pre-1.4.0 store's CPU-timed Kineto/nsys call, whose interval only times the enqueue) are left out: the kernel they launched stands for them. Any other rank uses the calls of its preferred source format (the format of its iteration markers, else the one with the most timed calls; a DeepSpeed log and a trace of the same rank are never both counted). Calls timed 'none' or without a duration are never rows (no comm time). iteration: the call's (int_comm_op_iteration: launch step) or the kernel's (int_kernel_iteration); null = outside every iteration (unattributed_work).
 CREATE OR REPLACE VIEW int_comm_ops_timed(
   -- Training run identifier.
   run_id,
@@ -52,13 +52,19 @@ WITH
     UNION
     SELECT DISTINCT run_id, rank FROM timed WHERE timing_source = 'kernel'
   ),
+  kernel_format AS (SELECT DISTINCT run_id, rank, source_format FROM int_kernel_iteration),
   gpu_format AS (
-    SELECT run_id, rank, source_format
-    FROM timed
-    WHERE timing_source = 'kernel'
-    GROUP BY run_id, rank, source_format
+    -- the format of the rank's kernels (int_kernel_iteration: one per rank), else the most calls
+    SELECT t.run_id, t.rank, t.source_format
+    FROM timed AS t
+    LEFT JOIN kernel_format AS kf
+      ON kf.run_id = t.run_id AND kf.rank = t.rank
+      AND kf.source_format IS NOT DISTINCT FROM t.source_format
+    WHERE t.timing_source = 'kernel'
+    GROUP BY t.run_id, t.rank, t.source_format
     QUALIFY row_number() OVER (
-      PARTITION BY run_id, rank ORDER BY count(*) DESC, source_format
+      PARTITION BY t.run_id, t.rank
+      ORDER BY count(kf.rank) > 0 DESC, count(*) DESC, t.source_format
     ) = 1
   ),
   gpu_calls AS (
