@@ -20,7 +20,11 @@ whose name starts GPU work (:data:`_LAUNCH_WORDS`: ``cudaLaunchKernel``,
 order (the kernel first in most traces, the launch thousands of events earlier in ROCm ones);
 each is matched when the second of the pair is read, and a GPU row whose launch has not been
 read when its chunk is flushed waits one more chunk (:meth:`KinetoParser._carry`), then is
-written with a null launch.
+written with a null launch. A launch read first waits for its GPU row in a dict (about 170
+bytes), dropped when matched: memory follows how far apart Kineto writes the two (under 9,000
+events in the shared traces), not the trace size; only a trace that wrote every launch before
+every GPU row would hold them all. The launches of comm kernels are kept to the end (one per
+call, like the call candidates).
 
 Tables written:
 
@@ -94,8 +98,9 @@ Tables written:
   when the call names no group, or the default group ("0", or the pg_config entry described
   ``default_pg``), in a trace whose ``distributedInfo.world_size`` is W: group_size = W and
   comm_id = the default group's name ("0" unless pg_config says otherwise), so that the SQL
-  side keys it (``comm_id``, ``group_size``) like the same group named by newer traces; null
-  when unknown.
+  side keys it (``comm_id``, ``group_size``) like the same group named by newer traces, and
+  ``group_rank`` = the rank when the record gives none (the world group's ranks are the global
+  ranks); null when unknown.
 
   ``iteration`` is the ``ProfilerStep#N`` containing the row's ``launch_ts_ns`` (HTA rule
   ``step.ts <= launch < step.end``), never the GPU start; null without a launch or a step.
@@ -241,9 +246,12 @@ _LAUNCH_WORDS = ("LaunchKernel", "LaunchCooperativeKernel", "GraphLaunch", "Memc
 
 
 @lru_cache(maxsize=4096)
-def _is_launch(name: str) -> bool:
-    """Whether runtime call ``name`` launches GPU work (see :data:`_LAUNCH_WORDS`)."""
-    return any(w in name for w in _LAUNCH_WORDS)
+def _launch_kind(name: str) -> int:
+    """0: runtime call ``name`` launches no GPU work; 1: it does (:data:`_LAUNCH_WORDS`);
+    2: a graph launch (all the graph's kernels share its correlation id)."""
+    if not any(w in name for w in _LAUNCH_WORDS):
+        return 0
+    return 2 if "Graph" in name else 1
 
 
 _KERNEL_SCHEMA: dict[str, pl.DataType] = {
@@ -498,7 +506,9 @@ class _State:
     comm_launch: dict[int, _Launch] = field(default_factory=dict)  # comm kernels' launches
     carried: int = 0  # kernel rows at the head of the buffer carried from the last chunk
     gpu_rows: int = 0  # GPU activities (kernels, memcpy, memset) read
-    kernel_chunks: int = 0  # chunks that held kernel rows (for the late-step warning)
+    kernel_chunks: int = 0  # flushes that held GPU rows
+    launch_seen: bool = False  # a launch event has been read
+    linked_kernels: int = 0  # comm kernels linked to a comm_ops row (sources 1 and 2)
     steps_at_first_kernels: int | None = None  # len(steps) when kernels were first flushed
     comm_kernels: list[_CommKernel] = field(default_factory=list)
     c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
@@ -829,15 +839,27 @@ class KinetoParser:
             self._gpu(st, idx, ev, kind, name)
         elif kind == _K_RUNTIME:
             args = ev.args
-            if type(name) is str and type(args) is Args and _is_launch(name):
-                corr = args.correlation
-                ts = ev.ts
-                if (
-                    type(corr) is int
-                    and (type(ts) is float or type(ts) is int)
-                    and -st.ts_max <= ts <= st.ts_max  # else its ts_ns would not fit
-                ):
-                    self._launch(st, corr, (ts, _int(ev.pid), ev.tid), "Graph" in name)
+            if type(args) is not Args or type(name) is not str or len(name) > 1024:
+                return
+            corr = args.correlation
+            ts = ev.ts
+            if (
+                type(corr) is int
+                and (type(ts) is float or type(ts) is int)
+                and -st.ts_max <= ts <= st.ts_max  # else its ts_ns would not fit
+            ):
+                launch = _launch_kind(name)
+                if not launch:
+                    return
+                row = st.waiting.get(corr)
+                if type(row) is int and launch == 1:  # the common case: one kernel waits
+                    del st.waiting[corr]
+                    st.k_launch[row] = ts
+                    if st.kernels["category"][row] == "comm":
+                        st.comm_launch[corr] = (ts, _int(ev.pid), ev.tid)
+                    st.launch_seen = True
+                else:
+                    self._launch(st, corr, (ts, _int(ev.pid), ev.tid), launch == 2)
         elif kind == _K_CPU_OP:
             if type(name) is not str:
                 return
@@ -888,7 +910,9 @@ class KinetoParser:
             corr = None
         launch = None
         if corr is not None:
-            launch = st.launches.pop(corr, None) or st.graph_launches.get(corr)
+            launch = st.launches.pop(corr, None)
+            if launch is None and st.graph_launches:
+                launch = st.graph_launches.get(corr)
             if launch is None:
                 row = len(st.k_launch)
                 have = st.waiting.get(corr)
@@ -1005,6 +1029,7 @@ class KinetoParser:
         its ts now; otherwise it waits in ``st.launches`` for its row (a graph launch in
         ``st.graph_launches``, since all its kernels share its correlation id).
         """
+        st.launch_seen = True
         rows = st.waiting.pop(corr, None)
         if rows is not None:
             cats = st.kernels["category"]
@@ -1141,6 +1166,7 @@ class KinetoParser:
         if k["source_line"]:
             st.gpu_rows += len(k["source_line"]) - st.carried
             carry = self._carry(st, final=final)
+            st.kernel_chunks += 1
             df = pl.DataFrame(k, schema=_KERNEL_SCHEMA, strict=False).with_columns(
                 pl.Series("launch_us", st.k_launch, dtype=pl.Float64)
             )
@@ -1208,11 +1234,14 @@ class KinetoParser:
         thousand events apart at most in the shared traces, the kernel first in most), so a row
         whose launch is not read yet waits one more chunk (:data:`FLUSH_EVENTS` events) and is
         written then, with a null launch if it still has none. Carried rows move to the head
-        of the buffer; ``st.waiting`` is renumbered to match.
+        of the buffer; ``st.waiting`` is renumbered to match. Rows are carried only once a
+        launch event has been read (or from the first chunk of GPU rows).
         """
         head = st.carried  # rows already carried once are written now, launch or not
         carry: list[int] = []
-        if not final:
+        # A trace with no launch event by its second chunk of GPU rows has none (GPU-only or
+        # trimmed traces): its rows are not carried, which would only copy them twice.
+        if not final and (st.launch_seen or st.kernel_chunks == 0):
             for rows in st.waiting.values():
                 for row in rows if type(rows) is list else (rows,):
                     if row >= head:
@@ -1252,7 +1281,7 @@ class KinetoParser:
                 "kernels.iteration of the kernels before them may miss those steps"
             )
         ctx = _Ctx.of(keys, st)
-        comm, source_note, used_rpc = self._comm_ops(st, ctx)
+        comm, source_note, used_rpc = self._comm_ops(st, ctx, chunk.warnings)
         if source_note:
             chunk.warnings.append(source_note)
         if comm is not None and comm.height:
@@ -1302,24 +1331,53 @@ class KinetoParser:
     # ----------------------------------------------------------------------------------------
     # comm_ops: the dedup rule, the kernel link, groups
 
-    def _comm_ops(self, st: _State, ctx: _Ctx) -> tuple[pl.DataFrame | None, str | None, int]:
-        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used."""
+    def _comm_ops(
+        self, st: _State, ctx: _Ctx, warnings: list[str]
+    ) -> tuple[pl.DataFrame | None, str | None, int]:
+        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used.
+
+        Data-quality warnings go to ``warnings``: calls whose kernel is missing although
+        others' are there, and comm kernels that no call launched (both usually at the edges
+        of the capture window).
+        """
         rows: list[_CommRow] = []
         note: str | None = None
-        if st.rpc_named:
-            rows = self._from_rpc(st, ctx)
-        elif st.ranges:
-            rows = self._from_ranges(st, ctx)
-            note = (
-                "comm_ops from the process group's <backend>:<op> ranges "
-                "(no record_param_comms with collective args): group and dtype may be unknown"
+        if st.rpc_named or st.ranges:
+            if st.rpc_named:
+                rows = self._from_rpc(st, ctx)
+            else:
+                rows = self._from_ranges(st, ctx)
+                note = (
+                    "comm_ops from the process group's <backend>:<op> ranges (no "
+                    "record_param_comms with collective args): group and dtype may be unknown"
+                )
+            # row fields: 5 group_size, 8 count, 10 msg_bytes, 17 timing_source
+            missing = sum(
+                1 for r in rows if r[17] == "none" and r[5] != 1 and r[8] != 0 and r[10] != 0
             )
+            if missing and ctx.world != 1:
+                warnings.append(
+                    f"{missing} call(s) have no kernel in the trace although other calls do "
+                    "(launched at the edge of the capture?): timing_source none, no duration"
+                )
+            unlinked = len(st.comm_kernels) - st.linked_kernels
+            if unlinked and st.linked_kernels:
+                warnings.append(
+                    f"{unlinked} communication kernel(s) match no call of the trace (launched "
+                    "before the capture started, or by a CPU op the trace lacks): they are in "
+                    "kernels only"
+                )
         elif st.comm_kernels:
             rows = self._from_kernels(st, ctx)
             note = (
                 "comm_ops from communication kernels (no record_param_comms and no "
                 "<backend>:<op> ranges): sizes only where the kernel args say"
             )
+        if st.rank is not None:  # in the world group, the group rank is the global rank
+            rows = [
+                (*r[:6], st.rank, *r[7:]) if r[19] == "inferred_default" and r[6] is None else r
+                for r in rows
+            ]
         used_rpc = len(rows) if st.rpc_named else 0
         if not rows:
             return None, note, used_rpc
@@ -1393,6 +1451,7 @@ class KinetoParser:
         for wi, kernels in self._link(st, windows, done).items():
             linked.setdefault(wi, []).extend(kernels)
         any_linked = bool(linked)
+        st.linked_kernels = sum(len(v) for v in linked.values())
         rows: list[_CommRow] = []
         for i, (
             idx,
@@ -1477,6 +1536,7 @@ class KinetoParser:
         windows = [(pid, tid, ts, ts + dur) for _idx, pid, tid, ts, dur, _n, _a in st.ranges]
         linked = self._link(st, windows, set())
         any_linked = bool(linked)
+        st.linked_kernels = sum(len(v) for v in linked.values())
         rows: list[_CommRow] = []
         for i, (idx, pid, tid, ts, dur, name, args) in enumerate(st.ranges):
             op = norm_op(name.split(":", 1)[1])

@@ -266,9 +266,11 @@ def test_cpu_range_only_where_no_kernel_can_exist(tmp_path: Path, shared_samples
             {**ev("cudaLaunchKernel", "cuda_runtime", 105.0, 5.0), "args": {"correlation": 11}},
         ],
     }
-    ops = Parsed(write_trace(tmp_path / "rank0.json", doc)).get("comm_ops").sort("source_line")
+    parsed = Parsed(write_trace(tmp_path / "rank0.json", doc))
+    ops = parsed.get("comm_ops").sort("source_line")
     assert ops["timing_source"].to_list() == ["kernel", "cpu_range", "none"]
     assert ops["dur_ns"].to_list() == [40_000, 30_000, None]
+    assert any(w.startswith("1 call(s) have no kernel in the trace") for w in parsed.warnings)
 
 
 # ------------------------------------------------------------------------------------------
@@ -298,6 +300,12 @@ def test_mi300_lagging_gpu_keeps_every_collective_in_its_step(shared_samples: Pa
         end = next(e2 for ts, e2, n in raw.steps if n == step)
         outside += kernel["ts"] >= end  # clipping to the CPU window would lose it
     assert outside >= 8  # the issue: 8 of 12 ran after their step's CPU window
+    # the comm kernels launched before the capture started belong to no call, and are counted
+    before = [k for k in raw.comm_kernels() if raw.launch_of(k) is None]
+    assert before
+    assert any(
+        w.startswith(f"{len(before)} communication kernel(s) match no call") for w in p.warnings
+    )
 
 
 def test_kernels_get_launch_time_and_launch_step(shared_samples: Path) -> None:
@@ -388,6 +396,7 @@ def test_default_group_inferred_from_world_size(shared_samples: Path, rank: int)
     assert comm["group_size"].to_list() == [world] * comm.height
     assert comm["group_source"].to_list() == ["inferred_default"] * comm.height
     assert comm["comm_id"].to_list() == ["0"] * comm.height  # PyTorch's default group name
+    assert comm["group_rank"].to_list() == [rank] * comm.height  # world group: global rank
 
 
 def test_group_source_logged_pg_config_inferred(tmp_path: Path) -> None:
