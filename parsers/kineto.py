@@ -58,8 +58,9 @@ Tables written:
   2. Else the process group's ``<backend>:<op>`` CPU ranges (``nccl:all_reduce``,
      ``gloo:send``; PyTorch ≤ 2.2 and gloo): one row each, ``count`` = product of the single
      ``Input Dims`` tensor (the range records the collective's input) and ``dtype`` from
-     ``Input type`` when recorded (null otherwise and for reduce_scatter, whose input is the
-     full buffer: the shard would need the group size, which these ranges do not record),
+     ``Input type`` when recorded (null otherwise); for reduce_scatter, whose input is the
+     full buffer, the shard = input / group size when the group size is known (inferred from
+     the world size for the default group: ``group_source`` says so), else null,
      ``peer_rank`` from the enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third
      concrete input.
   3. Else the communication kernels (old traces without CPU ops, DeepEP, custom all-reduce):
@@ -1564,7 +1565,13 @@ class KinetoParser:
             op = norm_op(name.split(":", 1)[1])
             if op is None:
                 continue
-            count = None if op == "reduce_scatter" else _dims_count(args.input_dims)
+            count = _dims_count(args.input_dims)
+            comm_id, group_size, group_source = ctx.group(None, None)
+            if op == "reduce_scatter" and count is not None:
+                # The range records the full input; NCCL's recvcount is the shard = input / n,
+                # known once the group size is (group_source says whether it was inferred).
+                whole = group_size is not None and group_size > 0 and count % group_size == 0
+                count = count // group_size if whole and group_size else None
             types = args.input_type
             dtype, size = norm_dtype(types[0] if isinstance(types, list) and types else None)
             if count is None:
@@ -1583,7 +1590,6 @@ class KinetoParser:
                             break
                         j -= 1
             msg = count * size if count is not None and size is not None else None
-            comm_id, group_size, group_source = ctx.group(None, None)
             kernels = linked.get(i)
             stream, cuda_dev, n_kernels = None, None, None
             if kernels:

@@ -120,6 +120,31 @@ def test_negative_queue_all_reduce_is_timed_by_its_nccl_kernel(shared_samples: P
     assert row["msg_bytes"] / row["dur_ns"] < 1000  # GB/s: physically possible again
 
 
+def test_old_trace_reduce_scatter_is_sized_as_the_shard(shared_samples: Path) -> None:
+    """An old nccl:_reduce_scatter_base range records the full input; msg_bytes is NCCL's
+    recvcount (the shard) = input / n, n the world size of the inferred default group, so the
+    bandwidth marts can size it (it was null, so no busbw)."""
+    raw, p = _sample(shared_samples, "hta_negative_queue_length__rank0.json.gz")
+    world = raw.keys["distributedInfo"]["world_size"]
+    sizes = {"Float": 4, "float": 4, "BFloat16": 2, "c10::BFloat16": 2, "Half": 2, "c10::Half": 2}
+    ranges = [
+        e
+        for e in raw.events
+        if is_x(e) and str(e.get("name")).startswith("nccl:") and "reduce_scatter" in e["name"]
+    ]
+    assert ranges
+    rows = _rows(p)
+    for e in ranges:
+        n = 1
+        for d in e["args"]["Input Dims"][0]:
+            n *= d
+        row = rows[raw.line[id(e)]]
+        assert row["op"] == "reduce_scatter"
+        assert row["group_size"] == world and row["group_source"] == "inferred_default"
+        assert n % world == 0
+        assert row["msg_bytes"] == n // world * sizes[e["args"]["Input type"][0]]
+
+
 @pytest.mark.parametrize("rank", [0, 1])
 def test_trace_filter_all_to_all_is_timed_by_its_kernel(shared_samples: Path, rank: int) -> None:
     """Every nccl: range of hta_trace_filter (the 419 MB all_to_all included) gets its kernel."""
