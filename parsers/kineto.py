@@ -59,8 +59,11 @@ Tables written:
      ``gloo:send``; PyTorch ≤ 2.2 and gloo): one row each, ``count`` = product of the single
      ``Input Dims`` tensor (the range records the collective's input) and ``dtype`` from
      ``Input type`` when recorded (null otherwise); for reduce_scatter, whose input is the
-     full buffer, the shard = input / group size when the group size is known (inferred from
-     the world size for the default group: ``group_source`` says so), else null,
+     full buffer, the shard = input / group size when the group size is known, else null;
+     the group size of an all_gather / reduce_scatter comes from the enclosing
+     ``c10d::_allgather_base_`` / ``_reduce_scatter_base_`` op's (output, input) shapes (whole
+     = n × shard; ``group_source`` ``inferred_shapes``, ``comm_id`` null: which sub-group is
+     not recorded) when they differ from the default group's world size;
      ``peer_rank`` from the enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third
      concrete input.
   3. Else the communication kernels (old traces without CPU ops, DeepEP, custom all-reduce):
@@ -104,7 +107,9 @@ Tables written:
   comm_id = the default group's name ("0" unless pg_config says otherwise), so that the SQL
   side keys it (``comm_id``, ``group_size``) like the same group named by newer traces, and
   ``group_rank`` = the rank when the record gives none (the world group's ranks are the global
-  ranks); null when unknown.
+  ranks); ``inferred_shapes`` for an old trace's all_gather / reduce_scatter whose enclosing
+  c10d op's shapes give a group size other than the world's (source 2 above); null when
+  unknown.
 
   ``iteration`` is the ``ProfilerStep#N`` containing the row's ``launch_ts_ns`` (HTA rule
   ``step.ts <= launch < step.end``), never the GPU start; null without a launch or a step.
@@ -353,6 +358,34 @@ def _kernel_info(raw_name: str) -> tuple[str, str, str | None]:
     """(short name, category, comm_op) of a kernel name; cached since names repeat."""
     cat, op = classify_kernel(raw_name)
     return strip_params(raw_name), cat, op
+
+
+def _shape_numel(shape: Any) -> int | None:
+    """Element count of one flat tensor shape (``[8192, 384]``), else None."""
+    if not isinstance(shape, list) or not shape:
+        return None
+    n = 1
+    for x in shape:
+        if type(x) is not int or x < 0:
+            return None
+        n *= x
+    return n
+
+
+def _group_from_shapes(dims: Any) -> int | None:
+    """Group size an all-gather / reduce-scatter op's ``Input Dims`` imply, else None.
+
+    ``c10d::_allgather_base_(output, input)`` and ``c10d::_reduce_scatter_base_(output,
+    input)`` record the gathered (whole) tensor and one rank's shard: the whole is n times the
+    shard, so n = larger numel / smaller numel when that divides exactly.
+    """
+    if not isinstance(dims, list) or len(dims) < 2:
+        return None
+    a, b = _shape_numel(dims[0]), _shape_numel(dims[1])
+    if not a or not b:
+        return None
+    big, small = max(a, b), min(a, b)
+    return big // small if big % small == 0 else None
 
 
 def _dims_count(dims: Any) -> int | None:
@@ -1547,6 +1580,26 @@ class KinetoParser:
             )
         return rows
 
+    @staticmethod
+    def _enclosing_op(
+        by_tid: dict[Any, list[tuple[float, float, str, Any]]],
+        starts: dict[Any, list[float]],
+        tid: Any,
+        ts: float,
+    ) -> tuple[str, Any] | None:
+        """(name, args) of the latest c10d op on ``tid`` that starts before ``ts`` and has not
+        ended (the range starts inside the op; async work may outlive it), else None."""
+        ops = by_tid.get(tid)
+        if not ops:
+            return None
+        j = bisect.bisect_right(starts[tid], ts) - 1
+        while j >= 0:
+            _o_ts, o_end, o_name, o_args = ops[j]
+            if o_end >= ts:
+                return o_name, o_args
+            j -= 1
+        return None
+
     def _from_ranges(self, st: _State, ctx: _Ctx) -> list[_CommRow]:
         # Enclosing c10d::* op per thread, for the peer/root rank of p2p and broadcast.
         by_tid: dict[Any, list[tuple[float, float, str, Any]]] = {}
@@ -1567,6 +1620,18 @@ class KinetoParser:
                 continue
             count = _dims_count(args.input_dims)
             comm_id, group_size, group_source = ctx.group(None, None)
+            enclosing = self._enclosing_op(by_tid, starts, tid, ts)
+            if op in ("all_gather", "reduce_scatter") and enclosing is not None:
+                # The c10d op's (output, input) shapes give the group size: a sub-group's
+                # all-gather must not take the world size of the default group.
+                o_name, o_args = enclosing
+                shapes_n = (
+                    _group_from_shapes(o_args.input_dims)
+                    if type(o_args) is Args and ("gather" in o_name or "scatter" in o_name)
+                    else None
+                )
+                if shapes_n is not None and shapes_n != group_size:
+                    comm_id, group_size, group_source = None, shapes_n, "inferred_shapes"
             if op == "reduce_scatter" and count is not None:
                 # The range records the full input; NCCL's recvcount is the shard = input / n,
                 # known once the group size is (group_source says whether it was inferred).
@@ -1577,18 +1642,11 @@ class KinetoParser:
             if count is None:
                 dtype, size = None, None
             peer = None
-            if op in P2P_OPS or op == "broadcast":
-                ops = by_tid.get(tid)
-                if ops:
-                    j = bisect.bisect_right(starts[tid], ts) - 1
-                    while j >= 0:
-                        _o_ts, o_end, _o_name, o_args = ops[j]
-                        if o_end >= ts:  # the range starts inside the op (async work outlives it)
-                            ci = o_args.concrete_inputs if type(o_args) is Args else None
-                            if isinstance(ci, list) and len(ci) > 2:
-                                peer = _int(ci[2])
-                            break
-                        j -= 1
+            if (op in P2P_OPS or op == "broadcast") and enclosing is not None:
+                o_args = enclosing[1]
+                ci = o_args.concrete_inputs if type(o_args) is Args else None
+                if isinstance(ci, list) and len(ci) > 2:
+                    peer = _int(ci[2])
             msg = count * size if count is not None and size is not None else None
             kernels = linked.get(i)
             stream, cuda_dev, n_kernels = None, None, None

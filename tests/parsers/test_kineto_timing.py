@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pytest
 
 import parsers.kineto as kineto_mod
@@ -120,29 +121,79 @@ def test_negative_queue_all_reduce_is_timed_by_its_nccl_kernel(shared_samples: P
     assert row["msg_bytes"] / row["dur_ns"] < 1000  # GB/s: physically possible again
 
 
-def test_old_trace_reduce_scatter_is_sized_as_the_shard(shared_samples: Path) -> None:
-    """An old nccl:_reduce_scatter_base range records the full input; msg_bytes is NCCL's
-    recvcount (the shard) = input / n, n the world size of the inferred default group, so the
-    bandwidth marts can size it (it was null, so no busbw)."""
-    raw, p = _sample(shared_samples, "hta_negative_queue_length__rank0.json.gz")
-    world = raw.keys["distributedInfo"]["world_size"]
-    sizes = {"Float": 4, "float": 4, "BFloat16": 2, "c10::BFloat16": 2, "Half": 2, "c10::Half": 2}
-    ranges = [
+def _numel(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _enclosing_c10d(raw: Raw, rng: dict[str, Any]) -> dict[str, Any] | None:
+    """The c10d op on the range's thread that contains the range's start (latest such)."""
+    ops = [
         e
         for e in raw.events
-        if is_x(e) and str(e.get("name")).startswith("nccl:") and "reduce_scatter" in e["name"]
+        if is_x(e)
+        and str(e.get("name", "")).startswith("c10d::")
+        and e["tid"] == rng["tid"]
+        and e["ts"] <= rng["ts"] <= e["ts"] + e["dur"]
     ]
-    assert ranges
+    return max(ops, key=lambda e: e["ts"]) if ops else None
+
+
+@pytest.mark.parametrize(
+    ("name", "ops"),
+    [
+        ("hta_negative_queue_length__rank0.json.gz", ("all_gather", "reduce_scatter")),
+        ("hta_trace_filter__sampled_rank-0.json.gz", ("all_gather",)),
+    ],
+)
+def test_old_trace_gather_scatter_group_from_c10d_shapes(
+    shared_samples: Path, name: str, ops: tuple[str, ...]
+) -> None:
+    """Old nccl:_allgather_base / _reduce_scatter_base ranges name no group; the enclosing
+    c10d op records (whole, shard) shapes, so n = whole / shard (8 and 64 here, not the world
+    size 16 / 128); reduce_scatter's msg_bytes is then the shard (it was null: no busbw)."""
+    raw, p = _sample(shared_samples, name)
+    world = raw.keys["distributedInfo"]["world_size"]
+    sizes = {
+        "Float": 4,
+        "float": 4,
+        "BFloat16": 2,
+        "c10::BFloat16": 2,
+        "Half": 2,
+        "c10::Half": 2,
+        "signed char": 1,
+        "unsigned char": 1,
+        "Byte": 1,
+        "Char": 1,
+    }
     rows = _rows(p)
-    for e in ranges:
-        n = 1
-        for d in e["args"]["Input Dims"][0]:
-            n *= d
+    seen = set()
+    for e in raw.events:
+        if not (is_x(e) and str(e.get("name")).startswith("nccl:")):
+            continue
+        op = (
+            "all_gather"
+            if "gather" in e["name"]
+            else "reduce_scatter"
+            if "scatter" in e["name"]
+            else None
+        )
+        if op is None:
+            continue
+        c10d = _enclosing_c10d(raw, e)
+        assert c10d is not None
+        whole, shard = sorted(_numel(d) for d in c10d["args"]["Input Dims"][:2])[::-1]
+        n = whole // shard
         row = rows[raw.line[id(e)]]
-        assert row["op"] == "reduce_scatter"
-        assert row["group_size"] == world and row["group_source"] == "inferred_default"
-        assert n % world == 0
-        assert row["msg_bytes"] == n // world * sizes[e["args"]["Input type"][0]]
+        assert row["op"] == op
+        assert row["group_size"] == n
+        assert n != world and row["group_source"] == "inferred_shapes"
+        elem = sizes[e["args"]["Input type"][0]]
+        assert row["msg_bytes"] == shard * elem
+        seen.add(op)
+    assert seen == set(ops)
 
 
 @pytest.mark.parametrize("rank", [0, 1])
@@ -420,7 +471,13 @@ def test_default_group_inferred_from_world_size(shared_samples: Path, rank: int)
     raw, p = _sample(shared_samples, f"hta_trace_filter__sampled_rank-{rank}.json.gz")
     world = raw.keys["distributedInfo"]["world_size"]
     assert "pg_config" not in raw.keys["distributedInfo"]
-    comm = p.get("comm_ops")
+    every = p.get("comm_ops")
+    # all_gathers whose c10d shapes show a sub-group are inferred_shapes (test above)
+    shaped = every.filter(pl.col("group_source") == "inferred_shapes")
+    assert set(shaped["op"]) <= {"all_gather", "reduce_scatter"}
+    assert shaped["comm_id"].null_count() == shaped.height
+    assert shaped["group_rank"].null_count() == shaped.height
+    comm = every.filter(pl.col("group_source") != "inferred_shapes")
     assert comm.height > 0
     assert comm["group_size"].to_list() == [world] * comm.height
     assert comm["group_source"].to_list() == ["inferred_default"] * comm.height
