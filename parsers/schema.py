@@ -176,7 +176,8 @@ COMM_OPS = Table(
             "Where group_size/comm_id came from: logged (the record names its group), "
             "pg_config (the trace's distributedInfo.pg_config), inferred_default (a call on "
             "the default group of a trace with world size W gets the W-rank world group), "
-            "null when unknown.",
+            "inferred_shapes (an old trace's all_gather/reduce_scatter sized by its c10d op's "
+            "whole/shard shapes: group_size known, which sub-group not), null when unknown.",
         ),
         Column(
             "kernel_count",
