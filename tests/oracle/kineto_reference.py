@@ -10,8 +10,8 @@ Rules, each chosen to be simple and checkable by hand:
   :class:`~decimal.Decimal` (exact) and turned into integer ns by ``round(x * 1000)`` (half to
   even), ``end = round((ts + dur) * 1000)``. ``baseTimeNanoseconds`` is added when present, so
   ns are on the epoch clock like commscope's ``ts_ns``.
-- **Rank.** ``distributedInfo.rank``, else ``rank<N>`` / ``rank-<N>`` / ``rank_<N>`` in the file
-  name, else None.
+- **Rank.** ``distributedInfo.rank``, else ``rank<N>`` / ``rank-<N>`` / ``rank_<N>`` /
+  ``worker<N>`` in the file name (FORMATS_timeline.md §4.4), else None.
 - **Steps.** ``ProfilerStep#N`` events on the CPU (any category but ``gpu_user_annotation``);
   the first CPU copy of each N wins.
 - **Kernels.** Events of category ``kernel`` (``Kernel`` in 2020 files). memcpy and memset
@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Any
 
 STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
-RANK_RE = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+RANK_RE = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 COMM_RANGE_RE = re.compile(r"^(nccl|gloo):(.+)$")
 COMM_KERNEL_RE = re.compile(r"^(?:void\s+)?(?:nccl|rccl)|ep::(?:internode|intranode)::|deep_ep::")
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
@@ -232,12 +232,12 @@ def read(path: Path) -> Reference:
     comm: dict[int, list[tuple[int, int]]] = {n: [] for n in steps}
     comp: dict[int, list[tuple[int, int]]] = {n: [] for n in steps}
     unattributed = 0
-    by_launch: dict[int, tuple[int, int]] = {}  # id(launch event) -> comm kernel interval
+    by_launch: dict[int, list[tuple[int, int]]] = {}  # id(launch) -> its comm kernels
     for k in kernels:
         launch = launches.get(k.get("args", {}).get("correlation"))
         it = step_of(base + ns(launch["ts"])) if launch else None
         if is_comm_kernel(k["name"]) and launch:
-            by_launch.setdefault(id(launch), span(k))
+            by_launch.setdefault(id(launch), []).append(span(k))
         if it is None:
             unattributed += 1
         else:
@@ -246,7 +246,9 @@ def read(path: Path) -> Reference:
     # calls: CPU comm ranges, inside their record_param_comms when there is one
     recs = sorted((e for e in xs if e.get("name") == "record_param_comms"), key=lambda e: e["ts"])
     ranges = [
-        e for e in xs if COMM_RANGE_RE.match(str(e.get("name", ""))) and e.get("cat") != "gpu_user_annotation"
+        e
+        for e in xs
+        if COMM_RANGE_RE.match(str(e.get("name", ""))) and e.get("cat") != "gpu_user_annotation"
     ]
     calls: list[Call] = []
     used: set[int] = set()
@@ -278,9 +280,10 @@ def read(path: Path) -> Reference:
                 n = world
         w0, w1 = span(win)
         ks = [
-            by_launch[id(lz)]
+            k
             for lz in thread_launches.get((win["pid"], win["tid"]), [])
             if id(lz) in by_launch and w0 <= base + ns(lz["ts"]) <= w1
+            for k in by_launch[id(lz)]
         ]
         start = span(r if r["name"] != "record_param_comms" else win)[0]
         calls.append(
@@ -308,7 +311,9 @@ if __name__ == "__main__":  # python tests/oracle/kineto_reference.py TRACE...
 
     for arg in sys.argv[1:]:
         ref = read(Path(arg))
-        print(f"== {arg}: rank {ref.rank}/{ref.world_size}, unattributed {ref.unattributed_kernels}")
+        print(
+            f"== {arg}: rank {ref.rank}/{ref.world_size}, unattributed {ref.unattributed_kernels}"
+        )
         for n, v in sorted(ref.per_iteration.items()):
             print(f"  iteration {n}: {v}")
         for c in ref.calls:

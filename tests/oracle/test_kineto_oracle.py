@@ -76,9 +76,8 @@ class Derived:
 
     def comm_ops(self) -> pl.DataFrame:
         with self.store.connect() as con:
-            return con.sql(
-                "SELECT * FROM comm_ops WHERE run_id = ? ", params=[self.run_id]
-            ).pl()  # type: ignore[call-arg]
+            sql = "SELECT * FROM comm_ops WHERE run_id = ?"
+            return con.execute(sql, [self.run_id]).pl()
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +135,11 @@ def test_iterations_match_reference(trace: str, derived: Callable[[str], Derived
         )
     checks = {
         "iteration_breakdown.comm_ns": (breakdown, "comm_ns", lambda v: v["comm_ns"]),
-        "iteration_breakdown.hidden_comm_ns": (breakdown, "hidden_comm_ns", lambda v: v["hidden_ns"]),
+        "iteration_breakdown.hidden_comm_ns": (
+            breakdown,
+            "hidden_comm_ns",
+            lambda v: v["hidden_ns"],
+        ),
         "iteration_breakdown.exposed_comm_ns": (
             breakdown,
             "exposed_comm_ns",
@@ -212,7 +215,9 @@ def test_call_bandwidth_matches_reference(trace: str, derived: Callable[[str], D
     bw = d.mart("effective_bandwidth").filter(pl.col("source") == "comm_ops")
     for (op, n, bucket), values in per_key.items():
         rows = bw.filter(
-            (pl.col("op") == op) & (pl.col("group_size") == n) & (pl.col("size_bucket_bytes") == bucket)
+            (pl.col("op") == op)
+            & (pl.col("group_size") == n)
+            & (pl.col("size_bucket_bytes") == bucket)
         )
         want = statistics.median(values)
         if rows.height != 1 or abs(rows["busbw_gb_s"][0] - want) > REL_TOL * want:
