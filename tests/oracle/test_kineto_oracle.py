@@ -77,7 +77,7 @@ class Derived:
     def comm_ops(self) -> pl.DataFrame:
         with self.store.connect() as con:
             sql = "SELECT * FROM comm_ops WHERE run_id = ?"
-            return con.execute(sql, [self.run_id]).pl()
+            return con.sql(sql, params=[self.run_id]).pl()
 
 
 @pytest.fixture(scope="module")
