@@ -45,7 +45,7 @@ MAX_BUSBW_GB_S = 1_000.0
 
 EXCEPTIONS: dict[tuple[str, str], str] = {}
 """(trace id, check) -> why commscope departs from the reference on purpose. Checks are
-``iteration_breakdown.<column>``, ``on_off.on_ns``, ``iterations``, ``calls``, ``busbw``,
+``iteration_breakdown.<column>``, ``on_off.on_ns``, ``iterations``, ``calls``, ``timing_source``, ``busbw``,
 ``effective_bandwidth``, ``rank``."""
 
 
@@ -211,6 +211,18 @@ def test_call_bandwidth_matches_reference(trace: str, derived: Callable[[str], D
         f"comm_ops row timed by a kernel the reference does not link to a call: "
         f"rank {r['rank']} {r['op']} ts {r['ts_ns']} dur {r['dur_ns']}"
         for r in unmatched
+    )
+    # the clock of every row: kernel where the trace has GPU kernels, cpu_range where it has none
+    allowed = {"kernel", "none"} if any(r.has_kernels for r in d.refs) else {"cpu_range", "none"}
+    wrong = ops.filter(
+        ~pl.col("timing_source").is_in(list(allowed)).fill_null(False)
+        | pl.col("timing_source").is_null()
+        | ((pl.col("timing_source") == "none") & pl.col("dur_ns").is_not_null())
+    )
+    problems.setdefault("timing_source", []).extend(
+        f"rank {r['rank']} {r['op']} line {r['source_line']}: timing_source "
+        f"{r['timing_source']} dur {r['dur_ns']} (expected one of {sorted(allowed)})"
+        for r in wrong.iter_rows(named=True)
     )
     bw = d.mart("effective_bandwidth").filter(pl.col("source") == "comm_ops")
     for (op, n, bucket), values in per_key.items():
