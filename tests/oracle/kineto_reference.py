@@ -22,7 +22,9 @@ Rules, each chosen to be simple and checkable by hand:
   ``nccl<Coll>...Kernel_*``) and DeepEP kernels that move data between ranks (namespaces
   ``ep::internode`` / ``ep::intranode`` / ``deep_ep::``: dispatch, combine, notify). DeepEP's
   ``get_dispatch_layout`` only computes a layout locally, so it is compute. compute = every
-  other kernel.
+  other kernel. (HTA's own rule, ``hta/common/types.py``: comm = ``^nccl|^hip|^hccl|ncclKernel``,
+  so HTA counts DeepEP kernels as compute.) One DeepEP operation is one data kernel
+  (dispatch/combine) with the notify kernel before it: ``deepep_kernels`` counts both kinds.
 - **Launch attribution.** Runtime/driver events (``cuda_runtime``, ``cuda_driver``, 2020
   ``Runtime``; ROCm's ``hip*`` calls sit in ``cuda_runtime`` too) with ``args.correlation``
   are launches; a kernel's launch is the one with its correlation id. Its iteration is the step
@@ -64,6 +66,7 @@ STEP_RE = re.compile(r"^ProfilerStep\s*#\s*(\d+)")
 RANK_RE = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
 COMM_RANGE_RE = re.compile(r"^(nccl|gloo):(.+)$")
 COMM_KERNEL_RE = re.compile(r"^(?:void\s+)?(?:nccl|rccl)|ep::(?:internode|intranode)::|deep_ep::")
+DEEPEP_RE = re.compile(r"ep::(?:internode|intranode)::(\w*notify\w*|dispatch|combine)\b")
 LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime", "driver"}
 OP_NAMES = {  # raw collective / range names -> normalised op
     "all_reduce": "all_reduce", "allreduce": "all_reduce", "allreduce_coalesced": "all_reduce",
@@ -165,6 +168,7 @@ class Reference:
     per_iteration: dict[int, dict[str, int]]  # N -> comm_ns, compute_ns, hidden_ns
     calls: list[Call]
     unattributed_kernels: int  # kernels with no launch or launched outside every step
+    deepep_kernels: dict[str, int]  # DeepEP comm kernels: "data" (dispatch/combine), "notify"
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -303,7 +307,11 @@ def read(path: Path) -> Reference:
             "compute_ns": length(pu),
             "hidden_ns": intersect(cu, pu),
         }
-    return Reference(rank, world, steps, bool(kernels), per_iteration, calls, unattributed)
+    deepep = {"data": 0, "notify": 0}
+    for k in kernels:
+        if (m := DEEPEP_RE.search(k["name"])) is not None:
+            deepep["notify" if "notify" in m.group(1) else "data"] += 1
+    return Reference(rank, world, steps, bool(kernels), per_iteration, calls, unattributed, deepep)
 
 
 if __name__ == "__main__":  # python tests/oracle/kineto_reference.py TRACE...

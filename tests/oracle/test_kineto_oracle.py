@@ -215,6 +215,16 @@ def test_call_bandwidth_matches_reference(trace: str, derived: Callable[[str], D
         for r in unmatched
         if r["msg_bytes"] is not None or ref_calls
     )
+    # DeepEP: one call per data kernel (dispatch/combine), its notify kernel merged into it
+    data = sum(r.deepep_kernels["data"] for r in d.refs)
+    notify = sum(r.deepep_kernels["notify"] for r in d.refs)
+    if data:
+        deepep = timed.filter(pl.col("msg_bytes").is_null())
+        got = (deepep.height, deepep["kernel_count"].sum())
+        if got != (data, data + notify):
+            problems.setdefault("calls", []).append(
+                f"DeepEP: commscope (calls, kernels) {got} vs reference ({data}, {data + notify})"
+            )
     # the clock of every row: kernel where the trace has GPU kernels, cpu_range where it has none
     allowed = {"kernel", "none"} if any(r.has_kernels for r in d.refs) else {"cpu_range", "none"}
     wrong = ops.filter(
