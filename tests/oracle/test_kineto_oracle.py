@@ -10,7 +10,8 @@ into a temporary store with the project's own functions, and read a second time 
   the reference's comm / hidden / comm - hidden / compute time within 0.5 % or 2 µs, and the
   marts have exactly the reference's iterations (ProfilerStep windows), once each;
 - per sized, kernel-timed call: the ``comm_ops`` row timed by the same kernel has the
-  reference's duration, size, group size, and busbw within 0.5 %; ``effective_bandwidth``'s
+  reference's duration, size, group size and iteration, and its busbw through commscope's own
+  macro (``sql/macros/comm_bus_factor.sql``) is the reference's within 0.5 %; ``effective_bandwidth``'s
   median busbw per (op, group, size bucket) equals the median of the reference's; no row of it
   is above 1,000 GB/s;
 - the rank is the reference's (``distributedInfo.rank``, else the file name, else none).
@@ -27,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 
@@ -38,6 +40,7 @@ from tests.oracle.kineto_reference import Reference, read
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_KINETO = ROOT.parent / "shared" / "samples" / "kineto"
 BUNDLED = ROOT / "sample_traces" / "ds_pipe_pp2_dp2_cpu" / "kineto"
+MACROS = ROOT / "sql" / "macros" / "comm_bus_factor.sql"  # the one busbw definition (issue 16)
 
 REL_TOL = 0.005
 ABS_TOL_NS = 2_000
@@ -174,6 +177,7 @@ def test_call_bandwidth_matches_reference(trace: str, derived: Callable[[str], D
     timed = ops.filter(pl.col("timing_source") == "kernel").sort("ts_ns")
     ref_calls = [(r.rank, c) for r in d.refs for c in r.calls if c.kernels]
     unmatched = list(timed.iter_rows(named=True))
+    busbw = _macro_busbw(timed) if MACROS.is_file() else {}
     per_key: dict[tuple[str, int | None, int], list[float]] = {}
     for rank, call in ref_calls:
         near = [
@@ -201,7 +205,7 @@ def test_call_bandwidth_matches_reference(trace: str, derived: Callable[[str], D
             continue
         bucket = 1 << (call.msg_bytes.bit_length() - 1)
         per_key.setdefault((call.op, call.group_size, bucket), []).append(call.busbw_gb_s)
-        got = _contract_busbw(row)
+        got = busbw.get((row["source_file"], row["source_line"]))
         if got is None or abs(got - call.busbw_gb_s) > REL_TOL * call.busbw_gb_s:
             problems.setdefault("busbw", []).append(
                 f"rank {rank} {call.op} {call.msg_bytes} B at {call.kernel_ts_ns}: "
@@ -257,16 +261,17 @@ def test_call_bandwidth_matches_reference(trace: str, derived: Callable[[str], D
     _settle(trace, problems)
 
 
-def _contract_busbw(row: dict[str, object]) -> float | None:
-    """busbw of one comm_ops row by PLAN.md's convention, from commscope's own columns."""
-    n, size, dur, op = row["group_size"], row["msg_bytes"], row["dur_ns"], row["op"]
-    if not isinstance(n, int) or not isinstance(size, int) or not isinstance(dur, int) or not dur:
-        return None
-    s = size * n if op in ("all_gather", "reduce_scatter") else size
-    factor = {"all_reduce": 2 * (n - 1) / n}.get(str(op), (n - 1) / n)
-    if op not in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all"):
-        factor = 1.0
-    return s / dur * factor
+def _macro_busbw(timed: pl.DataFrame) -> dict[tuple[str, int], float | None]:
+    """busbw (GB/s) of each kernel-timed comm_ops row (by source file and line) through commscope's own
+    bandwidth macro, ``sql/macros/comm_bus_factor.sql``: comm_bus_bytes(op, msg_bytes, n) / dur."""
+    con = duckdb.connect()
+    con.execute(MACROS.read_text())
+    con.register("timed", timed)
+    rows = con.execute(
+        "SELECT source_file, source_line, comm_bus_bytes(op, msg_bytes, group_size) / dur_ns"
+        " FROM timed"
+    ).fetchall()
+    return {(f, line): bw for f, line, bw in rows}
 
 
 @pytest.mark.parametrize("trace", TRACES)
