@@ -1,5 +1,5 @@
 -- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run (model_spec §C: C = busbw of large messages). Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
--- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
+-- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
   run_id,
@@ -11,6 +11,8 @@ CREATE OR REPLACE VIEW effective_bandwidth(
   traffic_class,
   -- True group size n used for busbw (null when unknown).
   group_size,
+  -- Where n came from: logged, pg_config, inferred_default (default group of a W-rank trace: the world), run_config (calls that log no group: DeepSpeed), op (send/recv: 2), unknown (the row does not say); comma-joined when several.
+  group_source,
   -- World size (DeepSpeed's n).
   world_size,
   -- Message-size bucket: largest power of two <= msg_bytes.
@@ -84,6 +86,11 @@ WITH
       CASE WHEN coalesce(o.timing_source, '') <> 'none' AND o.dur_ns > 0 THEN o.dur_ns END
         AS dur_ns,
       coalesce(o.timing_source, 'unknown') AS timing_source,
+      CASE
+        WHEN o.group_size IS NULL AND o.op IN ('send', 'recv') THEN 'op'
+        WHEN o.group_size IS NULL THEN 'run_config'
+        ELSE coalesce(o.group_source, 'unknown')
+      END AS group_source,
       o.busbw_gbps AS logged_busbw,
       w.world_size AS nw,
       coalesce(
@@ -117,6 +124,7 @@ WITH
       END AS traffic_class,
       'deepspeed_comms' AS source_format,
       'logged' AS timing_source,
+      'run_config' AS group_source,
       c.msg_bytes::DOUBLE AS s,
       c.msg_bytes,
       c.summary_index,
@@ -141,7 +149,7 @@ WITH
     -- DeepSpeed's calc_bw_log busbw / msg, which applies the same factors with n = world size
     SELECT
       *,
-      comm_alg_bytes(op, s, n) AS s_alg,
+      comm_alg_bytes(op, s_canon, n) AS s_alg,
       comm_bus_factor(op, n) AS bus_factor,
       CASE
         WHEN op IN ('all_reduce', 'all_gather', 'reduce_scatter', 'all_to_all')
@@ -149,17 +157,28 @@ WITH
         ELSE 1.0
       END AS ds_factor
     FROM (
-      SELECT run_id, op, traffic_class, source_format, timing_source, s, NULL::BIGINT AS msg_bytes,
-        NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, 1 AS calls, dur_ns::DOUBLE AS median_dur_ns,
-        dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source
-      FROM calls
-      UNION ALL
-      SELECT run_id, op, traffic_class, source_format, timing_source, s, msg_bytes, summary_index,
-        summary_line,
-        calls,
-        median_dur_ns, mean_dur_ns, logged_busbw, nw, n, NULL AS capacity,
-        'comm_summaries' AS source
-      FROM summaries
+      -- canonical msg_bytes: DeepSpeed logs reduce_scatter's input tensor (all n shards; its
+      -- get_msg_size_from_args takes the `tensor` argument) and no group size, so the shard is
+      -- known only here, once n is: s / n. Every other source logs the canonical size.
+      SELECT
+        *,
+        CASE WHEN source_format = 'deepspeed_comms' AND op = 'reduce_scatter' THEN s / n ELSE s END
+          AS s_canon
+      FROM (
+        SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s,
+          NULL::BIGINT AS msg_bytes,
+          NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, 1 AS calls, dur_ns::DOUBLE AS median_dur_ns,
+          dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source
+        FROM calls
+        UNION ALL
+        SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s, msg_bytes,
+          summary_index,
+          summary_line,
+          calls,
+          median_dur_ns, mean_dur_ns, logged_busbw, nw, n, NULL AS capacity,
+          'comm_summaries' AS source
+        FROM summaries
+      )
     )
   ),
   per_call AS (
@@ -179,6 +198,7 @@ WITH
       op,
       traffic_class,
       n::INTEGER AS group_size,
+      string_agg(DISTINCT group_source, ',' ORDER BY group_source) AS group_source,
       any_value(nw)::INTEGER AS world_size,
       (2::BIGINT ** floor(log2(s)))::BIGINT AS size_bucket_bytes,
       any_value(msg_bytes) AS msg_bytes,
@@ -224,6 +244,7 @@ SELECT
   g.op,
   g.traffic_class,
   g.group_size,
+  g.group_source,
   g.world_size,
   g.size_bucket_bytes,
   g.msg_bytes,
