@@ -11,7 +11,7 @@ CREATE OR REPLACE VIEW effective_bandwidth(
   traffic_class,
   -- True group size n used for busbw (null when unknown).
   group_size,
-  -- Where n came from: logged, pg_config, inferred_default (default group of a W-rank trace: the world), run_config (calls that log no group: DeepSpeed), op (send/recv: 2), unknown (the row does not say); comma-joined when several.
+  -- Where n came from: logged, pg_config, inferred_default (default group of a W-rank trace: the world), run_config (calls that log no group: DeepSpeed), op (send/recv: 2), unknown (the row does not say); comma-joined when several; null when n is unknown.
   group_source,
   -- World size (DeepSpeed's n).
   world_size,
@@ -86,11 +86,6 @@ WITH
       CASE WHEN coalesce(o.timing_source, '') <> 'none' AND o.dur_ns > 0 THEN o.dur_ns END
         AS dur_ns,
       coalesce(o.timing_source, 'unknown') AS timing_source,
-      CASE
-        WHEN o.group_size IS NULL AND o.op IN ('send', 'recv') THEN 'op'
-        WHEN o.group_size IS NULL THEN 'run_config'
-        ELSE coalesce(o.group_source, 'unknown')
-      END AS group_source,
       o.busbw_gbps AS logged_busbw,
       w.world_size AS nw,
       coalesce(
@@ -102,6 +97,12 @@ WITH
           WHEN w.dp = 1 THEN w.tp
         END
       ) AS n,
+      CASE
+        WHEN o.group_size IS NOT NULL THEN coalesce(o.group_source, 'unknown')
+        WHEN o.op IN ('send', 'recv') THEN 'op'
+        -- n (the alias above) came from the config
+        WHEN n IS NOT NULL THEN 'run_config'
+      END AS group_source,
       CASE
         WHEN gn.n_known = gn.n_members AND gn.n_nodes = 1 THEN w.c_intra_bps
         WHEN gn.n_known = gn.n_members AND gn.n_nodes > 1 THEN w.c_inter_bps
@@ -124,7 +125,7 @@ WITH
       END AS traffic_class,
       'deepspeed_comms' AS source_format,
       'logged' AS timing_source,
-      'run_config' AS group_source,
+
       c.msg_bytes::DOUBLE AS s,
       c.msg_bytes,
       c.summary_index,
@@ -139,7 +140,12 @@ WITH
         WHEN c.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
         WHEN w.tp = 1 THEN w.dp
         WHEN w.dp = 1 THEN w.tp
-      END AS n
+      END AS n,
+      CASE
+        WHEN c.op IN ('send', 'recv') THEN 'op'
+        -- n (the alias above) came from the config
+        WHEN n IS NOT NULL THEN 'run_config'
+      END AS group_source
     FROM stg_store__comm_summaries AS c
     LEFT JOIN world AS w ON w.run_id = c.run_id
     WHERE c.op NOT IN ('barrier', 'other') AND c.msg_bytes > 0

@@ -21,17 +21,16 @@ from pipeline.store import Store
 
 
 def sample_files(samples: Path) -> list[Path]:
-    """Every sample file of ../shared/samples/<format>/ (the .source.txt notes left out)."""
-    return sorted(
-        p for p in samples.glob("*/*") if p.is_file() and not p.name.endswith(".source.txt")
-    )
+    """Every sample of ../shared/samples/<format>/: a file, or a folder of one run's files
+    (per-rank dumps, per-node exports); the .source.txt notes left out."""
+    return sorted(p for p in samples.glob("*/*") if not p.name.endswith(".source.txt"))
 
 
 @pytest.fixture(scope="session")
 def all_samples(
     tmp_path_factory: pytest.TempPathFactory, shared_samples: Path, sample_traces: Path
 ) -> tuple[Store, dict[str, Path]]:
-    """One store holding every sample, one run per file (run ids s00, s01, ...) and one per
+    """One store holding every sample, one run per file or folder (run ids s00, s01, ...) and one per
     sample_traces/ folder (t00, ...); the run id -> the path ingested."""
     store = Store.open(tmp_path_factory.mktemp("samples") / "store")
     runs: dict[str, Path] = {}
