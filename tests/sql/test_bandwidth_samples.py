@@ -9,8 +9,9 @@ Before issue 16 hta_negative_queue_length showed 33,806 GB/s (an all_reduce time
 enqueue call).
 
 The 2-rank sample of a 128-rank Kineto run (hta_trace_filter: distributedInfo world_size 128,
-calls naming no process group) must have busbw and a traffic matrix on the 128-rank world group,
-marked group_source inferred_default; the world size is read here from the file itself.
+calls naming no process group) must have busbw, a traffic matrix, predictability and MoE rows on
+the 128-rank world group, marked group_source inferred_default; the world size is read here from
+the file itself.
 """
 
 from __future__ import annotations
@@ -136,3 +137,21 @@ def test_default_group_of_a_world_gets_busbw_and_a_matrix(
     assert sent is not None
     # all_to_all reaches every other member of the world
     assert sent[0] == world - 1 and sent[1] > 0
+    # the marts built on the matrix have the run too: one predictability row per iteration with
+    # traffic of the rank, one MoE row per iteration with EP (all_to_all) traffic
+    iters = con.execute(
+        "SELECT count(DISTINCT iteration) FROM int_flows_expanded WHERE run_id = $r "
+        "AND src_rank = $k AND iteration IS NOT NULL",
+        {"r": run_id, "k": rank},
+    ).fetchone()
+    assert iters is not None and iters[0] >= 1
+    pred = con.execute(
+        "SELECT count(*) FROM predictability WHERE run_id = $r AND scope = 'rank' AND rank = $k",
+        {"r": run_id, "k": rank},
+    ).fetchone()
+    assert pred == (iters[0],)
+    moe = con.execute(
+        "SELECT count(*) FROM moe_nonuniform WHERE run_id = $r AND volume_bytes > 0",
+        {"r": run_id},
+    ).fetchone()
+    assert moe is not None and moe[0] >= 1
