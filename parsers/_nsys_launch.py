@@ -287,10 +287,12 @@ def time_calls(
 ) -> pl.DataFrame:
     """Add the issue-16 timing columns to NCCL call rows.
 
-    ``ops`` holds the range's ``rowid``, ``start``, ``end``, ``gtid``, ``pid`` and
-    ``msg_bytes``. A call gets, in order: its own kernels (``kernel``); else the kernels of the
+    ``ops`` holds the range's ``rowid``, ``start``, ``end``, ``gtid``, ``pid``,
+    ``msg_bytes`` and ``group_size``. A call gets, in order: its own kernels (``kernel``); else the kernels of the
     ``ncclGroupEnd`` closing its group (``kernel``); else, when the export traced no kernel at
-    all (no CUDA trace: the kernels cannot be seen), its CPU range (``cpu_range``); else
+    all (no CUDA trace: the kernels cannot be seen), its CPU range (``cpu_range``), unless
+    the call is known to move nothing (``msg_bytes`` 0, or a communicator of one rank by its
+    ``group_size``); else
     ``none`` (it launched nothing: a one-rank or zero-size call, or a launch from another
     thread), with ``dur_ns`` null and ``kernel_count`` 0. ``launch_ts_ns`` is the range start.
     """
@@ -308,11 +310,13 @@ def time_calls(
         )
     )
     own = pl.col("k_n").fill_null(0) > 0
+    trivial = (pl.col("msg_bytes") == 0) | (pl.col("group_size") == 1)
+    untimed_range = pl.lit(not kernels_traced) & ~trivial.fill_null(False)
     grp = pl.col("g_n").fill_null(0) > 0
     source = (
         pl.when(own | grp)
         .then(pl.lit("kernel"))
-        .when(pl.lit(not kernels_traced))
+        .when(untimed_range)
         .then(pl.lit("cpu_range"))
         .otherwise(pl.lit("none"))
     )
@@ -328,7 +332,7 @@ def time_calls(
         .then(pl.col("k_end") - pl.col("k_start"))
         .when(grp)
         .then(pl.col("g_end") - pl.col("g_start"))
-        .when(pl.lit(not kernels_traced))
+        .when(untimed_range)
         .then(pl.col("end") - pl.col("start"))
         .otherwise(pl.lit(None, dtype=pl.Int64))
     )

@@ -170,6 +170,7 @@ class _Export:
     links: CallLinks | None = None
     kernels_traced: bool = False
     calls_unlaunched: int = 0
+    comm_nranks: dict[str, int] = field(default_factory=dict)
 
 
 def _meta(con: sqlite3.Connection, tables: set[str]) -> dict[str, str]:
@@ -198,6 +199,10 @@ def _anchor(
         "0",
     }
     normalized = meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true"
+    if normalized and shift == {str(anchor)}:
+        # Normalised to the session start, then shifted by that start's epoch time (the
+        # ZhiyiHu CSCS exports): the timestamps are already epoch ns, so ts_ns = 0 is the epoch.
+        return 0, True
     if shift or normalized:
         warnings.append(
             "export was time-shifted or normalised; the session start time is kept but the "
@@ -556,6 +561,8 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
                 )
             )
         elif comm_id is not None and NRANKS in pay and RANK in pay:
+            if isinstance(pay[NRANKS], int):
+                ex.comm_nranks[comm_id] = pay[NRANKS]
             comms.append(
                 {
                     "comm_id": comm_id,
@@ -573,6 +580,11 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
     ops = nccl.filter(pl.col("op").is_not_null())
     pay_df = pl.DataFrame(decoded, schema=_PAY_SCHEMA, orient="row")
     ops = ops.join(pay_df, on="rowid", how="left", maintain_order="left")
+    # group_size from the communicator's own CommInit payload seen earlier in the export.
+    size = pl.col("comm_id").replace_strict(ex.comm_nranks, default=None, return_dtype=pl.Int32)
+    ops = ops.with_columns(size.alias("group_size")).with_columns(
+        pl.when(pl.col("group_size").is_not_null()).then(pl.lit("logged")).alias("group_source")
+    )
     ops = time_calls(
         ops.with_columns(pl.col("globalTid").alias("gtid")),
         ex.links or CallLinks.empty(),
@@ -588,6 +600,8 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
         "op",
         pl.col("name").alias("raw_op"),
         "comm_id",
+        "group_size",
+        "group_source",
         "peer_rank",
         "msg_bytes",
         "redop",

@@ -633,7 +633,7 @@ class DeepSpeedCommsParser:
     """Parser for DeepSpeed comms-logger verbose lines and summary tables."""
 
     name: ClassVar[str] = "deepspeed_comms"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:

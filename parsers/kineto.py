@@ -20,7 +20,11 @@ whose name starts GPU work (:data:`_LAUNCH_WORDS`: ``cudaLaunchKernel``,
 order (the kernel first in most traces, the launch thousands of events earlier in ROCm ones);
 each is matched when the second of the pair is read, and a GPU row whose launch has not been
 read when its chunk is flushed waits one more chunk (:meth:`KinetoParser._carry`), then is
-written with a null launch.
+written with a null launch. A launch read first waits for its GPU row in a dict (about 170
+bytes), dropped when matched: memory follows how far apart Kineto writes the two (under 9,000
+events in the shared traces), not the trace size; only a trace that wrote every launch before
+every GPU row would hold them all. The launches of comm kernels are kept to the end (one per
+call, like the call candidates).
 
 Tables written:
 
@@ -94,8 +98,9 @@ Tables written:
   when the call names no group, or the default group ("0", or the pg_config entry described
   ``default_pg``), in a trace whose ``distributedInfo.world_size`` is W: group_size = W and
   comm_id = the default group's name ("0" unless pg_config says otherwise), so that the SQL
-  side keys it (``comm_id``, ``group_size``) like the same group named by newer traces; null
-  when unknown.
+  side keys it (``comm_id``, ``group_size``) like the same group named by newer traces, and
+  ``group_rank`` = the rank when the record gives none (the world group's ranks are the global
+  ranks); null when unknown.
 
   ``iteration`` is the ``ProfilerStep#N`` containing the row's ``launch_ts_ns`` (HTA rule
   ``step.ts <= launch < step.end``), never the GPU start; null without a launch or a step.
@@ -1368,6 +1373,11 @@ class KinetoParser:
                 "comm_ops from communication kernels (no record_param_comms and no "
                 "<backend>:<op> ranges): sizes only where the kernel args say"
             )
+        if st.rank is not None:  # in the world group, the group rank is the global rank
+            rows = [
+                (*r[:6], st.rank, *r[7:]) if r[19] == "inferred_default" and r[6] is None else r
+                for r in rows
+            ]
         used_rpc = len(rows) if st.rpc_named else 0
         if not rows:
             return None, note, used_rpc

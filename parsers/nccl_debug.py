@@ -1212,7 +1212,7 @@ class NcclDebugParser:
     """Parser for NCCL debug output (see the module docstring)."""
 
     name: ClassVar[str] = "nccl_debug"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:

@@ -11,7 +11,9 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   ``nvtx`` otherwise; ``iteration`` when the whole name is a step marker); NCCL-domain ranges
   of data-moving API calls → ``comm_ops`` (op from the function name; message size, comm hash,
   peer/root and reduction op only when the payload decodes with the export's payload schema
-  tables); NCCL ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
+  tables; ``group_size`` = the ``No. of ranks`` of the call's communicator from its CommInit
+  payload earlier in the export, ``group_source`` ``logged``, else both null); NCCL
+  ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
   **Records** = rows of the KERNEL, MEMCPY, MEMSET and NVTX_EVENTS tables.
 * **SQLite timing (issue 16)**, by :mod:`parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
   are those of the GPU kernel(s) it launched (NCCL range → ``CUPTI_ACTIVITY_KIND_RUNTIME``
@@ -46,7 +48,10 @@ reports that are not ingested; rejected are intervals with no end or an end befo
 Timestamps stay on the file's own timeline (SQLite: ns since the session start). The clock
 anchor is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (epoch ns of ``ts_ns = 0``), written to
 ``trace_meta.clock_anchor_ns`` with ``aligned = true``; files without it (all CSV/Parquet, and
-exports lacking the table or time-shifted ones) get ``aligned = false``.
+exports lacking the table or time-shifted ones) get ``aligned = false``. An export normalised
+to the session start and then shifted by exactly ``utcEpochNs`` (``EXPORT_PARAM_TIME_NORMALIZE``
+true, ``EXPORT_CONFIG_TIME_SHIFT`` = ``utcEpochNs``, as in the ZhiyiHu CSCS sample) already holds
+epoch ns: its anchor is 0 and it is aligned.
 
 Rank: nsys knows no torch rank. In order: ``MPI_RANKS`` (per process; ``rank_source``
 ``mpi_ranks``), the ``MPI Rank N`` thread names nsys MPI tracing writes (``mpi_thread_name``),
@@ -103,7 +108,7 @@ class NsysParser:
     """Nsight Systems SQLite exports, ``nsys stats`` CSV reports and ``nsys recipe`` Parquet."""
 
     name: ClassVar[str] = "nsys"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head``/``path`` is an nsys output (0 = not mine).

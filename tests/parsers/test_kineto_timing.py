@@ -396,6 +396,7 @@ def test_default_group_inferred_from_world_size(shared_samples: Path, rank: int)
     assert comm["group_size"].to_list() == [world] * comm.height
     assert comm["group_source"].to_list() == ["inferred_default"] * comm.height
     assert comm["comm_id"].to_list() == ["0"] * comm.height  # PyTorch's default group name
+    assert comm["group_rank"].to_list() == [rank] * comm.height  # world group: global rank
 
 
 def test_group_source_logged_pg_config_inferred(tmp_path: Path) -> None:

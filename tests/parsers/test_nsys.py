@@ -571,6 +571,9 @@ def test_synthetic_comm_ops_from_nccl_payloads(
     assert ops["comm_id"].to_list() == [f"0x{COMM_HASH:x}", f"0x{COMM_HASH:x}", None, None]
     assert ops["redop"].to_list() == ["sum", None, None, None]
     assert ops["peer_rank"].to_list() == [None, 1, None, None]
+    # group size from the CommInit payload of the same communicator (nranks 8)
+    assert ops["group_size"].to_list() == [8, 8, None, None]
+    assert ops["group_source"].to_list() == ["logged", "logged", None, None]
     # Kernels were traced but the export has no RUNTIME table: no call can be linked to a
     # kernel, so none is timed (its CPU range only times the enqueue).
     assert ops["ts_ns"].to_list() == [95, 160, 180, 200]
@@ -932,7 +935,7 @@ def build_timing_db(path: Path, *, cuda: bool = True) -> dict[str, object]:
         CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
         CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
         CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
-            text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER,
+            text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER, jsonText TEXT,
             eventId INTEGER PRIMARY KEY);
         """
     )
@@ -955,6 +958,10 @@ def build_timing_db(path: Path, *, cuda: bool = True) -> dict[str, object]:
         "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) "
         "VALUES (?, ?, ?, ?, ?, ?, ?)",
         nvtx,
+    )
+    # the last AllReduce is zero-size (decoded payload in jsonText)
+    con.execute(
+        "UPDATE NVTX_EVENTS SET jsonText = '{\"Message size [bytes]\": 0}' WHERE start = 1100"
     )
     # kernel: (corr, start, end, name id); runtime: (corr, thread, start, eventClass)
     kernels = [(1, 1200, 1500, 30), (2, 1600, 1700, 31), (3, 1900, 1990, 32), (4, 2600, 2700, 32)]
@@ -1021,16 +1028,21 @@ def test_synthetic_kernel_launch_and_iteration(tmp_path: Path) -> None:
 def test_synthetic_no_cuda_trace_keeps_cpu_range(tmp_path: Path) -> None:
     path = tmp_path / "synthetic_nocuda_rank_0.sqlite"
     facts = build_timing_db(path, cuda=False)
-    calls = [
+    calls = sorted(
         (s, e)
         for s, e, _, _, _, tid, _ in facts["nvtx"]  # type: ignore[attr-defined]
         if tid in (20, 22, 23)
-    ]
+    )
     ops = run(path).get("comm_ops").sort("ts_ns")
-    assert set(ops["timing_source"]) == {"cpu_range"}
-    assert ops.select("ts_ns", "dur_ns").rows() == [(s, e - s) for s, e in sorted(calls)]
-    assert ops["launch_ts_ns"].to_list() == [s for s, _ in sorted(calls)]
-    assert ops["kernel_count"].null_count() == ops.height
+    assert ops["launch_ts_ns"].to_list() == [s for s, _ in calls]
+    # Without a CUDA trace the CPU range is all there is; the zero-size call (start 1100)
+    # moves nothing and has no time at all.
+    timed = ops.filter(pl.col("msg_bytes").fill_null(-1) != 0)
+    assert set(timed["timing_source"]) == {"cpu_range"}
+    assert timed.select("ts_ns", "dur_ns").rows() == [(s, e - s) for s, e in calls if s != 1100]
+    zero = ops.filter(pl.col("msg_bytes") == 0)
+    assert zero.select("ts_ns", "dur_ns", "timing_source").rows() == [(1100, None, "none")]
+    assert ops["kernel_count"].null_count() == ops.height  # no kernels traced: unknown
 
 
 def test_jax_csv_comm_ops_are_cpu_ranges(nsys_dir: Path) -> None:
@@ -1078,3 +1090,20 @@ def test_synthetic_recipe_projection_is_kernel_time(tmp_path: Path) -> None:
         ("all_reduce", 5000, 900, "kernel", 1000, 2),
         ("all_gather", 7000, None, "none", 1200, 0),
     ]
+
+
+def test_real_epoch_shifted_export_is_aligned(nsys_dir: Path) -> None:
+    """ZhiyiHu exports are normalised then shifted by the session start: ts_ns are epoch ns."""
+    for path in zhiyihu_files(nsys_dir):
+        with ro(path) as con:
+            start = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+            first = con.execute(
+                "SELECT min(start) FROM NVTX_EVENTS WHERE eventType = 59 AND end >= start"
+            ).fetchone()[0]
+        assert meta["EXPORT_PARAM_TIME_NORMALIZE"] == "true"
+        assert int(meta["EXPORT_CONFIG_TIME_SHIFT"]) == start[0] <= first
+        out = run(path)
+        row = out.get("trace_meta").row(0, named=True)
+        assert (row["clock_anchor_ns"], row["aligned"]) == (0, True), path.name
+        assert out.get("markers")["ts_ns"].min() == first  # already on the epoch clock
