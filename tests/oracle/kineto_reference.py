@@ -44,8 +44,12 @@ Rules, each chosen to be simple and checkable by hand:
   broadcast, reduce, all_to_all, send/recv), per-rank send buffer (all_gather), per-rank shard
   (reduce_scatter); from ``In``/``Out msg nelems`` x dtype size, else the range's ``Input
   Dims`` x ``Input type`` size (old traces, where the reduce_scatter input is the full buffer,
-  so the shard is input / n). Group size n: the record's ``Group size``, else ``pg_config``'s
-  ``pg_size`` of its process group, else (default group or none named) ``world_size``.
+  so the shard is input / n). Group size n: the record's ``Group size``; else, for
+  all_gather / reduce_scatter, what the enclosing ``c10d::_allgather_base_`` /
+  ``c10d::_reduce_scatter_base_`` op's (output, input) ``Input Dims`` prove (full / per-rank
+  numel: old traces name no group, and these calls are often on a sub-group, e.g. 8 of 16
+  ranks in hta_negative_queue_length, 64 of 128 in hta_trace_filter); else ``pg_config``'s
+  ``pg_size`` of its process group; else (default group or none named) ``world_size``.
   algbw = S / t with S = msg_bytes x n for all_gather/reduce_scatter else msg_bytes; busbw =
   algbw x (2(n-1)/n all_reduce; (n-1)/n all_gather, reduce_scatter, all_to_all; 1 otherwise),
   in GB/s = 1e9 bytes/s.
@@ -184,6 +188,13 @@ def _elem(type_name: Any) -> int | None:
     return ELEM_BYTES.get(str(type_name).lower()) if type_name is not None else None
 
 
+def _numel(dims: list[Any]) -> int:
+    total = 1
+    for d in dims:
+        total *= int(d)
+    return total
+
+
 def _size(op: str, rec: dict[str, Any], rng: dict[str, Any], n: int | None) -> int | None:
     """msg_bytes by the PLAN.md convention, from record args or the range's Input Dims."""
     elem = _elem(rec.get("dtype"))
@@ -257,6 +268,25 @@ def read(path: Path) -> Reference:
     calls: list[Call] = []
     used: set[int] = set()
     windows: list[tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None]] = []
+    c10d = [e for e in xs if str(e.get("name", "")).startswith("c10d::")]
+
+    def enclosing(r: dict[str, Any], pool: list[dict[str, Any]]) -> dict[str, Any] | None:
+        return next(
+            (c for c in pool if (c["pid"], c["tid"]) == (r["pid"], r["tid"])
+             and c["ts"] <= r["ts"] and r["ts"] + r["dur"] <= c["ts"] + c["dur"]),
+            None,
+        )  # fmt: skip
+
+    shape_n: dict[int, int] = {}  # id(range) -> group size its c10d op's tensor shapes prove
+    for r in ranges:
+        op_r = OP_NAMES.get(COMM_RANGE_RE.sub(r"\2", r["name"]))
+        c = enclosing(r, c10d) if op_r in ("all_gather", "reduce_scatter") else None
+        dims = (c or {}).get("args", {}).get("Input Dims") or []
+        if len(dims) >= 2 and dims[0] and dims[1]:
+            out, inp = _numel(dims[0]), _numel(dims[1])
+            big, small = (out, inp) if op_r == "all_gather" else (inp, out)
+            if small and big % small == 0:
+                shape_n[id(r)] = big // small
     for r in ranges:
         rec = next(
             (c for c in recs if (c["pid"], c["tid"]) == (r["pid"], r["tid"])
@@ -277,6 +307,8 @@ def read(path: Path) -> Reference:
         raw = str(args.get("Collective name") or COMM_RANGE_RE.sub(r"\2", r["name"]))
         op = OP_NAMES.get(raw, OP_NAMES.get(COMM_RANGE_RE.sub(r"\2", r["name"]), "other"))
         n = args.get("Group size")
+        if n is None and id(r) in shape_n:  # (output, input) shapes of the c10d op
+            n = shape_n[id(r)]
         if n is None:
             pg = args.get("Process Group Name", args.get("Process Group ID"))
             n = pg_size.get(str(pg)) if pg is not None else None
