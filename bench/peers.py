@@ -314,12 +314,15 @@ def compare_unit(
             ("compute", "t_comp_ns", "compute_us", "compute_ns"),
             ("hidden comm", "hidden_comm_ns", "hidden_us", "hidden_ns"),
         ):
+            remainder = label == "compute" and c.get("comp_source") not in (None, "kernels")
             ln = Line(
-                f"r{key[0]} it{key[1]} {label} µs",
+                f"r{key[0]} it{key[1]} {label} µs"
+                + (" (commscope: remainder)" if remainder else ""),
                 us(c.get(ck)),
                 he.get(hk),
                 us(rf.get(rk)),
                 hd.get(hk),
+                compare=not remainder,
             )
             lines.append(ln)
             d = ln.as_dict()
@@ -331,14 +334,15 @@ def compare_unit(
     # kernels HTA kept but attributed to no step (launched outside every ProfilerStep)
     for (rank, it), he in sorted(h_ex.items()):
         if it < 0:
-            lines.append(
-                Line(
-                    f"r{rank} no step: comm µs (HTA iteration -1)",
-                    None,
-                    he.get("comm_us"),
-                    compare=False,
+            for label, hk in (("comm", "comm_us"), ("compute", "compute_us")):
+                lines.append(
+                    Line(
+                        f"r{rank} no step: {label} µs (HTA iteration -1)",
+                        None,
+                        he.get(hk),
+                        compare=False,
+                    )
                 )
-            )
     lines += _collective_lines(cs, exact, ref)
     mx = cs.get("max_effective_busbw_gb_s")
     lines.append(Line("effective_bandwidth max busbw GB/s (mart)", mx, compare=False))
@@ -492,6 +496,11 @@ def unit_notes(unit: Unit, cs: dict[str, Any], hta: dict[str, Any], ref_why: str
         notes.append(
             "commscope calls by timing_source: "
             + ", ".join(f"{k} {v}" for k, v in sorted(by_source.items()))
+        )
+    if any(r.get("comp_source") not in (None, "kernels") for r in cs.get("iterations", [])):
+        notes.append(
+            "commscope: no compute kernels, so iteration_breakdown's t_comp_ns is the iteration "
+            "minus communication (comp_source 'remainder'), not a kernel union: not compared"
         )
     ing = cs.get("ingest", {})
     if ing.get("n_errors"):
