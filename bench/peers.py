@@ -27,6 +27,7 @@ dur_ns); the largest ``effective_bandwidth`` busbw of the run is shown beside.
 from __future__ import annotations
 
 import importlib
+import math
 import statistics
 import sys
 from collections.abc import Iterable, Sequence
@@ -163,6 +164,17 @@ class Line:
             ),
             "hta_default": self.hta_default,
         }
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with every infinite or NaN float replaced by the string "inf"/"nan" (strict JSON)."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return "nan" if math.isnan(obj) else "inf"
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
 
 
 def _fmt(v: object, digits: int = 3) -> str:
@@ -551,6 +563,11 @@ def run_peers(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
             "table": [ln.as_dict() for ln in lines],
             "notes": notes,
             "max_delta_pct": worst,
+            "hta_overall_overlap_pct": {
+                m: hta.get(m, {}).get("overall")
+                for m in ("default", "exact")
+                if isinstance(hta.get(m), dict)
+            },
             "hta_seconds": {
                 m: hta.get(m, {}).get("seconds")
                 for m in ("default", "exact")
@@ -577,7 +594,11 @@ def run_peers(ctx: Context) -> tuple[list[Row], dict[str, Any]]:
             )
         )
     print()
-    return rows, section
+    for r in rows:  # Row values go to JSON too
+        r.value = r.value if r.value is None or math.isfinite(r.value) else None
+        if r.baseline_value is not None and not math.isfinite(r.baseline_value):
+            r.baseline_value = None
+    return rows, json_safe(section)
 
 
 def run(ctx: Context) -> list[Row]:
@@ -591,6 +612,7 @@ __all__ = [
     "elem_bytes",
     "format_table",
     "hta_msg_bytes",
+    "json_safe",
     "median",
     "normalize_op",
     "rel_diff_pct",

@@ -17,6 +17,7 @@ from bench.peers import (
     elem_bytes,
     format_table,
     hta_msg_bytes,
+    json_safe,
     median,
     normalize_op,
     rel_diff_pct,
@@ -114,3 +115,8 @@ def test_format_table_aligns_and_shows_deltas() -> None:
     assert len({len(x) for x in out}) == 1  # every line has the same width
     assert "1,825.259" in out[2] and "0.0000" in out[2] and "1,769.000" in out[2]
     assert out[3].split()[1:] == ["5", "5", "-", "-", "-", "-"]
+
+
+def test_json_safe_replaces_non_finite_floats() -> None:
+    doc = {"a": [1.0, float("inf")], "b": {"c": float("nan")}, "d": "x"}
+    assert json_safe(doc) == {"a": [1.0, "inf"], "b": {"c": "nan"}, "d": "x"}
