@@ -132,12 +132,16 @@ SELECT rank, iteration, comm_ns, t_comp_ns, hidden_comm_ns, calls, comp_source, 
 FROM iteration_breakdown WHERE run_id = $r ORDER BY rank, iteration
 """
 
+# A call's correlation id: the comm kernel that starts it (same start; the one that also ends
+# it first, since two kernels of a whole-µs trace can start at the same µs).
 _PEERS_CALLS = """
 SELECT c.rank, c.iteration, c.op, c.ts_ns, c.dur_ns, c.msg_bytes, c.group_size,
        c.timing_source, c.kernel_count,
-       (SELECT min(k.correlation) FROM kernels k
+       (SELECT k.correlation FROM kernels k
         WHERE k.run_id = c.run_id AND k.rank IS NOT DISTINCT FROM c.rank AND k.ts_ns = c.ts_ns
-          AND k.category = 'comm') AS correlation
+          AND k.category = 'comm'
+        ORDER BY (k.ts_ns + k.dur_ns = c.ts_ns + c.dur_ns) DESC, k.correlation
+        LIMIT 1) AS correlation
 FROM comm_ops c WHERE c.run_id = $r ORDER BY c.rank, c.ts_ns
 """
 

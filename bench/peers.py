@@ -446,7 +446,10 @@ def unit_notes(unit: Unit, cs: dict[str, Any], hta: dict[str, Any], ref_why: str
         if not isinstance(m, dict):
             continue
         if "error" in m:
-            notes.append(f"HTA ({mode}) cannot read it: {m['error']}")
+            why = m["error"]
+            if "'list' object" in why:
+                why += " (the trace is a bare JSON array, the 2020 form; HTA reads only the object form)"
+            notes.append(f"HTA ({mode}) cannot read it: {why}")
             continue
         load = m.get("load", {})
         parsed = sum(load.get("gpu_rows_parsed", {}).values())
@@ -499,6 +502,14 @@ def unit_notes(unit: Unit, cs: dict[str, Any], hta: dict[str, Any], ref_why: str
         notes.append(
             "the trace's times are fractional µs: HTA's default load rounds each event inward to "
             "whole µs (ts up, end down), so its defaults column is lower"
+        )
+    kernel_timed = sum(1 for c in cs.get("calls", []) if c.get("timing_source") == "kernel")
+    ex_mode = hta.get("exact", {})
+    hta_read = isinstance(ex_mode, dict) and "error" not in ex_mode
+    if kernel_timed and hta_read and not ex_mode.get("collectives"):
+        notes.append(
+            "HTA counts only kernels named ^nccl.*Kernel as communication: the comm kernels "
+            f"of the {kernel_timed} kernel-timed calls here are COMPUTATION to HTA"
         )
     by_source: dict[str, int] = {}
     for c in cs.get("calls", []):
