@@ -120,3 +120,47 @@ def test_format_table_aligns_and_shows_deltas() -> None:
 def test_json_safe_replaces_non_finite_floats() -> None:
     doc = {"a": [1.0, float("inf")], "b": {"c": float("nan")}, "d": "x"}
     assert json_safe(doc) == {"a": [1.0, "inf"], "b": {"c": "nan"}, "d": "x"}
+
+
+def test_compare_unit_lines_up_the_three_readers_per_rank_iteration() -> None:
+    from pathlib import Path
+
+    from bench.peers import Unit, compare_unit
+
+    cs = {  # commscope: ns; a rank-less trace is rank 0 for HTA and the bench
+        "iterations": [
+            {"rank": None, "iteration": 4, "comm_ns": 10_000, "t_comp_ns": 50_000,
+             "hidden_comm_ns": 2_000, "comp_source": "kernels"},
+        ],
+        "calls": [
+            {"rank": None, "op": "all_reduce", "dur_ns": 10_000, "msg_bytes": 10**6,
+             "group_size": 2, "correlation": 7, "timing_source": "kernel"},
+        ],
+    }  # fmt: skip
+    hta = {  # HTA: µs; iteration -1 = kernels launched in no step
+        "exact": {
+            "iterations": [
+                {"rank": 0, "iteration": 4, "comm_us": 10.0, "compute_us": 50.0, "hidden_us": 2.002},
+                {"rank": 0, "iteration": -1, "comm_us": 0.0, "compute_us": 3.0, "hidden_us": 0.0},
+            ],
+            "collectives": [
+                {"rank": 0, "correlation": 7, "dur_us": 10.0, "in_msg_nelems": 250000,
+                 "out_msg_nelems": 250000, "msg_dtype": "Float", "group_size": 2},
+            ],
+        },
+        "default": {"iterations": []},
+    }  # fmt: skip
+    ref = {
+        "iterations": {(0, 4): {"comm_ns": 10_000, "compute_ns": 50_000, "hidden_ns": 2_000}},
+        "calls": [],
+    }
+    lines, worst = compare_unit(Unit("u", [], Path()), cs, hta, ref)
+    by = {ln.metric: ln for ln in lines}
+    hidden = by["r0 it4 hidden comm µs"]
+    assert (hidden.commscope, hidden.hta, hidden.reference) == (2.0, 2.002, 2.0)
+    assert worst["hidden comm_vs_hta"] == pytest.approx(0.1 / 1.001)
+    assert worst["hidden comm_vs_reference"] == 0.0
+    assert by["r0 no step: compute µs (HTA iteration -1)"].hta == 3.0
+    assert by["all_reduce: timed calls (HTA: kernels matched)"].hta == 1
+    bw = by["all_reduce: median busbw GB/s"]  # 1e6 B / 1e4 ns x 2(n-1)/n = 100 GB/s
+    assert bw.commscope == pytest.approx(100.0) and bw.hta == pytest.approx(100.0)
