@@ -364,7 +364,10 @@ def compare_unit(
 def _collective_lines(
     cs: dict[str, Any], exact: dict[str, Any], ref: dict[str, Any] | None
 ) -> list[Line]:
-    calls = [c for c in cs.get("calls", []) if c.get("dur_ns")]
+    timed = [c for c in cs.get("calls", []) if c.get("dur_ns")]
+    # kernel-timed calls (timing_source unset: a store written before schema 1.4.0)
+    calls = [c for c in timed if c.get("timing_source") in (None, "kernel")]
+    cpu = [c for c in timed if c.get("timing_source") not in (None, "kernel")]
     hta_k = exact.get("collectives", [])
     by_corr = {(k["rank"], k["correlation"]): k for k in hta_k}
     ref_calls = [c for c in (ref or {}).get("calls", []) if c.get("dur_ns")]
@@ -381,7 +384,7 @@ def _collective_lines(
         theirs = [c for c in ref_calls if c["op"] == op]
         lines.append(
             Line(
-                f"{op}: timed calls (HTA: kernels matched)",
+                f"{op}: kernel-timed calls (HTA: kernels matched)",
                 len(mine),
                 len(pairs) if hta_k else None,
                 len(theirs) if ref else None,
@@ -393,7 +396,7 @@ def _collective_lines(
                 f"{op}: kernel time sum µs",
                 sum(c["dur_ns"] for c in mine) / 1000,
                 sum(k["dur_us"] for _, k in pairs) if pairs else None,
-                sum(c["dur_ns"] for c in theirs) / 1000 if ref else None,
+                sum(c["dur_ns"] for c in theirs) / 1000 if theirs else None,
             )
         )
         if pairs:
@@ -421,6 +424,16 @@ def _collective_lines(
                 median(busbw_gb_s(op, c["msg_bytes"], c["group_size"], c["dur_ns"]) for c in mine),
                 median(h_bw),
                 median(c["busbw"] for c in theirs),
+            )
+        )
+    for op in sorted({c["op"] for c in cpu}):
+        mine = [c for c in cpu if c["op"] == op]
+        sources = "/".join(sorted({str(c.get("timing_source")) for c in mine}))
+        lines.append(
+            Line(
+                f"{op}: {sources}-timed calls, time sum µs (no kernel)",
+                sum(c["dur_ns"] for c in mine) / 1000,
+                compare=False,
             )
         )
     unmatched = [k for k in hta_k if (k["rank"], k["correlation"]) not in matched_keys]
