@@ -1,7 +1,8 @@
 """``python -m bench``: every performance figure of issue 9 with its baseline, one table + JSON.
 
 Benchmarks (one module each, run in this order): text_logs, kineto_vs_hta, memory_bound,
-marts_scale, report_scale. Inputs are SYNTHETIC (``commscope generate``, replicated) and cached
+marts_scale, report_scale, peers (issue 16: commscope, HTA and the test oracle side by side on the
+real Kineto traces; its tables are printed and stored under ``peers`` in the JSON). Inputs are SYNTHETIC (``commscope generate``, replicated) and cached
 in the work dir; each measurement runs in its own child process (wall time and peak RSS of that
 process). The machine's load averages are recorded before and after, because it is shared.
 
@@ -26,7 +27,14 @@ from pathlib import Path
 
 from bench._common import ROOT, Context, Row, load_average
 
-BENCHMARKS = ("text_logs", "kineto_vs_hta", "memory_bound", "marts_scale", "report_scale")
+BENCHMARKS = (
+    "text_logs",
+    "kineto_vs_hta",
+    "memory_bound",
+    "marts_scale",
+    "report_scale",
+    "peers",
+)
 
 
 def _fmt(v: object) -> str:
@@ -76,6 +84,25 @@ def print_table(rows: list[Row]) -> None:
             print(f"* {r.bench} / {r.metric}: {r.note}")
 
 
+def _merge_peers(
+    path: Path, result: dict[str, object], peers: dict[str, object], *, only_peers: bool
+) -> dict[str, object]:
+    """The JSON to write: ``--only peers`` replaces only the ``peers`` section of the file.
+
+    The peers figures are correctness checks, not timings, so a peers-only run keeps the
+    performance figures the file already holds; any other run writes its own figures as before.
+    """
+    base: dict[str, object] = {}
+    if only_peers and path.exists():
+        try:
+            base = json.loads(path.read_text())
+        except json.JSONDecodeError:
+            base = {}
+    out = base if only_peers and base else result
+    out["peers"] = peers
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected benchmarks, print the table, write the JSON."""
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
@@ -111,18 +138,24 @@ def main(argv: list[str] | None = None) -> int:
     load_before = load_average()
     rows: list[Row] = []
     seconds: dict[str, float] = {}
+    peers: dict[str, object] | None = None
     for name in (b for b in BENCHMARKS if b in only):
         print(f"[bench] {name} ...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
-            rows.extend(importlib.import_module(f"bench.{name}").run(ctx))
+            mod = importlib.import_module(f"bench.{name}")
+            if name == "peers":
+                peer_rows, peers = mod.run_peers(ctx)
+                rows.extend(peer_rows)
+            else:
+                rows.extend(mod.run(ctx))
         except Exception as exc:  # one failing benchmark must not lose the others' figures
             traceback.print_exc()
             rows.append(Row(name, "failed", "", None, note=f"{type(exc).__name__}: {exc}"[:500]))
         seconds[name] = round(time.perf_counter() - t0, 1)
         print(f"[bench] {name} done in {seconds[name]} s", file=sys.stderr, flush=True)
     print_table(rows)
-    result = {
+    result: dict[str, object] = {
         "started": started,
         "command": "python -m bench " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": {"cpus": __import__("os").cpu_count(), "python": platform.python_version()},
@@ -132,6 +165,13 @@ def main(argv: list[str] | None = None) -> int:
         "bench_seconds": seconds,
         "rows": [r.as_dict() for r in rows],
     }
+    if peers is not None:
+        peers.update(
+            started=started,
+            command=result["command"],
+            rows=[r.as_dict() for r in rows if r.bench == "peers"],
+        )
+        result = _merge_peers(a.json, result, peers, only_peers=set(only) == {"peers"})
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
     print(

@@ -6,7 +6,9 @@ Subcommands (each prints one JSON line with its own timings and what it produced
   accounting checked per file by ingest itself), without the one-off catalog build;
 * ``catalog STORE RUN``: that catalog build (``Store.refresh_catalog``), timed on its own;
 * ``derive STORE RUN``: ``derive_run`` (every mart) and the overlap figure;
-* ``report STORE RUN OUT``: ``reports.html.build_report`` if it exists.
+* ``report STORE RUN OUT``: ``reports.html.build_report`` if it exists;
+* ``peers STORE RUN PATH...``: ingest + derive, then the per rank-iteration comm/compute/hidden
+  comm of ``iteration_breakdown`` and every timed call of ``comm_ops`` (``bench/peers.py``).
 """
 
 from __future__ import annotations
@@ -125,10 +127,56 @@ def _report(store_dir: Path, run_id: str, out: Path) -> dict[str, object]:
     return {"report_s": time.perf_counter() - t0, "html_bytes": html.stat().st_size}
 
 
+_PEERS_ITERATIONS = """
+SELECT rank, iteration, comm_ns, t_comp_ns, hidden_comm_ns, calls, comp_source, source
+FROM iteration_breakdown WHERE run_id = $r ORDER BY rank, iteration
+"""
+
+# A call's correlation id: the comm kernel that starts it (same start; the one that also ends
+# it first, since two kernels of a whole-µs trace can start at the same µs).
+_PEERS_CALLS = """
+SELECT c.rank, c.iteration, c.op, c.ts_ns, c.dur_ns, c.msg_bytes, c.group_size,
+       c.timing_source, c.kernel_count,
+       (SELECT k.correlation FROM kernels k
+        WHERE k.run_id = c.run_id AND k.rank IS NOT DISTINCT FROM c.rank AND k.ts_ns = c.ts_ns
+          AND k.category = 'comm'
+        ORDER BY (k.ts_ns + k.dur_ns = c.ts_ns + c.dur_ns) DESC, k.correlation
+        LIMIT 1) AS correlation
+FROM comm_ops c WHERE c.run_id = $r ORDER BY c.rank, c.ts_ns
+"""
+
+
+def _peers(store_dir: Path, run_id: str, paths: list[Path]) -> dict[str, object]:
+    """Ingest and derive ``paths``; return what ``bench/peers.py`` compares with HTA (ns)."""
+    from pipeline.store import Store
+
+    out: dict[str, object] = {"ingest": _ingest(store_dir, run_id, paths, 1)}
+    out["derive"] = {k: v for k, v in _derive(store_dir, run_id).items() if k != "mart_seconds"}
+    con = Store.open(store_dir).connect()
+    try:
+        for key, sql in (("iterations", _PEERS_ITERATIONS), ("calls", _PEERS_CALLS)):
+            cur = con.execute(sql, {"r": run_id})
+            cols = [d[0] for d in cur.description]
+            out[key] = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        row = con.execute(
+            "SELECT max(busbw_gb_s) FROM effective_bandwidth WHERE run_id = $r", {"r": run_id}
+        ).fetchone()
+        out["max_effective_busbw_gb_s"] = row[0] if row else None
+        row = con.execute(
+            "SELECT count(*) FILTER (WHERE iteration IS NULL), count(*) FROM kernels "
+            "WHERE run_id = $r",
+            {"r": run_id},
+        ).fetchone()
+        out["kernels_outside_steps"], out["kernels"] = (row or (None, None))[:2]
+    finally:
+        con.close()
+    return out
+
+
 def main(argv: list[str]) -> int:
     """Dispatch one subcommand; print its JSON answer."""
     ap = argparse.ArgumentParser(prog="python -m bench._child")
-    ap.add_argument("cmd", choices=["ingest", "catalog", "derive", "report"])
+    ap.add_argument("cmd", choices=["ingest", "catalog", "derive", "report", "peers"])
     ap.add_argument("store", type=Path)
     ap.add_argument("run")
     ap.add_argument("paths", nargs="*", type=Path)
@@ -143,6 +191,8 @@ def main(argv: list[str]) -> int:
         out.update(_catalog(a.store))
     if a.cmd == "report":
         out.update(_report(a.store, a.run, a.paths[0]))
+    if a.cmd == "peers":
+        out.update(_peers(a.store, a.run, a.paths))
     print(json.dumps(out, default=str))
     return 0
 
