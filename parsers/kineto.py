@@ -107,7 +107,8 @@ Tables written:
   comm_id = the default group's name ("0" unless pg_config says otherwise), so that the SQL
   side keys it (``comm_id``, ``group_size``) like the same group named by newer traces, and
   ``group_rank`` = the rank when the record gives none (the world group's ranks are the global
-  ranks); ``inferred_shapes`` for an old trace's all_gather / reduce_scatter whose enclosing
+  ranks), unless the trace's pg_config lists smaller groups the unnamed call could be on
+  (then its group stays unknown); ``inferred_shapes`` for an old trace's all_gather / reduce_scatter whose enclosing
   c10d op's shapes give a group size other than the world's (source 2 above); null when
   unknown.
 
@@ -609,6 +610,7 @@ class _Ctx:
     default_names: frozenset[str]  # names of the default group
     default_name: str  # comm_id given to calls on the default group that name none
     any_gpu: bool  # the trace has GPU activity
+    sub_groups: bool = False  # pg_config lists a non-default group smaller than the world
 
     @classmethod
     def of(cls, keys: dict[str, Any], st: _State) -> _Ctx:
@@ -646,6 +648,8 @@ class _Ctx:
             default_names=frozenset(names),
             default_name=default,
             any_gpu=st.gpu_rows > 0,
+            sub_groups=world is not None
+            and any(size < world for name, size in sizes.items() if name not in names),
         )
 
     def group(self, pg: Any, size_arg: Any) -> tuple[str | None, int | None, str | None]:
@@ -654,7 +658,9 @@ class _Ctx:
         logged: the record gives the size; pg_config: the named group's ``pg_size``;
         inferred_default: no group named (or the default's name) in a trace of world size W,
         so the W-rank world group, whose comm_id is the default group's name ("0" unless
-        pg_config names it otherwise), the key the SQL side joins process groups on.
+        pg_config names it otherwise), the key the SQL side joins process groups on. A call
+        that names no group in a trace whose pg_config lists smaller groups is not assumed to
+        be on the default group (it may be on any of them): its group stays unknown.
         """
         comm_id = _text(pg)
         size = _int32(size_arg)
@@ -662,6 +668,8 @@ class _Ctx:
             return comm_id, size, "logged"
         if comm_id is not None and comm_id in self.pg_sizes:
             return comm_id, self.pg_sizes[comm_id], "pg_config"
+        if comm_id is None and self.sub_groups:
+            return None, None, None
         if (comm_id is None or comm_id in self.default_names) and self.world is not None:
             return (
                 (comm_id if comm_id is not None else self.default_name),

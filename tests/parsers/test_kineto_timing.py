@@ -512,12 +512,25 @@ def test_group_source_logged_pg_config_inferred(tmp_path: Path) -> None:
             rpc(1, **{"Process Group Name": "5"}),
             rpc(2),
             rpc(3, **{"Process Group Name": "9"}),
+            rpc(4, **{"Process Group Name": "0"}),
         ],
     }
     ops = Parsed(write_trace(tmp_path / "rank0.json", doc)).get("comm_ops").sort("source_line")
-    assert ops["comm_id"].to_list() == ["5", "5", "0", "9"]
-    assert ops["group_size"].to_list() == [4, 4, 8, None]
-    assert ops["group_source"].to_list() == ["logged", "pg_config", "inferred_default", None]
+    # rpc(2) names no group while pg_config lists a smaller group of the rank: unknown, not
+    # the world; rpc(4) names the default group, whose size pg_config gives.
+    assert ops["comm_id"].to_list() == ["5", "5", None, "9", "0"]
+    assert ops["group_size"].to_list() == [4, 4, None, None, 8]
+    assert ops["group_source"].to_list() == [
+        "logged",
+        "pg_config",
+        None,
+        None,
+        "pg_config",
+    ]
+    del doc["distributedInfo"]["pg_config"]  # no sub-group known: the default group
+    ops = Parsed(write_trace(tmp_path / "rank0b.json", doc)).get("comm_ops").sort("source_line")
+    assert ops["group_source"].to_list()[2] == "inferred_default"
+    assert ops["group_size"].to_list()[2] == 8
 
 
 # ------------------------------------------------------------------------------------------
@@ -549,3 +562,25 @@ def test_launch_matched_in_either_order_and_across_chunks(
     assert k["launch_ts_ns"].to_list() == [us_to_ns(2.0 * i) for i in range(n)]
     assert k["iteration"].to_list() == [3] * n
     assert p.counts.parsed == 2 * n + 1 - n  # kernels and the step; launches are ignored
+
+
+def test_unnamed_call_with_smaller_groups_in_pg_config_keeps_an_unknown_group() -> None:
+    """The bundled gloo run (PP 2 × DP 2): its gloo: ranges name no group and pg_config lists
+    2-rank groups of the rank, so a call may be on any of them: no default-group inference
+    (the world group would turn its DP all_reduce into 'other' traffic on a 4-rank ring)."""
+    root = Path(__file__).resolve().parents[2] / "sample_traces" / "ds_pipe_pp2_dp2_cpu" / "kineto"
+    path = root / "rank0.pt.trace.json.gz"
+    raw, p = Raw(path), Parsed(path)
+    dist = raw.keys["distributedInfo"]
+    smaller = [
+        g
+        for g in dist["pg_config"]
+        if g["pg_desc"] != "default_pg" and g["pg_size"] < dist["world_size"]
+    ]
+    assert smaller  # the premise: the rank belongs to sub-groups
+    ranges = [e for e in raw.events if is_x(e) and str(e.get("name")).startswith("gloo:")]
+    comm = p.get("comm_ops")
+    assert comm.height == len(ranges)
+    assert comm["group_size"].null_count() == comm.height
+    assert comm["group_source"].null_count() == comm.height
+    assert set(comm["timing_source"]) == {"cpu_range"}  # gloo: the range is the transfer
