@@ -70,6 +70,8 @@ class RunData:
         predicted_times: the model's time terms (seconds, ratios), empty without a model.
         predicted_matrix: the model's rank x rank bytes per iteration and class.
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
+        gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
+            reports.html.run_sections.
     """
 
     run_id: str
@@ -80,6 +82,7 @@ class RunData:
     predicted_times: dict[str, float] = field(default_factory=dict)
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
+    gaps: dict[str, Any] = field(default_factory=dict)
 
     def mart(self, name: str) -> pl.DataFrame:
         """A mart's rows for this run, or raise Unavailable with the reason."""

@@ -39,6 +39,7 @@ import polars as pl
 
 from reports import charts
 from reports import data as rd
+from reports import gaps as rg
 
 if TYPE_CHECKING:
     import altair as alt
@@ -120,15 +121,29 @@ def _na(reason: str) -> Block:
     return Block("na", text=f"not available ({reason})")
 
 
-def _guard(fn: Callable[[], list[Block]]) -> list[Block]:
-    """Run a section body; a missing mart or empty data becomes a 'not available' note."""
+def _guard(
+    fn: Callable[[], list[Block]], gaps: dict[str, rg.Gap] | None = None, view: str = ""
+) -> list[Block]:
+    """Run a section body; a view the input cannot feed says why and what to record.
+
+    With ``view`` and a gap for it (:func:`reports.gaps.gaps`): a missing or empty view shows
+    the gap's cause and remedy instead of the body; a partial one shows the body and then the
+    gap as a note. Without a gap, an :class:`~reports.data.Unavailable` becomes a 'not
+    available (why)' note.
+    """
+    gap = (gaps or {}).get(view) if view else None
+    if gap is not None and gap.kind != "partial":
+        return [Block("na", text=gap.text())]
     try:
-        return fn()
+        blocks = fn()
     except rd.Unavailable as exc:
-        return [_na(str(exc))]
+        return [Block("na", text=gap.text()) if gap is not None else _na(str(exc))]
     except Exception as exc:  # a bug in one view must not lose the whole report
         log.exception("report view failed")
         return [_na(f"failed: {type(exc).__name__}: {exc}")]
+    if gap is not None:
+        blocks.append(Block("text", text=gap.text()))
+    return blocks
 
 
 # ---------------------------------------------------------------------------- sections
@@ -144,18 +159,12 @@ def _headline(d: rd.RunData) -> list[Block]:
             )
         )
     elif df["predicted"].is_not_null().any():
+        why = d.gaps.get("breakdown") or d.gaps.get("bandwidth")
         blocks.append(
             Block(
                 "text",
-                text="No relative errors: this run's logs carry no timings for these terms "
-                "(NCCL debug output has none; add a Kineto/Nsight trace or DeepSpeed log).",
-            )
-        )
-    else:
-        blocks.append(
-            Block(
-                "text",
-                text="No model prediction for this run: give a model config (--model) to compare.",
+                text="No relative errors: the measured side of these terms is empty"
+                + (f" ({why.text()})" if why is not None else "."),
             )
         )
 
@@ -165,7 +174,7 @@ def _headline(d: rd.RunData) -> list[Block]:
             Block("table", frame=rd.model_vs_measured(d)),
         ]
 
-    return blocks + _guard(mvm)
+    return blocks + _guard(mvm, d.gaps, "model")
 
 
 def _breakdown(d: rd.RunData) -> list[Block]:
@@ -186,7 +195,11 @@ def _traffic(d: rd.RunData) -> list[Block]:
         for source in ("measured", "predicted"):
             cells = t.cells.filter((pl.col("traffic_class") == cls) & (pl.col("source") == source))
             if cells.is_empty():
-                blocks.append(_na(f"{source} {cls}: no traffic"))
+                if source == "measured":
+                    text = f"measured {cls}: no calls with known destinations"
+                    blocks.append(Block("na", text=text))
+                elif not d.predicted_matrix.is_empty():
+                    blocks.append(Block("na", text=f"predicted {cls}: the model predicts none"))
                 continue
             chart = charts.traffic_heatmap(
                 cells, t.boundaries, unit=t.unit, size=t.size, title=f"{cls} traffic, {source}"
@@ -211,7 +224,7 @@ def _onoff(d: rd.RunData) -> list[Block]:
     def timeline() -> list[Block]:
         return [Block("chart", chart=charts.onoff_timeline(rd.onoff_timeline(d)))]
 
-    return _guard(timeline) + _guard(overview)
+    return _guard(timeline, d.gaps, "onoff_timeline") + _guard(overview, d.gaps, "onoff")
 
 
 def _sizes(d: rd.RunData) -> list[Block]:
@@ -236,7 +249,7 @@ def _per_rank(d: rd.RunData) -> list[Block]:
     def bub() -> list[Block]:
         return [Block("chart", chart=charts.bubbles(rd.bubbles(d)))]
 
-    return _guard(strag) + _guard(bub)
+    return _guard(strag, d.gaps, "stragglers") + _guard(bub, d.gaps, "bubbles")
 
 
 def _predictability(d: rd.RunData) -> list[Block]:
@@ -372,12 +385,25 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
 ]
 
 
+# Sections that are one view: the gap key (reports.gaps.VIEWS) their body is guarded by.
+SECTION_VIEW = {
+    "breakdown": "breakdown",
+    "traffic": "traffic",
+    "sizes": "sizes",
+    "bandwidth": "bandwidth",
+    "predictability": "predictability",
+    "moe": "moe",
+}
+
+
 def run_sections(d: rd.RunData) -> list[Section]:
-    """Compute every section of one run's report."""
+    """Compute every section of one run's report (the run's gaps first, :mod:`reports.gaps`)."""
+    d.gaps = rg.gaps(d)
     out = []
     for key, title, blurb, fn in SECTIONS:
         t0 = time.perf_counter()
-        out.append(Section(key, title, blurb, _guard(lambda fn=fn: fn(d))))  # type: ignore[misc]
+        body = _guard(lambda fn=fn: fn(d), d.gaps, SECTION_VIEW.get(key, ""))  # type: ignore[misc]
+        out.append(Section(key, title, blurb, body))
         log.info("report %s: section %s in %.2f s", d.run_id, key, time.perf_counter() - t0)
     return out
 
