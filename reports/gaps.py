@@ -455,10 +455,10 @@ def view_gaps(
 
     if not has_model:
         out["model"] = Gap("missing", "the run has no model config", REMEDY_MODEL)
-    need("breakdown", "iteration_breakdown", iters, timing)
-    need("onoff", "on_off", iters, timing)
-    need("onoff_timeline", "on_off_timeline", iters, timing)
-    need("bubbles", "bubble_ratio", iters, timing)
+    need("breakdown", "iteration_breakdown", timing, iters)
+    need("onoff", "on_off", timing, iters)
+    need("onoff_timeline", "on_off_timeline", timing, iters)
+    need("bubbles", "bubble_ratio", timing, iters)
     if "breakdown" in out and "onoff" in out:  # stragglers fall back to on_off
         out["stragglers"] = out["breakdown"]
     need("sizes", "message_sizes", sizes)

@@ -1,0 +1,55 @@
+"""Reports of real inputs say why a view is empty and what to record to fill it."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import ingest_paths
+from pipeline.store import Store
+
+POLARIS = "dlcomm_polaris_2.20.5_1node_4rank_pytorch_multimode_2comms_coll_tuning.log"
+
+
+@pytest.fixture(scope="module")
+def polaris_report(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> Path:
+    """The report of a real NCCL 2.20 debug log of 4 ranks: COLL lines only (no Init line, so
+    no global rank) and, as every NCCL debug log, no durations."""
+    from reports.html import build_report
+
+    log = project_root.parent / "shared" / "samples" / "nccl_debug" / POLARIS
+    if not log.exists():
+        pytest.skip(f"shared sample {POLARIS} absent")
+    base = tmp_path_factory.mktemp("polaris")
+    store = Store.open(base / "store")
+    ingest_paths(store, [log], run_id="polaris")
+    return build_report(store, "polaris", base / "polaris.html")
+
+
+def _notes(page: str) -> list[str]:
+    return [html.unescape(n) for n in re.findall(r'<p class="na">([^<]*)</p>', page)]
+
+
+def test_nccl_debug_report_names_what_to_record(polaris_report: Path) -> None:
+    notes = _notes(polaris_report.read_text())
+    assert notes and all(n.startswith(("not available: ", "nothing to show: ")) for n in notes)
+    timing = [n for n in notes if "calls come from NCCL debug logs, which time nothing" in n]
+    # iteration breakdown, on/off timeline and overview, stragglers, bubbles, bandwidth
+    assert len(timing) == 6
+    assert all("133 of 133 calls have no duration" in n for n in timing)
+    assert all("add a Kineto trace" in n for n in timing)
+    ranks = [n for n in notes if "133 NCCL calls have no global rank" in n]
+    assert len(ranks) == 2  # traffic matrices, predictability
+    assert all("NCCL_DEBUG_SUBSYS=INIT,COLL from process start" in n for n in ranks)
+
+
+@pytest.mark.slow
+def test_sample_report_says_why_collectives_lack_destinations(sample_report: Path) -> None:
+    # the bundled sample's all_reduce/broadcast name no process group: the traffic section
+    # draws the PP matrix and says which calls are left out and why
+    page = html.unescape(sample_report.read_text())
+    assert "not in the measured matrix:" in page
+    assert "DeepSpeed comms-logger collectives do not name their group" in page
