@@ -27,6 +27,25 @@ def _data(df: pl.DataFrame) -> alt.InlineData:
 SOURCE_SCALE = alt.Scale(domain=["measured", "predicted"], range=[theme.MEASURED, theme.PREDICTED])
 WIDTH = 420
 HEIGHT = 260
+# Units, stated on every axis that shows them: sizes in bytes with SI (decimal) prefixes,
+# bandwidth in GB/s = 1e9 bytes/s (nccl-tests and the marts use the same decimal unit).
+SIZE_TITLE = "message size (bytes; k = 1e3, M = 1e6, G = 1e9)"
+BW_TITLE = "bus bandwidth (GB/s; 1 GB = 1e9 bytes)"
+SIZE_AXIS = alt.Axis(format="~s", labelOverlap="greedy")
+# Up to this many ranks (or nodes, blocks) a heatmap labels every one at its cell's centre.
+MAX_LABELLED = 40
+
+
+def _index_axis(size: int) -> alt.Axis:
+    """An axis of rank (node, block) cells [i, i + 1): integer labels at the cell centres."""
+    if size <= MAX_LABELLED:
+        return alt.Axis(
+            values=[i + 0.5 for i in range(size)],
+            labelExpr="floor(datum.value)",
+            grid=False,
+            ticks=False,
+        )
+    return alt.Axis(tickMinStep=1, format="d")
 
 
 def headline_errors(
@@ -94,15 +113,15 @@ def traffic_heatmap(
         alt.Chart(_data(cells))
         .mark_rect()
         .encode(
-            x=alt.X("dst:Q", title=f"receiving {unit}", scale=xs),
+            x=alt.X("dst:Q", title=f"receiving {unit}", scale=xs, axis=_index_axis(size)),
             x2="dst_end:Q",
-            y=alt.Y("src:Q", title=f"sending {unit}", scale=ys),
+            y=alt.Y("src:Q", title=f"sending {unit}", scale=ys, axis=_index_axis(size)),
             y2="src_end:Q",
             color=alt.Color(
                 "bytes:Q",
-                title="bytes / iteration",
+                title="bytes / iteration (k = 1e3, M = 1e6)",
                 scale=alt.Scale(type="log", scheme="viridis"),
-                legend=alt.Legend(format=".2s"),
+                legend=alt.Legend(format=".3~s"),
             ),
             tooltip=[
                 alt.Tooltip("src:Q", title=f"from {unit}"),
@@ -128,12 +147,18 @@ def onoff_overview(
     df: pl.DataFrame, *, unit: str, title: str = "Communication duty cycle, all ranks"
 ) -> alt.Chart:
     """Heatmap of the share of each iteration a rank (or block) spends communicating."""
+    size = int(df["rank_end"].max() or 0) if df.height else 0  # type: ignore[arg-type]
     return (
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_rect()
         .encode(
             x=alt.X("iteration:O", title="iteration"),
-            y=alt.Y("rank_axis:Q", title=unit, scale=alt.Scale(reverse=True, nice=False)),
+            y=alt.Y(
+                "rank_axis:Q",
+                title=unit,
+                scale=alt.Scale(domain=[0, size], reverse=True, nice=False),
+                axis=_index_axis(size),
+            ),
             y2="rank_end:Q",
             color=alt.Color(
                 "duty_cycle:Q", title="on share", scale=alt.Scale(domain=[0, 1], scheme="blues")
@@ -175,8 +200,9 @@ def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls
         .encode(
             x=alt.X(
                 "size_bucket_bytes:Q",
-                title="message size (bytes, bucket)",
+                title=f"{SIZE_TITLE}, bucket",
                 scale=alt.Scale(type="log"),
+                axis=SIZE_AXIS,
             ),
             y=alt.Y("cdf_calls:Q", title="share of calls <= size", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("series:N", title="op (class)"),
@@ -194,14 +220,20 @@ def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls
 def bandwidth(
     points: pl.DataFrame, rules: pl.DataFrame, *, title: str = "Bus bandwidth vs message size"
 ) -> alt.LayerChart:
-    """Median busbw per size bucket and op/class (Fig. 7), with the model's C_* as rules."""
+    """Median busbw per size bucket and op/class (Fig. 7), with the model's C_* as rules.
+
+    Per-call rows and DeepSpeed summary rows are separate lines (shape = source), so one
+    series never zigzags between two ways of measuring.
+    """
     pts = (
         alt.Chart(_data(points))
         .mark_line(point=True)
         .encode(
-            x=alt.X("size_bytes:Q", title="message size (bytes)", scale=alt.Scale(type="log")),
-            y=alt.Y("busbw_gb_s:Q", title="bus bandwidth (GB/s)"),
+            x=alt.X("size_bytes:Q", title=SIZE_TITLE, scale=alt.Scale(type="log"), axis=SIZE_AXIS),
+            y=alt.Y("busbw_gb_s:Q", title=BW_TITLE),
             color=alt.Color("series:N", title="op (class)"),
+            shape=alt.Shape("source:N", title="measured from"),
+            detail="source:N",
             tooltip=[
                 "series:N",
                 "source:N",

@@ -244,7 +244,7 @@ def headline(data: RunData) -> pl.DataFrame:
         oo = data.marts.get("on_off")
         duty = _median(oo["duty_cycle"]) if oo is not None and not oo.is_empty() else None
         add("R_comm (on/off duty cycle)", "ratio", duty, pt.get("r_comm"), "on_off")
-        add("R_bubble", "ratio", None, pt.get("r_bubble"), "iteration_breakdown not available")
+        add("R_bubble", "ratio", None, pt.get("r_bubble"), "iteration_breakdown (no rows)")
     eb = data.marts.get("effective_bandwidth")
     plat = data.platform
     for cls, col, key in (
@@ -284,7 +284,19 @@ def model_vs_measured(data: RunData) -> pl.DataFrame:
         for c in ("term", "unit", "measured", "predicted", "abs_error", "rel_error", "n_samples")
         if c in df.columns
     ]
-    return df.select(cols).head(MAX_TABLE_ROWS)
+    out = df.select(cols).head(MAX_TABLE_ROWS)
+    if "unit" not in out.columns:
+        return out
+    # bandwidths in the headline's unit: GB/s (1e9 bytes/s), not bytes/s
+    bps = pl.col("unit") == "bytes/s"
+    scaled = [
+        pl.when(bps).then(pl.col(c) / 1e9).otherwise(pl.col(c)).alias(c)
+        for c in ("measured", "predicted", "abs_error")
+        if c in out.columns
+    ]
+    return out.with_columns(
+        *scaled, pl.when(bps).then(pl.lit("GB/s")).otherwise("unit").alias("unit")
+    )
 
 
 # ---------------------------------------------------------------------------- breakdown
@@ -320,7 +332,9 @@ def breakdown(data: RunData) -> pl.DataFrame:
         .agg([pl.col(c).median().alias(lbl) for c, lbl in cols])
         .unpivot(index="_stage", variable_name="component", value_name="ns")
         .with_columns(
-            bar=pl.format("stage {} measured", pl.col("_stage")),
+            bar=pl.when(pl.col("_stage") < 0)
+            .then(pl.lit("all ranks measured (stages unknown)"))
+            .otherwise(pl.format("stage {} measured", pl.col("_stage"))),
             source=pl.lit("measured"),
             seconds=pl.col("ns").cast(pl.Float64) / 1e9,
         )
@@ -502,6 +516,10 @@ def message_sizes(data: RunData) -> pl.DataFrame:
     )
 
 
+# How the page names effective_bandwidth's sources.
+BW_SOURCES = {"comm_ops": "per call", "comm_summaries": "DeepSpeed summary"}
+
+
 def bandwidth(data: RunData) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Bus bandwidth vs message size per op and class, and the config's link bandwidths.
 
@@ -517,7 +535,7 @@ def bandwidth(data: RunData) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")).alias("series"),
         "op",
         "traffic_class",
-        "source",
+        pl.col("source").replace(BW_SOURCES),
         pl.coalesce("msg_bytes", "size_bucket_bytes").clip(lower_bound=1).alias("size_bytes"),
         "busbw_gb_s",
         "calls",

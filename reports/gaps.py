@@ -113,6 +113,7 @@ class Evidence:
         unranked: calls without a global rank, per source_format.
         group_source: calls per group_source ('' where NULL or absent).
         all_to_all: all_to_all calls.
+        p2p: send and recv calls (pipeline-parallel transfers).
         kernels: GPU kernels per category.
         step_markers: iteration markers (ProfilerStep#N, NVTX steps).
         traces: trace_meta rows (timeline files).
@@ -130,6 +131,7 @@ class Evidence:
     unranked: dict[str, int] = field(default_factory=dict)
     group_source: dict[str, int] = field(default_factory=dict)
     all_to_all: int = 0
+    p2p: int = 0
     kernels: dict[str, int] = field(default_factory=dict)
     step_markers: int = 0
     traces: int = 0
@@ -194,6 +196,9 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     )
     ev.all_to_all = sum(
         _per(con, f"SELECT 'n', count(*) {where} AND op = 'all_to_all'", run_id).values()
+    )
+    ev.p2p = sum(
+        _per(con, f"SELECT 'n', count(*) {where} AND op IN ('send', 'recv')", run_id).values()
     )
     ev.kernels = _per(
         con, "SELECT category, count(*) FROM kernels WHERE run_id = $run_id GROUP BY 1", run_id
@@ -317,9 +322,9 @@ def _group_gap(ev: Evidence) -> Gap | None:
             remedies.append(REMEDY_PG)
         elif ev.unnamed_pg and w is not None and w > 1:
             causes.append(
-                f"{ev.unnamed_pg:,} calls name no process group (the default group); the "
-                f"trace's distributedInfo.world_size is {w}, but these rows were stored without "
-                "group inference (group_source NULL)"
+                f"{ev.unnamed_pg:,} calls name no process group; the trace's "
+                f"distributedInfo.world_size is {w}, but these rows were stored without group "
+                "inference (group_source NULL)"
             )
             remedies.append(
                 "re-ingest the trace with a commscope that gives default-group calls the "
@@ -458,7 +463,12 @@ def view_gaps(
     need("breakdown", "iteration_breakdown", timing, iters)
     need("onoff", "on_off", timing, iters)
     need("onoff_timeline", "on_off_timeline", timing, iters)
-    need("bubbles", "bubble_ratio", timing, iters)
+    if ev.n_calls and not ev.p2p and "bubble_ratio" not in missing:
+        out["bubbles"] = Gap(
+            "none", "the run has no send/recv calls (no pipeline parallelism): no bubble to measure"
+        )
+    else:
+        need("bubbles", "bubble_ratio", timing, iters)
     if "breakdown" in out and "onoff" in out:  # stragglers fall back to on_off
         out["stragglers"] = out["breakdown"]
     need("sizes", "message_sizes", sizes)

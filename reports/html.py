@@ -87,7 +87,8 @@ font-variant-numeric:tabular-nums}th{background:#f5f5f5}.bad{color:#b00020;font-
 pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:420px;font-size:.85em}
 .charts{display:flex;flex-wrap:wrap;gap:16px}.pair{display:grid;
 grid-template-columns:1fr 1fr;gap:24px}.pair>div{min-width:0;overflow:auto}
-nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-break:break-all}
+.gap{color:#555;background:#f4f6f8;padding:6px 10px;border-left:3px solid #9aa5b1;
+font-size:.92em}nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-break:break-all}
 """
 
 
@@ -98,7 +99,7 @@ nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-bre
 class Block:
     """One piece of a section: a chart, a table, a paragraph, or a 'not available' note."""
 
-    kind: str  # chart | table | text | na | pre
+    kind: str  # chart | table | text | na (view empty: why) | gap (calls left out: why) | pre
     chart: alt.TopLevelMixin | None = None
     frame: pl.DataFrame | None = None
     text: str = ""
@@ -141,8 +142,8 @@ def _guard(
     except Exception as exc:  # a bug in one view must not lose the whole report
         log.exception("report view failed")
         return [_na(f"failed: {type(exc).__name__}: {exc}")]
-    if gap is not None:
-        blocks.append(Block("text", text=gap.text()))
+    if gap is not None:  # partial: say first which calls the view leaves out, and why
+        blocks.insert(0, Block("gap", text=gap.text()))
     return blocks
 
 
@@ -385,6 +386,16 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
 ]
 
 
+def _dedupe(blocks: list[Block]) -> list[Block]:
+    """Drop a note that repeats the one just before it (two views of a section, one cause)."""
+    out: list[Block] = []
+    for b in blocks:
+        if out and b.kind in ("na", "gap") and (out[-1].kind, out[-1].text) == (b.kind, b.text):
+            continue
+        out.append(b)
+    return out
+
+
 # Sections that are one view: the gap key (reports.gaps.VIEWS) their body is guarded by.
 SECTION_VIEW = {
     "breakdown": "breakdown",
@@ -403,7 +414,7 @@ def run_sections(d: rd.RunData) -> list[Section]:
     for key, title, blurb, fn in SECTIONS:
         t0 = time.perf_counter()
         body = _guard(lambda fn=fn: fn(d), d.gaps, SECTION_VIEW.get(key, ""))  # type: ignore[misc]
-        out.append(Section(key, title, blurb, body))
+        out.append(Section(key, title, blurb, _dedupe(body)))
         log.info("report %s: section %s in %.2f s", d.run_id, key, time.perf_counter() - t0)
     return out
 
@@ -479,6 +490,8 @@ class _Page:
             return render_table(b.frame, b.raw_columns, b.total_rows)
         if b.kind == "na":
             return f'<p class="na">{esc(b.text)}</p>'
+        if b.kind == "gap":
+            return f'<p class="gap">{esc(b.text)}</p>'
         if b.kind == "pre":
             return f"<pre>{esc(b.text)}</pre>"
         return f"<p>{esc(b.text)}</p>"

@@ -139,14 +139,15 @@ NO_TRAFFIC = {"traffic_matrix": None, "predictability": None, "moe_nonuniform": 
 
 
 def test_everything_present_has_no_gap() -> None:
-    assert rg.gaps(run_data([call(), call(rank=1), call(op="all_to_all")])) == {}
+    calls = [call(), call(rank=1), call(op="all_to_all"), call(op="send"), call(op="recv")]
+    assert rg.gaps(run_data(calls)) == {}
 
 
 CASES = [
     pytest.param(
         # NCCL debug logs only: sized and grouped calls, no duration anywhere
         dict(
-            calls=[nccl_call(), nccl_call(rank=1)],
+            calls=[nccl_call(), nccl_call(rank=1, op="send")],
             formats=("nccl_debug",),
             world=None,
             kernels=0,
@@ -191,7 +192,11 @@ CASES = [
     ),
     pytest.param(
         # a Kineto trace without ProfilerStep#N: no iteration at all
-        dict(calls=[call(), call(rank=1)], steps=0, marts={**EMPTY_TIME, "predictability": None}),
+        dict(
+            calls=[call(), call(rank=1, op="send")],
+            steps=0,
+            marts={**EMPTY_TIME, "predictability": None},
+        ),
         ["breakdown", "onoff", "bubbles", "predictability"],
         "missing",
         "no iteration markers",
@@ -285,6 +290,14 @@ CASES = [
         "the run has no all-to-all calls",
         "",
         id="no-all-to-all",
+    ),
+    pytest.param(
+        dict(calls=[call()], marts={"bubble_ratio": {"stage": [None], "iteration": [1]}}),
+        ["bubbles"],
+        "none",
+        "the run has no send/recv calls (no pipeline parallelism)",
+        "",
+        id="no-pipeline-no-bubble",
     ),
     pytest.param(
         dict(calls=[call()], missing={"bubble_ratio": "mart bubble_ratio was not derived"}),
