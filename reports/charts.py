@@ -107,6 +107,15 @@ def traffic_heatmap(
         title: chart title.
     """
     side = 260
+    # log colours only where volumes span a decade or more; a near-uniform matrix (ring shares
+    # of one buffer) would otherwise look bimodal over a 1 % spread
+    lo = float(cells["bytes"].min() or 0) if cells.height else 0.0  # type: ignore[arg-type]
+    hi = float(cells["bytes"].max() or 0) if cells.height else 0.0  # type: ignore[arg-type]
+    color_scale = (
+        alt.Scale(type="log", scheme="viridis")
+        if lo > 0 and hi / lo >= 10
+        else alt.Scale(scheme="viridis", domain=[0, hi or 1])
+    )
     xs = alt.Scale(domain=[0, size], nice=False)
     ys = alt.Scale(domain=[0, size], nice=False, reverse=True)
     rect = (
@@ -119,8 +128,8 @@ def traffic_heatmap(
             y2="src_end:Q",
             color=alt.Color(
                 "bytes:Q",
-                title="bytes / iteration (k = 1e3, M = 1e6)",
-                scale=alt.Scale(type="log", scheme="viridis"),
+                title=["bytes / iteration", "(k = 1e3, M = 1e6)"],
+                scale=color_scale,
                 legend=alt.Legend(format=".3~s"),
             ),
             tooltip=[
@@ -225,12 +234,15 @@ def bandwidth(
     Per-call rows and DeepSpeed summary rows are separate lines (shape = source), so one
     series never zigzags between two ways of measuring.
     """
+    lo = float(points["busbw_gb_s"].min() or 0) if points.height else 0.0  # type: ignore[arg-type]
+    hi = float(points["busbw_gb_s"].max() or 0) if points.height else 0.0  # type: ignore[arg-type]
+    y_scale = alt.Scale(type="log") if lo > 0 and hi / lo >= 100 else alt.Scale()
     pts = (
         alt.Chart(_data(points))
         .mark_line(point=True)
         .encode(
             x=alt.X("size_bytes:Q", title=SIZE_TITLE, scale=alt.Scale(type="log"), axis=SIZE_AXIS),
-            y=alt.Y("busbw_gb_s:Q", title=BW_TITLE),
+            y=alt.Y("busbw_gb_s:Q", title=BW_TITLE, scale=y_scale, axis=alt.Axis(format="~g")),
             color=alt.Color("series:N", title="op (class)"),
             shape=alt.Shape("source:N", title="measured from"),
             detail="source:N",

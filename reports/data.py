@@ -333,7 +333,7 @@ def breakdown(data: RunData) -> pl.DataFrame:
         .unpivot(index="_stage", variable_name="component", value_name="ns")
         .with_columns(
             bar=pl.when(pl.col("_stage") < 0)
-            .then(pl.lit("all ranks measured (stages unknown)"))
+            .then(pl.lit("measured, all ranks"))
             .otherwise(pl.format("stage {} measured", pl.col("_stage"))),
             source=pl.lit("measured"),
             seconds=pl.col("ns").cast(pl.Float64) / 1e9,

@@ -114,6 +114,7 @@ class Evidence:
         group_source: calls per group_source ('' where NULL or absent).
         all_to_all: all_to_all calls.
         p2p: send and recv calls (pipeline-parallel transfers).
+        ranks: distinct ranks with calls.
         kernels: GPU kernels per category.
         step_markers: iteration markers (ProfilerStep#N, NVTX steps).
         traces: trace_meta rows (timeline files).
@@ -132,6 +133,7 @@ class Evidence:
     group_source: dict[str, int] = field(default_factory=dict)
     all_to_all: int = 0
     p2p: int = 0
+    ranks: int = 0
     kernels: dict[str, int] = field(default_factory=dict)
     step_markers: int = 0
     traces: int = 0
@@ -200,6 +202,7 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     ev.p2p = sum(
         _per(con, f"SELECT 'n', count(*) {where} AND op IN ('send', 'recv')", run_id).values()
     )
+    ev.ranks = sum(_per(con, f"SELECT 'n', count(DISTINCT rank) {where}", run_id).values())
     ev.kernels = _per(
         con, "SELECT category, count(*) FROM kernels WHERE run_id = $run_id GROUP BY 1", run_id
     )
@@ -496,7 +499,16 @@ def view_gaps(
         out["traffic"] = Gap(
             "partial", f"not in the measured matrix: {groups.reason}", groups.remedy
         )
+    elif ev.world_size and ev.traces and 0 < ev.ranks < ev.world_size:
+        out["traffic"] = Gap(
+            "partial",
+            f"only {ev.ranks} of {ev.world_size} ranks (distributedInfo.world_size) have calls "
+            "in this run: the matrix holds what those ranks sent",
+            "record and ingest a trace of every rank",
+        )
 
+    # gaps that empty a view (a partial one leaves the view drawn, so it explains nothing)
+    blocking = {k: g for k, g in out.items() if g.kind != "partial"}
     if "predictability" in missing:
         out["predictability"] = Gap(
             "missing", missing["predictability"], "run commscope derive {run}"
@@ -511,14 +523,14 @@ def view_gaps(
                 if ev.traces
                 else "log at least two training steps",
             )
-        out["predictability"] = _first(calls, out.get("traffic"), iters, one) or _fallback(
+        out["predictability"] = _first(calls, blocking.get("traffic"), iters, one) or _fallback(
             "predictability"
         )
 
     if ev.n_calls and ev.all_to_all == 0:
         out["moe"] = Gap("none", "the run has no all-to-all calls (no MoE expert-parallel traffic)")
     else:
-        need("moe", "moe_nonuniform", out.get("traffic"))
+        need("moe", "moe_nonuniform", blocking.get("traffic"))
     return out
 
 

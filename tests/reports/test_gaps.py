@@ -140,7 +140,7 @@ NO_TRAFFIC = {"traffic_matrix": None, "predictability": None, "moe_nonuniform": 
 
 def test_everything_present_has_no_gap() -> None:
     calls = [call(), call(rank=1), call(op="all_to_all"), call(op="send"), call(op="recv")]
-    assert rg.gaps(run_data(calls)) == {}
+    assert rg.gaps(run_data(calls, world=2)) == {}
 
 
 CASES = [
@@ -300,6 +300,15 @@ CASES = [
         id="no-pipeline-no-bubble",
     ),
     pytest.param(
+        # one rank's trace of an 8-rank job: the matrix holds only what that rank sent
+        dict(calls=[call(), call(op="send")], world=8),
+        ["traffic"],
+        "partial",
+        "only 1 of 8 ranks (distributedInfo.world_size) have calls in this run",
+        "record and ingest a trace of every rank",
+        id="one-rank-of-eight-traced",
+    ),
+    pytest.param(
         dict(calls=[call()], missing={"bubble_ratio": "mart bubble_ratio was not derived"}),
         ["bubbles"],
         "missing",
@@ -350,5 +359,5 @@ def test_old_store_without_timing_source_column() -> None:
 
 def test_group_gap_ignores_point_to_point_calls() -> None:
     # send/recv name their peer: an unknown group size does not hide their destinations
-    d = run_data([call(op="send", group_size=None, comm_id=None, group_source=None)])
+    d = run_data([call(op="send", group_size=None, comm_id=None, group_source=None)], world=None)
     assert "traffic" not in rg.gaps(d)
