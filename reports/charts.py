@@ -31,7 +31,7 @@ HEIGHT = 260
 # bandwidth in GB/s = 1e9 bytes/s (nccl-tests and the marts use the same decimal unit).
 SIZE_TITLE = "message size (bytes; k = 1e3, M = 1e6, G = 1e9)"
 BW_TITLE = "bus bandwidth (GB/s; 1 GB = 1e9 bytes)"
-SIZE_AXIS = alt.Axis(format="~s", labelOverlap="greedy")
+SIZE_AXIS = alt.Axis(format="~s", values=[10**i for i in range(13)])  # decades: 1 .. 1T
 # Up to this many ranks (or nodes, blocks) a heatmap labels every one at its cell's centre.
 MAX_LABELLED = 40
 

@@ -9,7 +9,9 @@ blocks, and the on/off timeline shows a few selected ranks over a few iterations
 rows whatever the run's size.
 
 A view that cannot be computed raises :class:`Unavailable` with the reason (mart not derived,
-an older run without the mart, no data of that kind); the page then says "not available".
+an older run without the mart, no data of that kind); the page then shows the view's gap from
+:mod:`reports.gaps` (what the input lacks and what to record), or this reason where none is
+found.
 """
 
 from __future__ import annotations
@@ -516,7 +518,7 @@ def message_sizes(data: RunData) -> pl.DataFrame:
     )
 
 
-# How the page names effective_bandwidth's sources.
+# How the page names effective_bandwidth's sources (one line each in the chart).
 BW_SOURCES = {"comm_ops": "per call", "comm_summaries": "DeepSpeed summary"}
 
 

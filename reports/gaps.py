@@ -246,6 +246,13 @@ def _calls_gap(ev: Evidence) -> Gap | None:
         return None
     if "nccl_debug" in ev.files:
         return Gap("missing", "NCCL debug logs have no COLL lines", REMEDY_NCCL_COLL)
+    if "deepspeed_comms" in ev.files:
+        return Gap(
+            "missing",
+            "the DeepSpeed logs hold no per-call comms-logger lines (at most the summary table)",
+            "enable the comms_logger with verbose: true and prof_all: true in the DeepSpeed "
+            "config so every call is logged",
+        )
     if ev.traces and ev.world_size == 1:
         return Gap("none", "the trace's world size is 1: a one-rank job communicates with no one")
     if ev.traces:

@@ -16,7 +16,10 @@ comes from cluster logs that anyone on a shared cluster can write. So the page
   ``connect-src 'none'``.
 
 Sections follow issue 7; each is computed by :mod:`reports.data` and drawn by
-:mod:`reports.charts`. A view whose data is missing says "not available (why)".
+:mod:`reports.charts`. A view whose data is missing says "not available", the cause found in
+the run's tables and what to record to get it (:mod:`reports.gaps`); a view that leaves some
+calls out says how many and why above its chart; a view with truly nothing to show (no
+all-to-all, a one-rank world) says "nothing to show" and why.
 """
 
 from __future__ import annotations
@@ -119,6 +122,7 @@ class Section:
 
 
 def _na(reason: str) -> Block:
+    """A note for a view with no gap found (a mart missing without a cause in the tables)."""
     return Block("na", text=f"not available ({reason})")
 
 

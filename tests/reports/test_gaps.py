@@ -178,6 +178,22 @@ CASES = [
         id="nccl-debug-no-coll-lines",
     ),
     pytest.param(
+        # DeepSpeed logs with the summary table only: no call to time or to place
+        dict(
+            calls=[],
+            formats=("deepspeed_comms",),
+            world=None,
+            kernels=0,
+            steps=0,
+            marts={**EMPTY_TIME, **NO_TRAFFIC},
+        ),
+        ["breakdown", "onoff", "traffic"],
+        "missing",
+        "the DeepSpeed logs hold no per-call comms-logger lines",
+        "verbose: true and prof_all: true",
+        id="deepspeed-summary-only",
+    ),
+    pytest.param(
         # a Kineto trace recorded with CPU activities only: calls launched no kernel
         dict(
             calls=[call(dur_ns=None, timing_source="none")] * 3,
