@@ -334,7 +334,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
     (
         "headline",
         "Headline numbers",
-        "Measured medians beside the model's prediction; relative error = (measured - predicted) / predicted.",
+        "Measured medians beside the model's prediction; relative error = (measured - predicted) "
+        "/ predicted. Times in s, bandwidths in GB/s (1 GB = 1e9 bytes).",
         _headline,
     ),
     (
@@ -355,11 +356,17 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
         "When ranks communicate: selected ranks over a few iterations, and the duty cycle of all ranks.",
         _onoff,
     ),
-    ("sizes", "Message sizes", "Distribution of message sizes per op and class (Fig. 1).", _sizes),
+    (
+        "sizes",
+        "Message sizes",
+        "Distribution of message sizes per op and class, in bytes (NCCL's buffer per op; Fig. 1).",
+        _sizes,
+    ),
     (
         "bandwidth",
         "Effective bandwidth",
-        "Bus bandwidth (true group size) vs message size; dashed: the model's C_* (Fig. 7).",
+        "Bus bandwidth in GB/s (1e9 bytes/s, as nccl-tests) with the true group size, vs message "
+        "size in bytes; dashed: the model's C_* (Fig. 7).",
         _bandwidth,
     ),
     (
