@@ -42,7 +42,7 @@ VIEWS = (
     "moe",
 )
 # Formats whose calls come from a GPU timeline (a call's time is the kernel it launched).
-TIMELINE_FORMATS = ("kineto", "nsys_sqlite", "nsys_export", "nsys_recipe", "nsys_stats")
+TIMELINE_FORMATS = ("kineto", "nsys")
 # Calls whose destinations need their group (point-to-point calls name their peer instead).
 COLL = "op NOT IN ('send', 'recv', 'barrier')"
 # Process-group names PyTorch gives the default (world) group.
@@ -290,6 +290,12 @@ def _timing_gap(ev: Evidence, *, partial: bool) -> Gap | None:
                 "(a one-rank group moves no data)"
             )
             one_rank = True
+        elif fmt_name == "nsys" and not ev.kernels:
+            causes.append(
+                f"{n:,} nsys calls, and no GPU kernels: the report was recorded without CUDA "
+                "tracing"
+            )
+            remedies.append("record with nsys profile -t cuda,nvtx")
         elif fmt_name in TIMELINE_FORMATS and not ev.kernels:
             causes.append(
                 f"{n:,} {fmt_name} calls, and no GPU kernels: the trace was recorded without "
@@ -400,6 +406,13 @@ def _iteration_gap(ev: Evidence) -> Gap | None:
     if ev.iterations:
         return None
     if ev.traces and not ev.step_markers:
+        if ev.calls.get("nsys") and not ev.calls.get("kineto"):
+            return Gap(
+                "missing",
+                "no iteration markers",
+                "wrap each training step in an NVTX range named 'step N' (or record "
+                "ProfilerStep#N with torch.profiler)",
+            )
         return Gap("missing", "no iteration markers", REMEDY_STEPS)
     return Gap(
         "missing",

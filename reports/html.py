@@ -311,7 +311,13 @@ def _quality(d: rd.RunData) -> list[Block]:
     def clocks() -> list[Block]:
         df = rd.clock_alignment(d)
         if df.is_empty():
-            return [Block("text", text="No trace metadata (clock anchors) recorded.")]
+            return [
+                Block(
+                    "text",
+                    text="No trace metadata (clock anchors): NCCL debug and DeepSpeed text logs "
+                    "carry none; Kineto and Nsight Systems traces do.",
+                )
+            ]
         return [
             Block("text", text="Clock alignment per source:"),
             Block("table", frame=df, raw_columns=("host_names",)),

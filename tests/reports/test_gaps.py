@@ -207,6 +207,34 @@ CASES = [
         id="kineto-without-cuda-activity",
     ),
     pytest.param(
+        # an Nsight Systems report recorded without CUDA tracing
+        dict(
+            calls=[call(source_format="nsys", dur_ns=None, timing_source="none")] * 2,
+            kernels=0,
+            formats=("kineto", "nsys"),
+            marts={**EMPTY_TIME, **NO_BW},
+        ),
+        ["breakdown", "bandwidth"],
+        "missing",
+        "2 nsys calls, and no GPU kernels: the report was recorded without CUDA tracing",
+        "nsys profile -t cuda,nvtx",
+        id="nsys-without-cuda-trace",
+    ),
+    pytest.param(
+        # an Nsight Systems report without step ranges
+        dict(
+            calls=[call(source_format="nsys"), call(source_format="nsys", op="send")],
+            steps=0,
+            formats=("kineto", "nsys"),
+            marts=EMPTY_TIME,
+        ),
+        ["breakdown", "onoff"],
+        "missing",
+        "no iteration markers",
+        "wrap each training step in an NVTX range named 'step N'",
+        id="nsys-no-step-ranges",
+    ),
+    pytest.param(
         # a Kineto trace without ProfilerStep#N: no iteration at all
         dict(
             calls=[call(), call(rank=1, op="send")],
