@@ -103,7 +103,9 @@ class Evidence:
 
     Attributes:
         calls: comm_ops rows, per source_format.
-        untimed: calls without a duration (dur_ns NULL), per source_format.
+        untimed: calls without a duration (dur_ns NULL) on ranks with no timed call, per
+            source_format (a rank that another source times, e.g. NCCL lines beside the
+            rank's Kineto trace, is measured from that source: nothing is missing).
         timing: calls per timing_source ('' where NULL or the column is absent).
         unsized: calls without msg_bytes, per source_format.
         ungrouped: collective calls (not send/recv/barrier) without group_size, per
@@ -175,7 +177,13 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     where = "FROM comm_ops WHERE run_id = $run_id"
     fmt = "coalesce(source_format, '')"
     ev.calls = _per(con, f"SELECT {fmt}, count(*) {where} GROUP BY 1", run_id)
-    ev.untimed = _per(con, f"SELECT {fmt}, count(*) {where} AND dur_ns IS NULL GROUP BY 1", run_id)
+    ev.untimed = _per(
+        con,
+        f"SELECT {fmt}, count(*) FROM comm_ops AS c WHERE run_id = $run_id AND dur_ns IS NULL "
+        "AND NOT EXISTS (SELECT 1 FROM comm_ops AS t WHERE t.run_id = c.run_id "
+        "AND t.rank = c.rank AND t.dur_ns IS NOT NULL) GROUP BY 1",
+        run_id,
+    )
     ev.unsized = _per(
         con, f"SELECT {fmt}, count(*) {where} AND msg_bytes IS NULL GROUP BY 1", run_id
     )

@@ -310,13 +310,16 @@ CASES = [
         id="world-of-one-rank-no-traffic",
     ),
     pytest.param(
-        # timed calls beside NCCL debug calls: the bandwidth chart leaves the latter out
-        dict(calls=[call(), nccl_call(), nccl_call()], formats=("kineto", "nccl_debug")),
+        # rank 1 has only NCCL debug lines; rank 0's NCCL lines are timed by its Kineto trace
+        dict(
+            calls=[call(), nccl_call(), nccl_call(rank=1), nccl_call(rank=1)],
+            formats=("kineto", "nccl_debug"),
+        ),
         ["bandwidth"],
         "partial",
-        "2 of 3 calls have no duration (timing_source none: 2 calls come from NCCL debug logs",
+        "2 of 4 calls have no duration (timing_source none: 2 calls come from NCCL debug logs",
         "add a Kineto trace",
-        id="some-calls-untimed",
+        id="rank-without-a-trace",
     ),
     pytest.param(
         # only one iteration: nothing to compare it with
@@ -399,6 +402,13 @@ def test_old_store_without_timing_source_column() -> None:
     assert gap.reason == (
         "2 of 2 calls have no duration (2 calls come from NCCL debug logs, which time nothing)"
     )
+
+
+def test_untimed_calls_of_a_rank_timed_by_its_trace_are_no_gap() -> None:
+    # NCCL debug lines beside the same rank's Kineto trace: the marts time that rank from the
+    # trace, so the page must not ask for the trace it already has
+    d = run_data([call(), call(rank=1), nccl_call(), nccl_call(rank=1)], world=2)
+    assert "bandwidth" not in rg.gaps(d)
 
 
 def test_group_gap_ignores_point_to_point_calls() -> None:
