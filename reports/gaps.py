@@ -108,8 +108,8 @@ class Evidence:
             rank's Kineto trace, is measured from that source: nothing is missing).
         timing: calls per timing_source ('' where NULL or the column is absent).
         unsized: calls without msg_bytes, per source_format.
-        ungrouped: collective calls (not send/recv/barrier) without group_size, per
-            source_format.
+        ungrouped: collective calls (not send/recv/barrier) without group_size on ranks where
+            no other source names groups, per source_format.
         unnamed_pg: timeline collectives without group_size that name no process group (or
             the default one).
         unranked: calls without a global rank, per source_format.
@@ -187,9 +187,15 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     ev.unsized = _per(
         con, f"SELECT {fmt}, count(*) {where} AND msg_bytes IS NULL GROUP BY 1", run_id
     )
-    ev.ungrouped = _per(
-        con, f"SELECT {fmt}, count(*) {where} AND group_size IS NULL AND {COLL} GROUP BY 1", run_id
+    # a collective lacks its group only where no other source of the same rank names groups
+    # (the marts read one primary source per rank)
+    ungrouped = (
+        f"FROM comm_ops AS c WHERE run_id = $run_id AND group_size IS NULL AND {COLL} "
+        "AND NOT EXISTS (SELECT 1 FROM comm_ops AS t WHERE t.run_id = c.run_id "
+        "AND t.rank = c.rank AND t.group_size IS NOT NULL "
+        "AND t.source_format IS DISTINCT FROM c.source_format)"
     )
+    ev.ungrouped = _per(con, f"SELECT {fmt}, count(*) {ungrouped} GROUP BY 1", run_id)
     ev.unranked = _per(con, f"SELECT {fmt}, count(*) {where} AND rank IS NULL GROUP BY 1", run_id)
     ev.timing = _per(con, f"SELECT {ts}, count(*) {where} GROUP BY 1", run_id)
     ev.group_source = _per(con, f"SELECT {gs}, count(*) {where} GROUP BY 1", run_id)
@@ -198,8 +204,7 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     ev.unnamed_pg = sum(
         _per(
             con,
-            f"SELECT 'n', count(*) {where} AND group_size IS NULL AND {COLL} "
-            f"AND source_format IN ({tl}) "
+            f"SELECT 'n', count(*) {ungrouped} AND source_format IN ({tl}) "
             f"AND (comm_id IS NULL OR comm_id IN ({pg}))",
             run_id,
         ).values()

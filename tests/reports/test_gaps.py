@@ -411,6 +411,16 @@ def test_untimed_calls_of_a_rank_timed_by_its_trace_are_no_gap() -> None:
     assert "bandwidth" not in rg.gaps(d)
 
 
+def test_ungrouped_calls_of_a_rank_grouped_by_another_source_are_no_gap() -> None:
+    # DeepSpeed comms-logger lines name no group; the same rank's Kineto trace does
+    ds = {"source_format": "deepspeed_comms", "comm_id": None, "group_size": None}
+    d = run_data([call(), call(rank=1), call(**ds), call(rank=1, **ds)], world=2)
+    assert "traffic" not in rg.gaps(d)
+    # a rank with DeepSpeed lines only keeps the gap
+    d = run_data([call(), call(rank=1, **ds)], world=2)
+    assert "1 DeepSpeed comms-logger collectives do not name" in rg.gaps(d)["traffic"].reason
+
+
 def test_group_gap_ignores_point_to_point_calls() -> None:
     # send/recv name their peer: an unknown group size does not hide their destinations
     d = run_data([call(op="send", group_size=None, comm_id=None, group_source=None)], world=None)
