@@ -128,7 +128,7 @@ def traffic_heatmap(
             y2="src_end:Q",
             color=alt.Color(
                 "bytes:Q",
-                title=["bytes / iteration", "(k = 1e3, M = 1e6)"],
+                title=["bytes / iteration", "(k = 1e3, M = 1e6, G = 1e9)"],
                 scale=color_scale,
                 legend=alt.Legend(format=".3~s"),
             ),

@@ -68,7 +68,9 @@ def test_size_axes_use_si_prefixes() -> None:
     heat = charts.traffic_heatmap(
         cells, pl.DataFrame({"pos": []}, schema={"pos": pl.Int32}), unit="rank", size=2, title="t"
     )
-    assert "bytes / iteration (k = 1e3, M = 1e6)" in _axis_titles(json.loads(heat.to_json()))
+    assert "bytes / iteration (k = 1e3, M = 1e6, G = 1e9)" in _axis_titles(
+        json.loads(heat.to_json())
+    )
 
 
 def test_model_vs_measured_bandwidths_in_gb_s() -> None:
