@@ -113,7 +113,7 @@ class Evidence:
         unnamed_pg: timeline collectives without group_size that name no process group (or
             the default one).
         unranked: calls without a global rank, per source_format.
-        group_source: calls per group_source ('' where NULL or absent).
+        group_source: collective calls per group_source ('' where NULL or absent).
         all_to_all: all_to_all calls.
         p2p: send and recv calls (pipeline-parallel transfers).
         ranks: distinct ranks with calls.
@@ -198,7 +198,7 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     ev.ungrouped = _per(con, f"SELECT {fmt}, count(*) {ungrouped} GROUP BY 1", run_id)
     ev.unranked = _per(con, f"SELECT {fmt}, count(*) {where} AND rank IS NULL GROUP BY 1", run_id)
     ev.timing = _per(con, f"SELECT {ts}, count(*) {where} GROUP BY 1", run_id)
-    ev.group_source = _per(con, f"SELECT {gs}, count(*) {where} GROUP BY 1", run_id)
+    ev.group_source = _per(con, f"SELECT {gs}, count(*) {where} AND {COLL} GROUP BY 1", run_id)
     tl = ", ".join(f"'{f}'" for f in TIMELINE_FORMATS)
     pg = ", ".join(f"'{p}'" for p in DEFAULT_PG)
     ev.unnamed_pg = sum(
@@ -440,6 +440,30 @@ def _world_one(ev: Evidence) -> Gap | None:
     return None
 
 
+def _inferred_gap(ev: Evidence) -> Gap | None:
+    """Collectives whose group commscope inferred (group_source inferred_default): drawn, but
+    on an assumption the user should know."""
+    n = ev.group_source.get("inferred_default", 0)
+    if not n:
+        return None
+    w = f"{ev.world_size}-rank " if ev.world_size else ""
+    return Gap(
+        "partial",
+        f"{n:,} collectives name no process group: their group is taken to be the {w}world "
+        "group (group_source inferred_default)",
+        REMEDY_PG,
+    )
+
+
+def _merge(*gaps: Gap | None) -> Gap | None:
+    """One partial gap from several (reasons and remedies joined, remedies once each)."""
+    got = [g for g in gaps if g is not None]
+    if not got:
+        return None
+    remedies = list(dict.fromkeys(g.remedy for g in got if g.remedy))
+    return Gap("partial", "; ".join(g.reason for g in got), "; ".join(remedies))
+
+
 def _first(*gaps: Gap | None) -> Gap | None:
     return next((g for g in gaps if g is not None), None)
 
@@ -519,7 +543,7 @@ def view_gaps(
             "effective_bandwidth"
         )
     else:
-        part = _timing_gap(ev, partial=True)
+        part = _merge(_timing_gap(ev, partial=True), _inferred_gap(ev))
         if part is not None:
             out["bandwidth"] = part
 
@@ -528,17 +552,23 @@ def view_gaps(
         out["traffic"] = Gap("missing", missing["traffic_matrix"], "run commscope derive {run}")
     elif tm is None or tm.height == 0 or tm["dst_rank"].drop_nulls().len() == 0:
         out["traffic"] = _first(calls, _world_one(ev), sizes, groups) or _fallback("traffic_matrix")
-    elif groups is not None:
-        out["traffic"] = Gap(
-            "partial", f"not in the measured matrix: {groups.reason}", groups.remedy
+    else:
+        left_out = (
+            Gap("partial", f"not in the measured matrix: {groups.reason}", groups.remedy)
+            if groups is not None
+            else None
         )
-    elif ev.world_size and ev.traces and 0 < ev.ranks < ev.world_size:
-        out["traffic"] = Gap(
-            "partial",
-            f"only {ev.ranks} of {ev.world_size} ranks (distributedInfo.world_size) have calls "
-            "in this run: the matrix holds what those ranks sent",
-            "record and ingest a trace of every rank",
-        )
+        few = None
+        if ev.world_size and ev.traces and 0 < ev.ranks < ev.world_size:
+            few = Gap(
+                "partial",
+                f"only {ev.ranks} of {ev.world_size} ranks (distributedInfo.world_size) have "
+                "calls in this run: the matrix holds what those ranks sent",
+                "record and ingest a trace of every rank",
+            )
+        part = _merge(left_out, few, _inferred_gap(ev))
+        if part is not None:
+            out["traffic"] = part
 
     # gaps that empty a view (a partial one leaves the view drawn, so it explains nothing)
     blocking = {k: g for k, g in out.items() if g.kind != "partial"}

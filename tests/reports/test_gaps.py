@@ -322,6 +322,16 @@ CASES = [
         id="rank-without-a-trace",
     ),
     pytest.param(
+        # the trace's calls name no group; the parser gave them the world group
+        dict(calls=[call(comm_id="0", group_source="inferred_default"), call(rank=1)], world=2),
+        ["traffic", "bandwidth"],
+        "partial",
+        "1 collectives name no process group: their group is taken to be the 2-rank world "
+        "group (group_source inferred_default)",
+        "record with PyTorch >= 2.2 so record_param_comms carries Collective name",
+        id="group-inferred-from-world-size",
+    ),
+    pytest.param(
         # only one iteration: nothing to compare it with
         dict(calls=[call()], marts={"iterations": {"iteration": [1]}, "predictability": None}),
         ["predictability"],
