@@ -92,9 +92,11 @@ class Gap:
         """The sentence the page shows."""
         if self.kind == "none":
             return f"nothing to show: {self.reason}."
-        lead = "not available: " if self.kind == "missing" else ""
+        if self.kind == "partial":
+            tail = f" (to measure all of it: {self.remedy})" if self.remedy else ""
+            return f"{self.reason}{tail}."
         tail = f"; to get it, {self.remedy}" if self.remedy else ""
-        return f"{lead}{self.reason}{tail}."
+        return f"not available: {self.reason}{tail}."
 
 
 @dataclass

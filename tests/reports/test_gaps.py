@@ -435,3 +435,16 @@ def test_group_gap_ignores_point_to_point_calls() -> None:
     # send/recv name their peer: an unknown group size does not hide their destinations
     d = run_data([call(op="send", group_size=None, comm_id=None, group_source=None)], world=None)
     assert "traffic" not in rg.gaps(d)
+
+
+def test_gap_sentences() -> None:
+    # what the page prints for each kind: a remedy only where something can be recorded
+    assert rg.Gap("missing", "no iteration markers", "record steps").text() == (
+        "not available: no iteration markers; to get it, record steps."
+    )
+    assert rg.Gap("none", "the run has no all-to-all calls").text() == (
+        "nothing to show: the run has no all-to-all calls."
+    )
+    assert rg.Gap("partial", "2 of 4 calls have no duration", "add a trace").text() == (
+        "2 of 4 calls have no duration (to measure all of it: add a trace)."
+    )
