@@ -48,9 +48,16 @@ def test_nccl_debug_report_names_what_to_record(polaris_report: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sample_report_says_why_collectives_lack_destinations(sample_report: Path) -> None:
-    # the bundled sample's all_reduce/broadcast name no process group: the traffic section
-    # draws the PP matrix and says which calls are left out and why
+def test_sample_report_says_why_collectives_lack_groups(sample_report: Path) -> None:
+    # the bundled sample's gloo all_reduce/broadcast ranges name no process group: the traffic
+    # section draws the PP matrix and says, above it, which collectives lack their group and
+    # what to record (whether the parser left their group unknown or took the world group)
     page = html.unescape(sample_report.read_text())
-    assert "not in the measured matrix:" in page
-    assert "DeepSpeed comms-logger collectives do not name their group" in page
+    section = page[page.index('<section id="traffic">') : page.index('<section id="onoff">')]
+    notes = re.findall(r'<p class="gap">([^<]*)</p>', section)
+    assert len(notes) == 1
+    assert "54 calls name no process group" in notes[0] or (
+        "54 collectives name no process group" in notes[0]
+    )
+    assert "record with PyTorch >= 2.2 so record_param_comms carries Collective name" in notes[0]
+    assert section.index('<p class="gap">') < section.index('class="chart"')
