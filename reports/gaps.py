@@ -93,7 +93,7 @@ class Gap:
         if self.kind == "none":
             return f"nothing to show: {self.reason}."
         if self.kind == "partial":
-            tail = f" (to measure all of it: {self.remedy})" if self.remedy else ""
+            tail = f" (to complete it: {self.remedy})" if self.remedy else ""
             return f"{self.reason}{tail}."
         tail = f"; to get it, {self.remedy}" if self.remedy else ""
         return f"not available: {self.reason}{tail}."
@@ -452,7 +452,7 @@ def _inferred_gap(ev: Evidence) -> Gap | None:
     return Gap(
         "partial",
         f"{n:,} collectives name no process group: their group is taken to be the {w}world "
-        "group (group_source inferred_default)",
+        "group, group_source inferred_default",
         REMEDY_PG,
     )
 

@@ -327,7 +327,7 @@ CASES = [
         ["traffic", "bandwidth"],
         "partial",
         "1 collectives name no process group: their group is taken to be the 2-rank world "
-        "group (group_source inferred_default)",
+        "group, group_source inferred_default",
         "record with PyTorch >= 2.2 so record_param_comms carries Collective name",
         id="group-inferred-from-world-size",
     ),
@@ -446,5 +446,5 @@ def test_gap_sentences() -> None:
         "nothing to show: the run has no all-to-all calls."
     )
     assert rg.Gap("partial", "2 of 4 calls have no duration", "add a trace").text() == (
-        "2 of 4 calls have no duration (to measure all of it: add a trace)."
+        "2 of 4 calls have no duration (to complete it: add a trace)."
     )
