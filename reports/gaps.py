@@ -533,6 +533,9 @@ def view_gaps(
         need("bubbles", "bubble_ratio", timing, iters)
     if "breakdown" in out and "onoff" in out:  # stragglers fall back to on_off
         out["stragglers"] = out["breakdown"]
+    if timing is not None:  # no call has a duration: comm views would draw zeros only
+        for view in ("onoff", "onoff_timeline", "stragglers"):
+            out[view] = timing
     need("sizes", "message_sizes", sizes)
 
     eb = marts.get("effective_bandwidth")

@@ -285,6 +285,21 @@ CASES = [
         id="nccl-debug-no-init-lines",
     ),
     pytest.param(
+        # a one-rank world whose iterations are timed by compute kernels: the comm views would
+        # draw zeros only
+        dict(
+            calls=[call(group_size=1, dur_ns=None, timing_source="none")],
+            world=1,
+            marts={**NO_TRAFFIC, **NO_BW},
+        ),
+        ["onoff", "onoff_timeline", "stragglers"],
+        "none",
+        "1 of 1 calls have no duration (timing_source none: 1 kineto calls launched no GPU "
+        "kernel in a world of one rank",
+        "",
+        id="world-of-one-rank-no-comm-time",
+    ),
+    pytest.param(
         # a one-rank world: calls launched no kernel and there is nothing to send to
         dict(
             calls=[call(group_size=1, dur_ns=None, timing_source="none")],
