@@ -130,7 +130,7 @@ def traffic_heatmap(
                 "bytes:Q",
                 title=["bytes / iteration", "(k = 1e3, M = 1e6, G = 1e9)"],
                 scale=color_scale,
-                legend=alt.Legend(format=".3~s"),
+                legend=alt.Legend(format=".3~s", titleLimit=300),
             ),
             tooltip=[
                 alt.Tooltip("src:Q", title=f"from {unit}"),
