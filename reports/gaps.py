@@ -15,8 +15,11 @@ Gap kinds:
   the remedy.
 * ``none``: the run truly has nothing of that kind (no all-to-all calls, a one-rank world); no
   remedy, nothing is wrong.
-* ``partial``: the view is drawn, but some calls are left out of it; the page says how many and
-  why beside the data.
+* ``partial``: the view is drawn, but some calls are left out of it or rest on an inference
+  (a group taken from the world size); the page says how many and why above the view.
+
+A view needs its inputs in order (calls at all, then durations and iterations for the time
+views, sizes and groups for the volume views); the first one missing is the cause named.
 """
 
 from __future__ import annotations

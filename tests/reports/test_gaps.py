@@ -404,6 +404,7 @@ def test_gap_names_cause_and_remedy(
     given: dict[str, Any], views: list[str], kind: str, reason: str, remedy: str
 ) -> None:
     got = rg.gaps(run_data(**given))
+    assert set(got) <= set(rg.VIEWS)  # the keys the page asks for
     for view in views:
         gap = got.get(view)
         assert gap is not None, f"{view}: no gap in {sorted(got)}"
