@@ -33,7 +33,7 @@ SIZE_TITLE = "message size (bytes; k = 1e3, M = 1e6, G = 1e9)"
 BW_TITLE = "bus bandwidth (GB/s; 1 GB = 1e9 bytes)"
 SIZE_AXIS = alt.Axis(format="~s", values=[10**i for i in range(13)])  # decades: 1 .. 1T
 # Up to this many ranks (or nodes, blocks) a heatmap labels every one at its cell's centre.
-MAX_LABELLED = 40
+MAX_LABELLED = 16
 
 
 def _index_axis(size: int) -> alt.Axis:
@@ -42,6 +42,7 @@ def _index_axis(size: int) -> alt.Axis:
         return alt.Axis(
             values=[i + 0.5 for i in range(size)],
             labelExpr="floor(datum.value)",
+            labelOverlap=False,
             grid=False,
             ticks=False,
         )
@@ -142,12 +143,12 @@ def traffic_heatmap(
     vrule = (
         alt.Chart(_data(boundaries))
         .mark_rule(color="#e45756", strokeWidth=1)
-        .encode(x=alt.X("pos:Q", scale=xs))
+        .encode(x=alt.X("pos:Q", scale=xs, axis=_index_axis(size)))
     )
     hrule = (
         alt.Chart(_data(boundaries))
         .mark_rule(color="#e45756", strokeWidth=1)
-        .encode(y=alt.Y("pos:Q", scale=ys))
+        .encode(y=alt.Y("pos:Q", scale=ys, axis=_index_axis(size)))
     )
     return alt.layer(rect, vrule, hrule, title=title, width=side, height=side)
 

@@ -110,11 +110,22 @@ class RunData:
         return int(gpn) if gpn else None
 
     def world(self) -> int:
-        """Number of ranks: the config's pp*tp*dp, else the largest rank seen + 1."""
+        """Number of ranks: the config's pp*tp*dp, else the largest of the world size the
+        traces state (distributedInfo) and the largest rank seen + 1, so one traced rank of an
+        8-rank job is drawn on an 8-rank axis."""
         rcfg = self.run_config
         if rcfg.get("pp") and rcfg.get("tp") and rcfg.get("dp"):
             return int(rcfg["pp"]) * int(rcfg["tp"]) * int(rcfg["dp"])
         seen = 0
+        if self.con is not None:
+            try:
+                (w,) = self.con.execute(
+                    "SELECT max(world_size) FROM trace_meta WHERE run_id = $run_id",
+                    {"run_id": self.run_id},
+                ).fetchone() or (None,)
+            except Exception:  # no trace_meta in this store: ranks seen only
+                w = None
+            seen = int(w) if w else 0
         for name, cols in (
             ("on_off", ("rank",)),
             ("iterations", ("rank",)),
