@@ -21,14 +21,13 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
 
 if TYPE_CHECKING:
-    import duckdb
-
     from pipeline.store import Store
 
 # Largest rank axis drawn rank by rank; above it, ranks are grouped into nodes or blocks.
@@ -123,7 +122,7 @@ class RunData:
                     "SELECT max(world_size) FROM trace_meta WHERE run_id = $run_id",
                     {"run_id": self.run_id},
                 ).fetchone() or (None,)
-            except Exception:  # no trace_meta in this store: ranks seen only
+            except duckdb.Error:  # no trace_meta in this store: ranks seen only
                 w = None
             seen = int(w) if w else 0
         for name, cols in (

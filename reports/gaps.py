@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+
 if TYPE_CHECKING:
     from reports.data import RunData
 
@@ -161,14 +163,14 @@ class Evidence:
 def _columns(con: Any, table: str) -> set[str]:
     try:
         return set(con.sql(f"SELECT * FROM {table} LIMIT 0").columns)
-    except Exception:  # the table is absent from an old or partial store
+    except duckdb.Error:  # the table is absent from an old or partial store
         return set()
 
 
 def _per(con: Any, sql: str, run_id: str) -> dict[str, int]:
     try:
         rows = con.execute(sql, {"run_id": run_id}).fetchall()
-    except Exception:  # an absent table reads as empty
+    except duckdb.Error:  # an absent table reads as empty
         return {}
     return {str(k if k is not None else ""): int(v) for k, v in rows if v}
 
