@@ -300,7 +300,10 @@ def _quality(d: rd.RunData) -> list[Block]:
     def ranks() -> list[Block]:
         cov = rd.ranks_coverage(d)
         miss = cov["missing"]
-        text = f"Ranks expected: {cov['expected'] if cov['expected'] is not None else 'unknown'}; present: {cov['present']}; missing: "
+        expected = cov["expected"]
+        if expected is None:
+            expected = "unknown (no config gives pp x tp x dp and no trace states its world size)"
+        text = f"Ranks expected: {expected}; present: {cov['present']}; missing: "
         text += (
             (", ".join(map(str, miss[:100])) + (" ..." if len(miss) > 100 else ""))
             if miss
