@@ -118,10 +118,12 @@ class RunData:
         seen = 0
         if self.con is not None:
             try:
-                (w,) = self.con.execute(
+                # fetchall, not fetchone: an unfinished result would block the connection's
+                # next query (DuckDB ResourceInUseException)
+                ((w,),) = self.con.execute(
                     "SELECT max(world_size) FROM trace_meta WHERE run_id = $run_id",
                     {"run_id": self.run_id},
-                ).fetchone() or (None,)
+                ).fetchall()
             except duckdb.Error:  # no trace_meta in this store: ranks seen only
                 w = None
             seen = int(w) if w else 0

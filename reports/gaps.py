@@ -122,6 +122,8 @@ class Evidence:
         unranked: calls without a global rank, per source_format.
         group_source: collective calls per group_source ('' where NULL or absent).
         all_to_all: all_to_all calls.
+        unsized_deepep: DeepEP dispatch/combine calls (kernels named deep_ep:: or *ep::)
+            without a message size.
         p2p: send and recv calls (pipeline-parallel transfers).
         ranks: distinct ranks with calls.
         kernels: GPU kernels per category.
@@ -141,6 +143,7 @@ class Evidence:
     unranked: dict[str, int] = field(default_factory=dict)
     group_source: dict[str, int] = field(default_factory=dict)
     all_to_all: int = 0
+    unsized_deepep: int = 0
     p2p: int = 0
     ranks: int = 0
     kernels: dict[str, int] = field(default_factory=dict)
@@ -219,6 +222,14 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
     ev.all_to_all = sum(
         _per(con, f"SELECT 'n', count(*) {where} AND op = 'all_to_all'", run_id).values()
     )
+    ev.unsized_deepep = sum(
+        _per(
+            con,
+            f"SELECT 'n', count(*) {where} AND msg_bytes IS NULL "
+            "AND regexp_matches(raw_op, '(^|[^A-Za-z0-9_])(deep_ep|[A-Za-z0-9_]*ep)::')",
+            run_id,
+        ).values()
+    )
     ev.p2p = sum(
         _per(con, f"SELECT 'n', count(*) {where} AND op IN ('send', 'recv')", run_id).values()
     )
@@ -275,6 +286,14 @@ def _calls_gap(ev: Evidence) -> Gap | None:
         )
     if ev.traces and ev.world_size == 1:
         return Gap("none", "the trace's world size is 1: a one-rank job communicates with no one")
+    if ev.traces and ev.world_size is None:
+        return Gap(
+            "missing",
+            "the trace has no communication calls (no record_param_comms, nccl:* or gloo:* "
+            "events) and no distributedInfo: a single-process run has none",
+            "if the job is distributed, initialise torch.distributed before the profiler "
+            "starts and profile steps that run collectives",
+        )
     if ev.traces:
         return Gap(
             "missing",
@@ -408,6 +427,15 @@ def _sizes_gap(ev: Evidence) -> Gap | None:
         return None
     causes, remedies = [], []
     for f, n in sorted(ev.unsized.items()):
+        if f == "kineto" and ev.unsized_deepep:
+            causes.append(
+                f"{ev.unsized_deepep:,} DeepEP calls carry no message size: DeepEP launches its "
+                "dispatch/combine kernels without record_param_comms, so the trace holds no "
+                "byte count for them"
+            )
+            n -= ev.unsized_deepep
+        if not n:
+            continue
         if f in TIMELINE_FORMATS:
             causes.append(f"{n:,} trace calls carry no element count or dtype")
             remedies.append(
@@ -438,6 +466,25 @@ def _iteration_gap(ev: Evidence) -> Gap | None:
         "missing",
         "no iterations: no step markers and no repeating call pattern to detect them from",
         "log more than one training step",
+    )
+
+
+def _rank_gap(ev: Evidence) -> Gap | None:
+    """Every call lacks a global rank: per-rank views have nothing to key on."""
+    if not ev.n_calls or sum(ev.unranked.values()) < ev.n_calls:
+        return None
+    if ev.unranked.get("nccl_debug"):
+        return Gap(
+            "missing",
+            f"{ev.n_calls:,} calls have no global rank: their communicators have no 'Init "
+            "COMPLETE' line in the log",
+            REMEDY_NCCL_INIT,
+        )
+    return Gap(
+        "missing",
+        f"{ev.n_calls:,} calls have no rank: the trace has no distributedInfo.rank",
+        "initialise torch.distributed before the profiler starts (Kineto then writes "
+        "distributedInfo), or ingest with --rank",
     )
 
 
@@ -527,15 +574,16 @@ def view_gaps(
 
     if not has_model:
         out["model"] = Gap("missing", "the run has no model config", REMEDY_MODEL)
-    need("breakdown", "iteration_breakdown", timing, iters)
-    need("onoff", "on_off", timing, iters)
-    need("onoff_timeline", "on_off_timeline", timing, iters)
+    ranks = _rank_gap(ev)
+    need("breakdown", "iteration_breakdown", timing, iters, ranks)
+    need("onoff", "on_off", timing, iters, ranks)
+    need("onoff_timeline", "on_off_timeline", timing, iters, ranks)
     if ev.n_calls and not ev.p2p and "bubble_ratio" not in missing:
         out["bubbles"] = Gap(
             "none", "the run has no send/recv calls (no pipeline parallelism): no bubble to measure"
         )
     else:
-        need("bubbles", "bubble_ratio", timing, iters)
+        need("bubbles", "bubble_ratio", timing, iters, ranks)
     if "breakdown" in out and "onoff" in out:  # stragglers fall back to on_off
         out["stragglers"] = out["breakdown"]
     if timing is not None:  # no call has a duration: comm views would draw zeros only

@@ -53,3 +53,4 @@ def test_world_is_the_traced_world_size() -> None:
     # one traced rank of an 8-rank job (distributedInfo.world_size 8): an 8-rank axis
     d = run_data([call(rank=0)], world=8, marts={"traffic_matrix": None, "iterations": None})
     assert d.world() == 8
+    assert d.con is not None and d.con.execute("SELECT 1").fetchall() == [(1,)]  # not blocked

@@ -30,6 +30,7 @@ COMM_COLS = {
     "dur_ns": pl.Int64,
     "timing_source": pl.Utf8,
     "group_source": pl.Utf8,
+    "raw_op": pl.Utf8,
 }
 
 
@@ -46,6 +47,7 @@ def call(**kw: Any) -> dict[str, Any]:
         "dur_ns": 10_000,
         "timing_source": "kernel",
         "group_source": "logged",
+        "raw_op": "nccl:all_reduce",
     }
     row.update(kw)
     return row
@@ -345,6 +347,42 @@ CASES = [
         "group, group_source inferred_default",
         "record with PyTorch >= 2.2 so record_param_comms carries Collective name",
         id="group-inferred-from-world-size",
+    ),
+    pytest.param(
+        # a trace without distributedInfo.rank: per-rank time views have nothing to key on
+        dict(
+            calls=[call(rank=None), call(rank=None, op="send")],
+            world=None,
+            marts={**EMPTY_TIME, "iterations": {"iteration": [1]}},  # one rank-less iteration
+        ),
+        ["breakdown", "onoff", "bubbles"],
+        "missing",
+        "2 calls have no rank: the trace has no distributedInfo.rank",
+        "or ingest with --rank",
+        id="trace-without-rank",
+    ),
+    pytest.param(
+        # DeepEP dispatch/combine kernels: all-to-all calls with no byte count in the trace
+        dict(
+            calls=[call(op="all_to_all", msg_bytes=None, raw_op="dpsk::ep::internode::dispatch")]
+            * 4,
+            marts={"message_sizes": None, **NO_TRAFFIC, **NO_BW},
+        ),
+        ["sizes", "traffic", "bandwidth", "moe"],
+        "missing",
+        "4 DeepEP calls carry no message size: DeepEP launches its dispatch/combine kernels "
+        "without record_param_comms",
+        "",
+        id="deepep-without-sizes",
+    ),
+    pytest.param(
+        # a 2021 single-worker trace: no communication and no distributedInfo
+        dict(calls=[], world=None, marts={**EMPTY_TIME, **NO_TRAFFIC, "message_sizes": None}),
+        ["sizes", "traffic"],
+        "missing",
+        "no distributedInfo: a single-process run has none",
+        "if the job is distributed, initialise torch.distributed",
+        id="trace-of-a-single-process",
     ),
     pytest.param(
         # only one iteration: nothing to compare it with
