@@ -158,10 +158,6 @@ class Evidence:
         """All calls."""
         return sum(self.calls.values())
 
-    def timeline_calls(self) -> int:
-        """Calls read from a GPU timeline (Kineto, Nsight Systems)."""
-        return sum(n for f, n in self.calls.items() if f in TIMELINE_FORMATS)
-
 
 def _columns(con: Any, table: str) -> set[str]:
     try:
