@@ -200,6 +200,20 @@ def classify_kernel(name: str) -> tuple[str, str | None]:
     return "compute", None
 
 
+def deepep_role(name: str) -> str | None:
+    """``notify`` or ``data`` for a DeepEP kernel, None for any other kernel.
+
+    One DeepEP dispatch or combine runs as two kernels on the communication stream: a notify
+    kernel (``notify_dispatch``, ``notify_combine``, ``cached_notify*``: exchanges the token
+    counts) and then the data kernel (``dispatch``/``combine``: moves the tokens). The pair is
+    one logical all-to-all; :mod:`parsers.kineto` merges it into one ``comm_ops`` row.
+    """
+    m = _DEEPEP.search(strip_params(name))
+    if m is None:
+        return None
+    return "notify" if "notify" in m.group(1) else "data"
+
+
 def classify_kernels(names: pl.Series) -> pl.DataFrame:
     """Classify a Series of kernel names (vectorised over the distinct names).
 

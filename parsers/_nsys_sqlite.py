@@ -11,11 +11,19 @@ Records (the ``total`` of the accounting) are the rows of ``CUPTI_ACTIVITY_KIND_
 * kernel/memcpy/memset rows → ``kernels`` (parsed), or ``rejects`` when ``end`` is NULL or
   before ``start``;
 * NVTX push/pop (eventType 59) and start/end (60) ranges → ``markers`` (parsed), NCCL-domain
-  ranges of data-moving API calls also → ``comm_ops``; a range with NULL or early ``end`` is
-  rejected, a range without any text is ignored;
+  ranges of data-moving API calls also → ``comm_ops``, timed by the kernels they launched
+  (:mod:`parsers._nsys_launch`); a range with NULL or early ``end`` is rejected, a range
+  without any text is ignored;
 * every other NVTX event (marks, domain/category/thread names, ...) → ignored.
 
 ``source_line`` (and ``rejects.line_no``) is the row's ``rowid`` in its table.
+
+Order of work: before any row is streamed, the step ranges and the NCCL call/group ranges are
+read (small: only NVTX ranges named like a step, and NCCL-domain ranges); each kernel batch is
+joined to its launching RUNTIME row in SQL (``kernels.launch_ts_ns``), given its step, and
+attributed to the call range containing its launch (a running per-call first start, last end
+and count); the NVTX batches, streamed last, then time each call from those aggregates.
+Memory stays bounded by the number of NCCL calls, not of kernels.
 """
 
 from __future__ import annotations
@@ -47,6 +55,15 @@ from parsers._nsys_common import (
     rejects_frame,
     resolve_rank,
     trace_meta_frame,
+)
+from parsers._nsys_launch import (
+    CallLinks,
+    has_rows,
+    launch_join,
+    read_call_ranges,
+    read_steps,
+    step_of,
+    time_calls,
 )
 from parsers._nsys_payload import (
     COMM_ID,
@@ -149,6 +166,11 @@ class _Export:
     gpu_pids: set[int] = field(default_factory=set)
     comm_kernels: bool = False
     payload_undecoded: int = 0
+    steps: pl.DataFrame = field(default_factory=pl.DataFrame)
+    links: CallLinks | None = None
+    kernels_traced: bool = False
+    calls_unlaunched: int = 0
+    comm_nranks: dict[str, int] = field(default_factory=dict)
 
 
 def _meta(con: sqlite3.Connection, tables: set[str]) -> dict[str, str]:
@@ -177,6 +199,10 @@ def _anchor(
         "0",
     }
     normalized = meta.get("EXPORT_PARAM_TIME_NORMALIZE", "false").lower() == "true"
+    if normalized and shift == {str(anchor)}:
+        # Normalised to the session start, then shifted by that start's epoch time (the
+        # ZhiyiHu CSCS exports): the timestamps are already epoch ns, so ts_ns = 0 is the epoch.
+        return 0, True
     if shift or normalized:
         warnings.append(
             "export was time-shifted or normalised; the session start time is kept but the "
@@ -314,6 +340,7 @@ def _chunk(
 
 def _kernel_sql(con: sqlite3.Connection, ex: _Export) -> str:
     cols = _columns(con, "CUPTI_ACTIVITY_KIND_KERNEL")
+    launch_cols, join = launch_join(con, ex.tables, "CUPTI_ACTIVITY_KIND_KERNEL")
     name_col = next((c for c in ("shortName", "demangledName") if c in cols), None)
     if name_col and "StringIds" in ex.tables:
         name = f'(SELECT value FROM StringIds s WHERE s.id = k."{name_col}")'
@@ -322,18 +349,20 @@ def _kernel_sql(con: sqlite3.Connection, ex: _Export) -> str:
     return (
         f"SELECT k.rowid, {_c(cols, 'k', 'start')}, {_c(cols, 'k', 'end')}, "
         f"{_c(cols, 'k', 'deviceId')}, {_c(cols, 'k', 'streamId')}, "
-        f"{_c(cols, 'k', 'correlationId')}, {_c(cols, 'k', 'globalPid')}, {name}, NULL, NULL "
-        "FROM CUPTI_ACTIVITY_KIND_KERNEL k"
+        f"{_c(cols, 'k', 'correlationId')}, {_c(cols, 'k', 'globalPid')}, {name}, NULL, NULL, "
+        f"{launch_cols} FROM CUPTI_ACTIVITY_KIND_KERNEL k{join}"
     )
 
 
-def _copy_sql(con: sqlite3.Connection, table: str) -> str:
+def _copy_sql(con: sqlite3.Connection, table: str, ex: _Export) -> str:
     cols = _columns(con, table)
+    launch_cols, join = launch_join(con, ex.tables, table)
     return (
         f"SELECT k.rowid, {_c(cols, 'k', 'start')}, {_c(cols, 'k', 'end')}, "
         f"{_c(cols, 'k', 'deviceId')}, {_c(cols, 'k', 'streamId')}, "
         f"{_c(cols, 'k', 'correlationId')}, {_c(cols, 'k', 'globalPid')}, NULL, "
-        f'{_c(cols, "k", "bytes")}, {_c(cols, "k", "copyKind")} FROM "{table}" k'
+        f"{_c(cols, 'k', 'bytes')}, {_c(cols, 'k', 'copyKind')}, {launch_cols} "
+        f'FROM "{table}" k{join}'
     )
 
 
@@ -348,6 +377,8 @@ _GPU_SCHEMA = {
     "name": pl.Utf8,
     "msg_bytes": pl.Int64,
     "copyKind": pl.Int64,
+    "lstart": pl.Int64,
+    "ltid": pl.Int64,
 }
 
 
@@ -356,6 +387,9 @@ def _gpu_batch(rows: list[tuple[Any, ...]], table: str, ex: _Export) -> ParsedCh
     good, rejects = _bad_interval(df, table)
     pid, _ = decode_global_id("globalPid")
     good = good.with_columns(pid.alias("pid"))
+    good = good.with_columns(step_of(good, ex.steps, "lstart", "ltid", "pid"))
+    if table == "CUPTI_ACTIVITY_KIND_KERNEL" and ex.links is not None:
+        ex.links.add_batch(good)
     if table == "CUPTI_ACTIVITY_KIND_KERNEL":
         cls = classify_kernels(good["name"])
         good = good.with_columns(cls["category"], cls["comm_op"]).with_columns(
@@ -389,6 +423,8 @@ def _gpu_batch(rows: list[tuple[Any, ...]], table: str, ex: _Export) -> ParsedCh
         (pl.col("end") - pl.col("start")).alias("dur_ns"),
         "correlation",
         "msg_bytes",
+        pl.col("lstart").alias("launch_ts_ns"),
+        "iteration",
         pl.col("rowid").alias("source_line"),
     )
     n_bad = 0 if rejects is None else rejects.height
@@ -413,14 +449,20 @@ _NVTX_SCHEMA = {
 }
 
 
-def _nvtx_sql(con: sqlite3.Connection, ex: _Export) -> tuple[str, str]:
+def _nvtx_name_sql(con: sqlite3.Connection, tables: set[str]) -> str:
+    """SQL text of an ``NVTX_EVENTS n`` row: ``text``, else the registered string (``textId``)."""
     cols = _columns(con, "NVTX_EVENTS")
     sid = (
         "(SELECT value FROM StringIds s WHERE s.id = n.textId)"
-        if "textId" in cols and "StringIds" in ex.tables
+        if "textId" in cols and "StringIds" in tables
         else "NULL"
     )
-    name = f"COALESCE(NULLIF({_c(cols, 'n', 'text')}, ''), {sid})"
+    return f"COALESCE(NULLIF({_c(cols, 'n', 'text')}, ''), {sid})"
+
+
+def _nvtx_sql(con: sqlite3.Connection, ex: _Export) -> tuple[str, str]:
+    cols = _columns(con, "NVTX_EVENTS")
+    name = _nvtx_name_sql(con, ex.tables)
     if ex.nccl_domain_ids and "domainId" in cols:
         ids = ", ".join(str(int(i)) for i in ex.nccl_domain_ids)
         in_nccl = f"n.domainId IN ({ids})"
@@ -519,6 +561,8 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
                 )
             )
         elif comm_id is not None and NRANKS in pay and RANK in pay:
+            if isinstance(pay[NRANKS], int):
+                ex.comm_nranks[comm_id] = pay[NRANKS]
             comms.append(
                 {
                     "comm_id": comm_id,
@@ -535,7 +579,20 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
             )
     ops = nccl.filter(pl.col("op").is_not_null())
     pay_df = pl.DataFrame(decoded, schema=_PAY_SCHEMA, orient="row")
-    ops = ops.join(pay_df, on="rowid", how="left", maintain_order="left").select(
+    ops = ops.join(pay_df, on="rowid", how="left", maintain_order="left")
+    # group_size from the communicator's own CommInit payload seen earlier in the export.
+    size = pl.col("comm_id").replace_strict(ex.comm_nranks, default=None, return_dtype=pl.Int32)
+    ops = ops.with_columns(size.alias("group_size")).with_columns(
+        pl.when(pl.col("group_size").is_not_null()).then(pl.lit("logged")).alias("group_source")
+    )
+    ops = time_calls(
+        ops.with_columns(pl.col("globalTid").alias("gtid")),
+        ex.links or CallLinks.empty(),
+        ex.steps,
+        kernels_traced=ex.kernels_traced,
+    )
+    ex.calls_unlaunched += ops.filter(pl.col("timing_source") == "none").height
+    ops = ops.select(
         "rank",
         pl.lit(ex.host, dtype=pl.Utf8).alias("host"),
         "pid",
@@ -543,11 +600,17 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
         "op",
         pl.col("name").alias("raw_op"),
         "comm_id",
+        "group_size",
+        "group_source",
         "peer_rank",
         "msg_bytes",
         "redop",
-        pl.col("start").alias("ts_ns"),
-        (pl.col("end") - pl.col("start")).alias("dur_ns"),
+        "ts_ns",
+        "dur_ns",
+        "timing_source",
+        "launch_ts_ns",
+        "kernel_count",
+        "iteration",
     )
     return (
         ops if ops.height else None,
@@ -675,6 +738,21 @@ def _read(
             "export holds no kernel, memcpy, memset or NVTX table (nothing traced, or a lazy "
             "export of a run without CUDA/NVTX tracing)"
         )
+    ex.kernels_traced = has_rows(con, tables, "CUPTI_ACTIVITY_KIND_KERNEL")
+    if "NVTX_EVENTS" in tables and "eventType" in _columns(con, "NVTX_EVENTS"):
+        name_sql = _nvtx_name_sql(con, tables)
+        ex.steps = read_steps(con, tables, name_sql)
+        if nccl_ids and {"globalTid", "domainId"} <= _columns(con, "NVTX_EVENTS"):
+            ex.links = read_call_ranges(con, tables, nccl_ids, name_sql)
+    if (
+        ex.links is not None
+        and ex.kernels_traced
+        and not has_rows(con, tables, "CUPTI_ACTIVITY_KIND_RUNTIME")
+    ):
+        ex.warnings.append(
+            "kernels but no CUPTI_ACTIVITY_KIND_RUNTIME launches: NCCL calls cannot be linked "
+            "to their kernels and get timing_source 'none'"
+        )
     yield _chunk({}, LineCounts(), ex.warnings)
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
@@ -682,7 +760,7 @@ def _read(
             yield _gpu_batch(rows, "CUPTI_ACTIVITY_KIND_KERNEL", ex)
     for table in ("CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"):
         if table in tables:
-            for rows in _fetch(con, _copy_sql(con, table)):
+            for rows in _fetch(con, _copy_sql(con, table, ex)):
                 yield _gpu_batch(rows, table, ex)
     if "NVTX_EVENTS" in tables:
         cols = _columns(con, "NVTX_EVENTS")
@@ -701,6 +779,11 @@ def _read(
             yield _chunk({}, LineCounts(total=n_other, ignored=n_other))
 
     final_warnings: list[str] = []
+    if ex.calls_unlaunched and ex.kernels_traced:
+        final_warnings.append(
+            f"{ex.calls_unlaunched} NCCL calls launched no kernel on their own thread (nor "
+            "through their group's ncclGroupEnd): timing_source 'none', no duration"
+        )
     if ex.payload_undecoded:
         final_warnings.append(
             f"{ex.payload_undecoded} NCCL NVTX payloads could not be decoded with the export's "

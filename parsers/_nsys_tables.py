@@ -11,6 +11,11 @@ column sets vary by version and ``--timeunit``. What is read:
   ``msg_bytes`` is null);
 * NVTX GPU projections (``nvtx_gpu_proj_trace``: ``Projected Start``/``Projected Duration``)
   → the same, timed by the *projected* (GPU) interval;
+* ``comm_ops.timing_source`` (issue 16) says which: ``cpu_range`` for a range trace (the CPU
+  range, the only interval the report has: it times NCCL's enqueue, not the kernel),
+  ``kernel`` for a projection of a range that launched GPU ops (``kernel_count`` =
+  ``NumGPUOps``, every GPU op of the range), ``none`` for one that launched none (no
+  duration). ``launch_ts_ns`` is the CPU start (``Start``, or ``Orig Start`` of a projection);
 * GPU traces (``cuda_gpu_trace``: ``Strm``/``GrdX`` columns) → ``kernels``;
 * other recognised reports (``*_sum`` summaries, API traces) → every row ignored, with a
   warning.
@@ -283,12 +288,18 @@ def _nvtx_frame(df: pl.DataFrame, header: list[str], st: _State) -> ParsedChunk:
     if st.kind == "nvtx_proj":
         start = _time(df, roles.get("Projected Start"), "start", st.path)
         dur = _time(df, roles.get("Projected Duration"), "duration", st.path)
+        cpu_start = _time(df, roles.get("Orig Start"), "start", st.path)
+        gpu_ops = _int(df, roles.get("NumGPUOps"))
     else:
         start = _time(df, roles.get("Start"), "start", st.path)
         end = _time(df, roles.get("End"), "end", st.path)
         dur_col = _time(df, roles.get("Duration"), "duration", st.path)
         dur = pl.when(end.is_not_null()).then(end - start).otherwise(dur_col)
+        cpu_start = start
+        gpu_ops = pl.lit(None, dtype=pl.Int64)
     work = df.with_columns(
+        cpu_start.alias("_cpu_start"),
+        gpu_ops.alias("_gpu_ops"),
         pl.col(name_role[0]).cast(pl.Utf8).alias("_name"),
         start.alias("_start"),
         dur.alias("_dur"),
@@ -342,8 +353,7 @@ def _nvtx_frame(df: pl.DataFrame, header: list[str], st: _State) -> ParsedChunk:
         "op",
         pl.col("name").alias("raw_op"),
         pl.lit(None, dtype=pl.Int64).alias("msg_bytes"),
-        pl.col("_start").alias("ts_ns"),
-        pl.col("_dur").alias("dur_ns"),
+        *_timing(st.kind),
     )
     return ParsedChunk(
         tables={
@@ -359,6 +369,33 @@ def _nvtx_frame(df: pl.DataFrame, header: list[str], st: _State) -> ParsedChunk:
         ),
         warnings=[f"{ignored.height} rows without a name ignored"] if ignored.height else [],
     )
+
+
+def _timing(kind: str) -> list[pl.Expr]:
+    """``ts_ns``/``dur_ns`` and the issue-16 timing columns of NCCL range rows.
+
+    A range trace times the CPU range (``cpu_range``; the report holds no kernels to link).
+    A GPU projection times the GPU work launched inside the range (``kernel``, with
+    ``kernel_count`` = the recipe's ``NumGPUOps``, every GPU op not only kernels); a projected
+    range that launched no GPU op has no duration (``none``). ``launch_ts_ns`` is the CPU
+    range start (``Orig Start`` of a projection).
+    """
+    if kind != "nvtx_proj":
+        return [
+            pl.col("_start").alias("ts_ns"),
+            pl.col("_dur").alias("dur_ns"),
+            pl.lit("cpu_range").alias("timing_source"),
+            pl.col("_start").alias("launch_ts_ns"),
+            pl.lit(None, dtype=pl.Int32).alias("kernel_count"),
+        ]
+    launched = pl.col("_gpu_ops").is_null() | (pl.col("_gpu_ops") > 0)
+    return [
+        pl.col("_start").alias("ts_ns"),
+        pl.when(launched).then(pl.col("_dur")).alias("dur_ns"),
+        pl.when(launched).then(pl.lit("kernel")).otherwise(pl.lit("none")).alias("timing_source"),
+        pl.col("_cpu_start").alias("launch_ts_ns"),
+        pl.col("_gpu_ops").cast(pl.Int32).alias("kernel_count"),
+    ]
 
 
 def _gpu_frame(df: pl.DataFrame, header: list[str], st: _State) -> ParsedChunk:

@@ -57,6 +57,11 @@ Columns and choices:
   *after* the op finished (the line is logged once the timer stops), so it marks the op's end.
 * ``dur_ns``: the op's latency in ns. ``time (ms)`` has exactly two decimals, converted exactly
   (``9.46`` → 9 460 000). ``algbw_gbps``/``busbw_gbps`` stay as logged.
+* ``timing_source`` (issue 16): ``logged`` where the line gave a latency (``dur_ns`` is the
+  log's own duration, timed by DeepSpeed around the call: with ``prof_all``/sync it includes
+  the wait for the GPU), ``none`` where it did not (``dur_ns`` null). Set once per frame, in
+  :meth:`DeepSpeedCommsParser._finish`, not per line. ``group_source`` stays null: the lines
+  do not name the process group or its size.
 
 Cumulative latencies (DeepSpeed ≥ 0.18.3): ``timed_op`` reads ``timers(log_name).elapsed(
 reset=False)`` and since v0.18.3 the timer no longer clears itself, so ``time (ms)`` is the running
@@ -241,6 +246,7 @@ _COMM_OPS_SCHEMA: dict[str, pl.DataType] = {
     "algbw_gbps": pl.Float64(),
     "busbw_gbps": pl.Float64(),
     "latency_logged_ms": pl.Float64(),
+    "timing_source": pl.Utf8(),
 }
 _SUMMARY_SCHEMA: dict[str, pl.DataType] = {
     "run_id": pl.Utf8(),
@@ -627,7 +633,7 @@ class DeepSpeedCommsParser:
     """Parser for DeepSpeed comms-logger verbose lines and summary tables."""
 
     name: ClassVar[str] = "deepspeed_comms"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:
@@ -761,9 +767,16 @@ class DeepSpeedCommsParser:
             dur = pl.when(prev.is_null() | restart).then(logged).otherwise(logged - prev)
         else:
             dur = logged
-        chunk.tables["comm_ops"] = ops.with_columns(
-            dur.alias("dur_ns"), (logged / 1e6).alias("latency_logged_ms")
-        ).select(list(_COMM_OPS_SCHEMA))
+        chunk.tables["comm_ops"] = (
+            ops.with_columns(dur.alias("dur_ns"), (logged / 1e6).alias("latency_logged_ms"))
+            .with_columns(
+                pl.when(pl.col("dur_ns").is_not_null())
+                .then(pl.lit("logged"))
+                .otherwise(pl.lit("none"))
+                .alias("timing_source")
+            )
+            .select(list(_COMM_OPS_SCHEMA))
+        )
         return chunk
 
     # -- one segment ------------------------------------------------------------------------

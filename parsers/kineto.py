@@ -8,8 +8,23 @@ are decoded from the decompressed stream in pieces of ~128 KiB by msgspec into s
 fields read here (ijson where msgspec might read differently, see
 :mod:`parsers._kineto_events`); rows are accumulated in column lists and flushed as a
 :class:`ParsedChunk` every :data:`FLUSH_EVENTS` events, so memory stays bounded whatever the
-trace size. Only the (small) communication candidates are kept until the
-end of the file, where the dedup rule below is applied.
+trace size. Only the (small) communication candidates, the launch events of their kernels and
+the launch events whose GPU activity is still to come are kept until the end of the file, where
+the dedup and timing rules below are applied.
+
+Launches: a runtime or driver call (cats ``cuda_runtime``, ``cuda_driver``, ``Runtime``)
+whose name starts GPU work (:data:`_LAUNCH_WORDS`: ``cudaLaunchKernel``,
+``cudaLaunchKernelExC``, ``cuLaunchKernel(Ex)``, ``hipLaunchKernel``, ``hipExtLaunchKernel``,
+``hipExtModuleLaunchKernel``, ``cudaGraphLaunch``, ``cudaMemcpyAsync``, ``hipMemsetAsync``,
+...) launched the GPU activity with the same ``correlation`` arg. Kineto writes them in either
+order (the kernel first in most traces, the launch thousands of events earlier in ROCm ones);
+each is matched when the second of the pair is read, and a GPU row whose launch has not been
+read when its chunk is flushed waits one more chunk (:meth:`KinetoParser._carry`), then is
+written with a null launch. A launch read first waits for its GPU row in a dict (about 170
+bytes), dropped when matched: memory follows how far apart Kineto writes the two (under 9,000
+events in the shared traces), not the trace size; only a trace that wrote every launch before
+every GPU row would hold them all. The launches of comm kernels are kept to the end (one per
+call, like the call candidates).
 
 Tables written:
 
@@ -19,7 +34,12 @@ Tables written:
   (memcpy/memset names are kept whole), ``category``/``comm_op`` from
   :func:`parsers._nccl_kernels.classify_kernel` (a comm kernel's ``comm_op`` is taken from its
   ``Collective name`` arg when Kineto copied one), ``msg_bytes`` = ``args.bytes`` for
-  memcpy/memset and element count × dtype size for comm kernels that carry collective args.
+  memcpy/memset and element count × dtype size for comm kernels that carry collective args,
+  ``launch_ts_ns`` = the start of its launch event (null when the trace has none: kernels
+  launched before the profiler started), ``iteration`` = the ``ProfilerStep#N`` whose CPU
+  window contains that launch (HTA rule ``step.ts <= launch < step.end``; null outside every
+  step, and without a launch), so that a GPU running behind the CPU keeps its work in the
+  step that issued it.
 * ``markers``: ``ProfilerStep#N`` on the CPU → kind ``iteration`` (iteration N, domain
   ``cpu``); its GPU copy (``gpu_user_annotation``, ROCm traces) → kind ``annotation``, domain
   ``gpu``, iteration N, so that iterations are not counted twice; every other
@@ -31,25 +51,59 @@ Tables written:
 
   1. ``record_param_comms`` events that carry ``Collective name`` (PyTorch ≥ 2.3): one row each,
      except ``wait`` (not a transfer). ``count`` = ``In msg nelems`` (``Out msg nelems`` for
-     reduce_scatter, so that count has NCCL's per-op meaning: the per-rank shard for both
-     all_gather and reduce_scatter), ``msg_bytes`` = count × dtype size, ``comm_id`` =
-     ``Process Group Name`` (``Process Group ID`` in early-2024 builds), ``peer_rank`` = ``Dst
-     Rank``/``Src Rank`` or the ``Rank`` arg for send/recv and the root (``Rank``) for
-     broadcast/reduce/gather/scatter, ``group_rank`` = ``Rank`` for the other ops. When the
-     NCCL kernel carries the same ``External id`` (Kineto copies it since 2024), ``ts_ns`` /
-     ``dur_ns``, ``stream`` and ``cuda_dev`` are the GPU kernel's (first start to last end when
-     several kernels share the id); otherwise they are the CPU op's.
+     reduce_scatter), ``msg_bytes`` = count × dtype size, ``comm_id`` = ``Process Group Name``
+     (``Process Group ID`` in early-2024 builds), ``peer_rank`` = ``Dst Rank``/``Src Rank`` or
+     the ``Rank`` arg for send/recv and the root (``Rank``) for broadcast/reduce/gather/scatter,
+     ``group_rank`` = ``Rank`` for the other ops.
   2. Else the process group's ``<backend>:<op>`` CPU ranges (``nccl:all_reduce``,
      ``gloo:send``; PyTorch ≤ 2.2 and gloo): one row each, ``count`` = product of the single
-     ``Input Dims`` tensor and ``dtype`` from ``Input type`` when recorded (null otherwise and
-     for reduce_scatter, whose NCCL count the input shape does not give), ``peer_rank`` from the
-     enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third concrete input.
+     ``Input Dims`` tensor (the range records the collective's input) and ``dtype`` from
+     ``Input type`` when recorded (null otherwise and for reduce_scatter, whose input is the
+     full buffer: the shard would need the group size, which these ranges do not record),
+     ``peer_rank`` from the enclosing ``c10d::send``/``recv_``/``broadcast_`` op's third
+     concrete input.
   3. Else the communication kernels (old traces without CPU ops, DeepEP, custom all-reduce):
      one row per kernel, op from its ``Collective name`` arg or its name (``other`` when the
      name does not say: NCCL ``SendRecv``/``Generic``), sizes only if the kernel's args say.
+     A DeepEP notify kernel (``notify_dispatch``, ``notify_combine``, ``cached_notify*``) and
+     the data kernel (``dispatch``/``combine``) after it on the same stream are one call
+     (:func:`parsers._nccl_kernels.deepep_role`): one row, ``kernel_count`` 2.
 
-  Sizes are never guessed: what the trace does not record stays null. ``iteration`` is the
-  ``ProfilerStep#N`` containing the row's CPU start (HTA rule ``step.ts <= ts < step.end``).
+  Message size (``msg_bytes``, one meaning per op whatever the source: NCCL's buffer
+  arguments): all_reduce, broadcast, reduce, send/recv: the full buffer; all_gather: the
+  per-rank send buffer (NCCL sendcount × element size, = ``In msg nelems``, = the range's
+  input); reduce_scatter: the per-rank receive buffer, the shard (NCCL recvcount, = ``Out msg
+  nelems``); all_to_all: the full per-rank send buffer (= ``In msg nelems``, = the range's
+  input). ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
+  does not record stays null.
+
+  Timing (``timing_source``): a call's interval is that of the GPU kernel(s) it launched,
+  first kernel start to last kernel end (``kernel``; ``kernel_count`` kernels; ``stream`` and
+  ``cuda_dev`` the first kernel's). Its kernels are found (a) for source 1, by ``External id``
+  when the kernel carries the collective args, which Kineto copies together with the CPU op's
+  id since 2024 (older kernels' External id is their own correlation id, never an op's); (b)
+  otherwise by the launch chain: the runtime launch event that runs on the call's thread
+  (pid, tid) inside its CPU op or range (``start <= launch <= end``; the innermost such window)
+  and the comm kernel of that launch's ``correlation``. Source 3 rows are kernels. A call
+  linked to no kernel is ``cpu_range`` (ts/dur of its CPU op or range) only where no kernel can
+  exist: gloo (a ``gloo:`` range, or a group whose pg_config backend is gloo only), a trace
+  without GPU activity, or one in which no call's kernel is recorded at all; it is ``none``
+  (``dur_ns`` null, ``ts_ns`` = its launch: a call without comm time or bandwidth) in a world
+  of one rank (group size 1), for a zero-size call, and when its kernel is missing from a trace
+  that has the others (launched outside the capture). ``launch_ts_ns`` is the CPU op's or
+  range's start, the kernel's launch for source 3 (null without one).
+
+  Groups (``group_source``): ``logged`` when the record gives ``Group size``; ``pg_config``
+  when the named group's size comes from ``distributedInfo.pg_config``; ``inferred_default``
+  when the call names no group, or the default group ("0", or the pg_config entry described
+  ``default_pg``), in a trace whose ``distributedInfo.world_size`` is W: group_size = W and
+  comm_id = the default group's name ("0" unless pg_config says otherwise), so that the SQL
+  side keys it (``comm_id``, ``group_size``) like the same group named by newer traces, and
+  ``group_rank`` = the rank when the record gives none (the world group's ranks are the global
+  ranks); null when unknown.
+
+  ``iteration`` is the ``ProfilerStep#N`` containing the row's ``launch_ts_ns`` (HTA rule
+  ``step.ts <= launch < step.end``), never the GPU start; null without a launch or a step.
 * ``trace_meta``: one row per file (rank, world size, rank_source, backend, clock anchor,
   host, pid, ``source_version`` = ``<schemaVersion>;<generation>`` with generation
   ``array_2021`` | ``epoch_us`` | ``base_relative``).
@@ -74,8 +128,9 @@ the trace allows it, and ``trace_meta.clock_anchor_ns`` (epoch ns of ``ts_ns = 0
 with ``aligned = true``; a trace whose ``ts`` is not epoch-like (< 1e15 µs, no base) gets a null
 anchor, ``aligned = false`` and a warning. Floats are converted by splitting whole µs from the
 fraction (vectorised), so base-relative ``ts`` keep ns precision; an epoch-µs float (~1.7e15)
-only carries float64's ~0.25 µs resolution, which no reader can recover. For rows linked to a
-GPU kernel (``comm_ops`` source 1) the times are the GPU's, else the CPU's (see above).
+only carries float64's ~0.25 µs resolution, which no reader can recover. CPU and GPU events
+share that clock (Kineto converts the GPU timestamps), so ``launch_ts_ns`` and ``ts_ns`` of a
+kernel-timed call compare directly: their difference is the GPU's queueing lag.
 
 Truncated or malformed JSON (a killed job): every complete event before the cut is kept (gzip
 is read to its last decompressible byte, see :class:`parsers._kineto_meta.TolerantGzip`), the
@@ -90,7 +145,8 @@ Accounting (events = items of ``traceEvents``, or of the bare array): ``total`` 
 for the unreadable tail of a truncated file); ``parsed`` = events that produced a row in
 ``kernels``, ``markers`` or ``comm_ops``; ``rejected`` = malformed events (+ the tail);
 ``ignored`` = everything else (CPU ops, runtime calls, flows, metadata, ``wait`` and unused
-``record_param_comms``).
+``record_param_comms``). A ProfilerStep read after GPU rows were already written (no Kineto
+writer does that: CPU events come first) may miss those rows' ``iteration``; a warning says so.
 """
 
 from __future__ import annotations
@@ -128,7 +184,7 @@ from parsers._kineto_meta import (
     read_header,
     read_trailer,
 )
-from parsers._nccl_kernels import classify_kernel, strip_params
+from parsers._nccl_kernels import classify_kernel, deepep_role, strip_params
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 log = logging.getLogger(__name__)
@@ -162,7 +218,7 @@ RANK_MAX = 2**31 - 1
 _I32_MAX = 2**31 - 1
 
 # Event kinds by ``cat`` (2021 traces capitalise them); GPU activity first (``<= _K_MEMSET``).
-_K_KERNEL, _K_MEMCPY, _K_MEMSET, _K_CPU_ANN, _K_GPU_ANN, _K_CPU_OP = range(6)
+_K_KERNEL, _K_MEMCPY, _K_MEMSET, _K_CPU_ANN, _K_GPU_ANN, _K_CPU_OP, _K_RUNTIME = range(7)
 _CAT_KIND: dict[str, int] = {
     "kernel": _K_KERNEL,
     "Kernel": _K_KERNEL,
@@ -175,7 +231,28 @@ _CAT_KIND: dict[str, int] = {
     "cpu_op": _K_CPU_OP,
     "Operator": _K_CPU_OP,
     "operator": _K_CPU_OP,
+    "cuda_runtime": _K_RUNTIME,
+    "cuda_driver": _K_RUNTIME,
+    "Runtime": _K_RUNTIME,
+    "runtime": _K_RUNTIME,
+    "hip_runtime": _K_RUNTIME,
 }
+
+_LAUNCH_WORDS = ("LaunchKernel", "LaunchCooperativeKernel", "GraphLaunch", "Memcpy", "Memset")
+"""A runtime/driver call whose name holds one of these starts GPU work (``cudaLaunchKernel``,
+``cudaLaunchKernelExC``, ``cuLaunchKernel(Ex)``, ``hipLaunchKernel``, ``hipExtLaunchKernel``,
+``hipExtModuleLaunchKernel``, ``hipModuleLaunchKernel``, ``cudaGraphLaunch``,
+``cudaMemcpyAsync``, ``hipMemsetAsync``, ...): its ``correlation`` is the GPU activity's."""
+
+
+@lru_cache(maxsize=4096)
+def _launch_kind(name: str) -> int:
+    """0: runtime call ``name`` launches no GPU work; 1: it does (:data:`_LAUNCH_WORDS`);
+    2: a graph launch (all the graph's kernels share its correlation id)."""
+    if not any(w in name for w in _LAUNCH_WORDS):
+        return 0
+    return 2 if "Graph" in name else 1
+
 
 _KERNEL_SCHEMA: dict[str, pl.DataType] = {
     "source_line": pl.Int64(),
@@ -213,9 +290,12 @@ _COMM_SCHEMA: dict[str, pl.DataType] = {
     "seq": pl.Int64(),
     "ts_us": pl.Float64(),
     "dur_us": pl.Float64(),
-    "cpu_ts_us": pl.Float64(),
+    "launch_us": pl.Float64(),
     "stream": pl.Utf8(),
     "cuda_dev": pl.Int32(),
+    "timing_source": pl.Utf8(),
+    "kernel_count": pl.Int32(),
+    "group_source": pl.Utf8(),
 }
 
 
@@ -359,14 +439,33 @@ _NO_SIZES: tuple[None, ...] = (None,) * 6
 
 # A comm kernel kept for ``comm_ops``: (source_line, ts, dur, device, stream, short name,
 # Collective name (str or None), External id, Seq, count, dtype, msg_bytes, process group,
-# Group size, Dst/Src Rank). Raw arg values: they are converted at the end, as in the rows.
+# Group size, Dst/Src Rank, correlation). Raw arg values: they are converted at the end, as
+# in the rows.
 _CommKernel = tuple[
-    int, float, float, int | None, int | None, str, Any, Any, Any, Any, Any, Any, Any, Any, Any
+    int,
+    float,
+    float,
+    int | None,
+    int | None,
+    str,
+    Any,
+    Any,
+    Any,
+    Any,
+    Any,
+    Any,
+    Any,
+    Any,
+    Any,
+    int | None,
 ]
 # A record_param_comms op with a collective name (not wait): (source_line, pid, ts, dur,
 # Collective name, op, count, dtype, msg_bytes, Rank, Dst/Src Rank (p2p), process group,
-# Group size, Seq, External id).
-_RpcOp = tuple[int, Any, float, float, str, str, Any, Any, Any, Any, Any, Any, Any, Any, Any]
+# Group size, Seq, External id, tid).
+_RpcOp = tuple[int, Any, float, float, str, str, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]
+
+_Launch = tuple[float, int | None, Any]
+"""A runtime launch event: (ts µs, pid, tid)."""
 
 
 @dataclass
@@ -397,6 +496,20 @@ class _State:
     rpc_named: int = 0  # ... of which carry a Collective name (wait included)
     rpc_ops: list[_RpcOp] = field(default_factory=list)
     ranges: list[tuple[int, int | None, Any, float, float, str, Args]] = field(default_factory=list)
+    # Launch matching (see _launch): launch events read before their GPU activity, by
+    # correlation; graph launches (several kernels each) stay; buffered GPU rows waiting for
+    # their launch (correlation -> row index, or a list of them); each buffered row's launch.
+    launches: dict[int, _Launch] = field(default_factory=dict)
+    graph_launches: dict[int, _Launch] = field(default_factory=dict)
+    waiting: dict[int, Any] = field(default_factory=dict)
+    k_launch: list[float | None] = field(default_factory=list)
+    comm_launch: dict[int, _Launch] = field(default_factory=dict)  # comm kernels' launches
+    carried: int = 0  # kernel rows at the head of the buffer carried from the last chunk
+    gpu_rows: int = 0  # GPU activities (kernels, memcpy, memset) read
+    kernel_chunks: int = 0  # flushes that held GPU rows
+    launch_seen: bool = False  # a launch event has been read
+    linked_kernels: int = 0  # comm kernels linked to a comm_ops row (sources 1 and 2)
+    steps_at_first_kernels: int | None = None  # len(steps) when kernels were first flushed
     comm_kernels: list[_CommKernel] = field(default_factory=list)
     c10d_ops: list[tuple[Any, float, float, str, Any]] = field(default_factory=list)
     steps: list[tuple[float, float, int]] = field(default_factory=list)
@@ -412,12 +525,140 @@ class _State:
         self.markers = {k: [] for k in _MARKER_SCHEMA}
 
 
+def _with_step(
+    frame: pl.DataFrame, col: str, steps: list[tuple[float, float, int]]
+) -> pl.DataFrame:
+    """``frame`` with ``iteration``: the ProfilerStep whose CPU [ts, end) contains ``col``.
+
+    HTA's rule (``step.ts <= launch.ts < step.end``) on the launch time, so that GPU work
+    running behind the CPU stays in the step that issued it; null outside every step or when
+    ``col`` is null.
+    """
+    if not steps:
+        return frame.with_columns(pl.lit(None, dtype=pl.Int32).alias("iteration"))
+    st_df = pl.DataFrame(
+        steps,
+        schema={"__step_ts": pl.Float64, "__step_end": pl.Float64, "__step": pl.Int32},
+        orient="row",
+    ).sort("__step_ts")
+    return (
+        frame.with_row_index("__order")
+        .sort(col, nulls_last=True)
+        .join_asof(st_df, left_on=col, right_on="__step_ts", strategy="backward")
+        .with_columns(
+            pl.when(pl.col(col) < pl.col("__step_end"))
+            .then(pl.col("__step"))
+            .otherwise(None)
+            .alias("iteration")
+        )
+        .sort("__order")
+        .drop("__order", "__step_ts", "__step_end", "__step")
+    )
+
+
+DEFAULT_PG_NAMES = frozenset({"0", "default_pg"})
+"""Names PyTorch gives its default (world) process group: ``pg_name`` "0" (the first group
+created), ``pg_desc`` "default_pg"."""
+
+
+@dataclass
+class _Ctx:
+    """What the header says about groups and the run, for the ``comm_ops`` rows."""
+
+    world: int | None  # distributedInfo.world_size
+    backend: str | None  # distributedInfo.backend
+    pg_sizes: dict[str, int]  # pg_config: pg_name -> pg_size
+    pg_backends: dict[str, str]  # pg_config: pg_name -> backend_config
+    default_names: frozenset[str]  # names of the default group
+    default_name: str  # comm_id given to calls on the default group that name none
+    any_gpu: bool  # the trace has GPU activity
+
+    @classmethod
+    def of(cls, keys: dict[str, Any], st: _State) -> _Ctx:
+        dist = keys.get("distributedInfo")
+        dist = dist if isinstance(dist, dict) else {}
+        world = _int32(dist.get("world_size"))
+        if world is not None and world < 1:
+            world = None
+        backend = dist.get("backend") if isinstance(dist.get("backend"), str) else None
+        sizes: dict[str, int] = {}
+        backends: dict[str, str] = {}
+        names = set(DEFAULT_PG_NAMES)
+        default = "0"
+        cfg = dist.get("pg_config")
+        for pg in cfg if isinstance(cfg, list) else []:
+            if not isinstance(pg, dict) or pg.get("pg_name") is None:
+                continue
+            name = _text(pg["pg_name"])
+            if name is None:
+                continue
+            ranks = parse_ranks(pg.get("ranks"))
+            size = _int32(pg.get("pg_size")) or (len(ranks) if ranks else None)
+            if size is not None and size > 0:
+                sizes[name] = size
+            if isinstance(pg.get("backend_config"), str):
+                backends[name] = pg["backend_config"]
+            if pg.get("pg_desc") == "default_pg":
+                names.add(name)
+                default = name
+        return cls(
+            world=world,
+            backend=backend,
+            pg_sizes=sizes,
+            pg_backends=backends,
+            default_names=frozenset(names),
+            default_name=default,
+            any_gpu=st.gpu_rows > 0,
+        )
+
+    def group(self, pg: Any, size_arg: Any) -> tuple[str | None, int | None, str | None]:
+        """(comm_id, group_size, group_source) of a call naming group ``pg`` and size arg.
+
+        logged: the record gives the size; pg_config: the named group's ``pg_size``;
+        inferred_default: no group named (or the default's name) in a trace of world size W,
+        so the W-rank world group, whose comm_id is the default group's name ("0" unless
+        pg_config names it otherwise), the key the SQL side joins process groups on.
+        """
+        comm_id = _text(pg)
+        size = _int32(size_arg)
+        if size is not None and size > 0:
+            return comm_id, size, "logged"
+        if comm_id is not None and comm_id in self.pg_sizes:
+            return comm_id, self.pg_sizes[comm_id], "pg_config"
+        if (comm_id is None or comm_id in self.default_names) and self.world is not None:
+            return (
+                (comm_id if comm_id is not None else self.default_name),
+                self.world,
+                ("inferred_default"),
+            )
+        return comm_id, None, None
+
+    def is_gloo(self, comm_id: str | None) -> bool:
+        """Whether the call's group runs on gloo (its pg_config backend, else the trace's)."""
+        config = self.pg_backends.get(comm_id) if comm_id is not None else None
+        if config is not None:
+            return "gloo" in config and "nccl" not in config
+        return self.backend == "gloo"
+
+    def untimed(
+        self, gloo: bool, size: int | None, count: int | None, msg: int | None, any_linked: bool
+    ) -> str:
+        """timing_source of a call linked to no kernel: cpu_range or none (module doc)."""
+        if gloo:
+            return "cpu_range"  # gloo runs on the CPU: its range is the transfer
+        if size == 1 or (size is None and self.world == 1) or msg == 0 or count == 0:
+            return "none"  # a world of one rank, or nothing to send: no transfer at all
+        if not self.any_gpu or not any_linked:
+            return "cpu_range"  # no GPU activity, or no call's kernel recorded at all
+        return "none"  # its kernel is not in the trace (launched outside the capture)
+
+
 @register
 class KinetoParser:
     """PyTorch profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``, bare arrays)."""
 
     name: ClassVar[str] = "kineto"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Recognise a Kineto trace by its top-level keys or its event shape."""
@@ -596,6 +837,29 @@ class KinetoParser:
         name = ev.name
         if kind <= _K_MEMSET:  # kernel, memcpy, memset
             self._gpu(st, idx, ev, kind, name)
+        elif kind == _K_RUNTIME:
+            args = ev.args
+            if type(args) is not Args or type(name) is not str or len(name) > 1024:
+                return
+            corr = args.correlation
+            ts = ev.ts
+            if (
+                type(corr) is int
+                and (type(ts) is float or type(ts) is int)
+                and -st.ts_max <= ts <= st.ts_max  # else its ts_ns would not fit
+            ):
+                launch = _launch_kind(name)
+                if not launch:
+                    return
+                row = st.waiting.get(corr)
+                if type(row) is int and launch == 1:  # the common case: one kernel waits
+                    del st.waiting[corr]
+                    st.k_launch[row] = ts
+                    if st.kernels["category"][row] == "comm":
+                        st.comm_launch[corr] = (ts, _int(ev.pid), ev.tid)
+                    st.launch_seen = True
+                else:
+                    self._launch(st, corr, (ts, _int(ev.pid), ev.tid), launch == 2)
         elif kind == _K_CPU_OP:
             if type(name) is not str:
                 return
@@ -644,6 +908,21 @@ class KinetoParser:
         corr = args.correlation
         if type(corr) is not int:
             corr = None
+        launch = None
+        if corr is not None:
+            launch = st.launches.pop(corr, None)
+            if launch is None and st.graph_launches:
+                launch = st.graph_launches.get(corr)
+            if launch is None:
+                row = len(st.k_launch)
+                have = st.waiting.get(corr)
+                if have is None:
+                    st.waiting[corr] = row
+                elif type(have) is list:
+                    have.append(row)
+                else:
+                    st.waiting[corr] = [have, row]
+        st.k_launch.append(None if launch is None else launch[0])
         msg: int | None = None
         if kind == _K_KERNEL:
             # Long names skip the cache (it would hold up to 65,536 of them).
@@ -651,7 +930,9 @@ class KinetoParser:
                 _kernel_info(name) if len(name) <= 1024 else _kernel_info.__wrapped__(name)
             )
             if cat == "comm":
-                op, msg = self._comm_kernel(st, idx, ts, dur, dev, stream, short, op, args)
+                op, msg = self._comm_kernel(st, idx, ts, dur, dev, stream, short, op, args, corr)
+                if launch is not None and corr is not None:
+                    st.comm_launch[corr] = launch
         else:
             short = name
             cat = "memcpy" if kind == _K_MEMCPY else "memset"
@@ -682,6 +963,7 @@ class KinetoParser:
         short: str,
         name_op: str | None,
         args: Args,
+        corr: int | None,
     ) -> tuple[str | None, int | None]:
         """Keep a comm kernel for ``comm_ops``; return its ``(comm_op, msg_bytes)``.
 
@@ -690,11 +972,25 @@ class KinetoParser:
         """
         coll = args.collective
         if type(coll) is not str or len(coll) > MAX_ARG_CHARS:
-            st.comm_kernels.append((idx, ts, dur, dev, stream, short, None, None, None, *_NO_SIZES))
+            st.comm_kernels.append(
+                (idx, ts, dur, dev, stream, short, None, None, None, *_NO_SIZES, corr)
+            )
             return name_op, None
         if not coll:
             st.comm_kernels.append(
-                (idx, ts, dur, dev, stream, short, coll, args.external_id, args.seq, *_NO_SIZES)
+                (
+                    idx,
+                    ts,
+                    dur,
+                    dev,
+                    stream,
+                    short,
+                    coll,
+                    args.external_id,
+                    args.seq,
+                    *_NO_SIZES,
+                    corr,
+                )
             )
             return name_op, None
         norm = norm_op(coll)
@@ -720,9 +1016,33 @@ class KinetoParser:
                 pg,
                 args.group_size,
                 args.dst_rank if norm == "send" else args.src_rank,
+                corr,
             )
         )
         return op, msg
+
+    @staticmethod
+    def _launch(st: _State, corr: int, launch: _Launch, graph: bool) -> None:
+        """Match a runtime launch event to the buffered GPU rows of its correlation id.
+
+        Rows read before it (most Kineto traces write a kernel just before its launch) get
+        its ts now; otherwise it waits in ``st.launches`` for its row (a graph launch in
+        ``st.graph_launches``, since all its kernels share its correlation id).
+        """
+        st.launch_seen = True
+        rows = st.waiting.pop(corr, None)
+        if rows is not None:
+            cats = st.kernels["category"]
+            for row in rows if type(rows) is list else (rows,):
+                st.k_launch[row] = launch[0]
+                if cats[row] == "comm":
+                    st.comm_launch[corr] = launch
+            if not graph:
+                return
+        if graph:
+            st.graph_launches[corr] = launch
+        else:
+            st.launches[corr] = launch
 
     def _marker(self, st: _State, idx: int, ev: Ev, name: str, *, gpu: bool) -> None:
         if len(name) > MAX_NAME_CHARS:
@@ -801,6 +1121,7 @@ class KinetoParser:
                 args.group_size,
                 args.seq,
                 args.external_id,
+                ev.tid,
             )
         )
 
@@ -822,39 +1143,61 @@ class KinetoParser:
     # ----------------------------------------------------------------------------------------
     # Frames
 
-    def _flush(self, st: _State, n: int, warnings: list[str]) -> ParsedChunk:
+    def _flush(
+        self, st: _State, n: int, warnings: list[str], *, final: bool = False
+    ) -> ParsedChunk:
         """Turn the buffered rows and rejects of the events up to ``n`` into one chunk.
 
         The counts follow from the buffers (see :class:`_State`): the events since the last
         chunk, less the ``record_param_comms`` ops settled at the end, are ``total``; the
         ``kernels``/``markers`` rows are ``parsed``, the rejects ``rejected``, the rest
-        ``ignored``.
+        ``ignored``. A kernel whose launch event has not been read yet is carried to the next
+        chunk once (:meth:`_launches`); it counts as parsed in the chunk of its event.
         """
         tables: dict[str, pl.DataFrame] = {}
         k = st.kernels
         mk = st.markers
-        parsed = len(k["source_line"]) + len(mk["source_line"])
+        parsed = len(k["source_line"]) - st.carried + len(mk["source_line"])
         for ts_col in (k["ts_us"], mk["ts_us"]):
             if ts_col:
                 low = min(ts_col)
                 if st.min_ts is None or low < st.min_ts:
                     st.min_ts = low
         if k["source_line"]:
-            df = pl.DataFrame(k, schema=_KERNEL_SCHEMA, strict=False)
-            tables["kernels"] = df.select(
-                pl.lit(st.rank, dtype=pl.Int32).alias("rank"),
-                "device",
-                "stream",
-                "name",
-                "category",
-                "comm_op",
-                _ts_ns(pl.col("ts_us"), st.base_ns).alias("ts_ns"),
-                _dur_ns(pl.col("dur_us")).alias("dur_ns"),
-                "correlation",
-                "msg_bytes",
-                "source_line",
+            st.gpu_rows += len(k["source_line"]) - st.carried
+            carry = self._carry(st, final=final)
+            st.kernel_chunks += 1
+            df = pl.DataFrame(k, schema=_KERNEL_SCHEMA, strict=False).with_columns(
+                pl.Series("launch_us", st.k_launch, dtype=pl.Float64)
             )
-            st.kernels = {c: [] for c in _KERNEL_SCHEMA}
+            kept: dict[str, list[Any]] = {c: [] for c in _KERNEL_SCHEMA}
+            if carry:
+                kept = {c: [values[i] for i in carry] for c, values in k.items()}
+                mask = [True] * df.height
+                for i in carry:
+                    mask[i] = False
+                df = df.filter(pl.Series(mask, dtype=pl.Boolean))
+            st.kernels, st.carried = kept, len(carry)
+            st.k_launch = [None] * len(carry)
+            if df.height:
+                if not final and st.steps_at_first_kernels is None:
+                    st.steps_at_first_kernels = len(st.steps)
+                df = _with_step(df, "launch_us", st.steps)
+                tables["kernels"] = df.select(
+                    pl.lit(st.rank, dtype=pl.Int32).alias("rank"),
+                    "device",
+                    "stream",
+                    "name",
+                    "category",
+                    "comm_op",
+                    _ts_ns(pl.col("ts_us"), st.base_ns).alias("ts_ns"),
+                    _dur_ns(pl.col("dur_us")).alias("dur_ns"),
+                    "correlation",
+                    "msg_bytes",
+                    _ts_ns(pl.col("launch_us"), st.base_ns).alias("launch_ts_ns"),
+                    "iteration",
+                    "source_line",
+                )
         if mk["source_line"]:
             df = pl.DataFrame(mk, schema=_MARKER_SCHEMA, strict=False)
             tables["markers"] = df.select(
@@ -883,15 +1226,66 @@ class KinetoParser:
         )
         return ParsedChunk(tables=tables, counts=counts, warnings=list(warnings))
 
+    @staticmethod
+    def _carry(st: _State, *, final: bool) -> list[int]:
+        """Buffered GPU rows to carry to the next chunk: those still waiting for a launch.
+
+        Kineto writes a kernel next to its launch event (one CUPTI buffer holds both; a few
+        thousand events apart at most in the shared traces, the kernel first in most), so a row
+        whose launch is not read yet waits one more chunk (:data:`FLUSH_EVENTS` events) and is
+        written then, with a null launch if it still has none. Carried rows move to the head
+        of the buffer; ``st.waiting`` is renumbered to match. Rows are carried only once a
+        launch event has been read (or from the first chunk of GPU rows).
+        """
+        head = st.carried  # rows already carried once are written now, launch or not
+        carry: list[int] = []
+        # A trace with no launch event by its second chunk of GPU rows has none (GPU-only or
+        # trimmed traces): its rows are not carried, which would only copy them twice.
+        if not final and (st.launch_seen or st.kernel_chunks == 0):
+            for rows in st.waiting.values():
+                for row in rows if type(rows) is list else (rows,):
+                    if row >= head:
+                        carry.append(row)
+        if not carry:
+            st.waiting.clear()
+            return []
+        carry.sort()
+        new_pos = {row: i for i, row in enumerate(carry)}
+        corr_rows = st.kernels["correlation"]
+        waiting: dict[int, Any] = {}
+        for row in carry:
+            corr = corr_rows[row]
+            have = waiting.get(corr)
+            if have is None:
+                waiting[corr] = new_pos[row]
+            elif type(have) is list:
+                have.append(new_pos[row])
+            else:
+                waiting[corr] = [have, new_pos[row]]
+        st.waiting = waiting
+        return carry
+
     def _finish(
         self, st: _State, n: int, header: Header, rank_source: str, warnings: list[str]
     ) -> ParsedChunk:
         keys = header.keys
-        comm, source_note, used_rpc = self._comm_ops(st)
+        late = (
+            len(st.steps) - st.steps_at_first_kernels
+            if st.steps_at_first_kernels is not None
+            else 0
+        )
+        chunk = self._flush(st, n, warnings, final=True)  # sets st.min_ts, comm_launch
+        if late:
+            chunk.warnings.append(
+                f"{late} ProfilerStep marker(s) come after GPU activity already written: "
+                "kernels.iteration of the kernels before them may miss those steps"
+            )
+        ctx = _Ctx.of(keys, st)
+        comm, source_note, used_rpc = self._comm_ops(st, ctx, chunk.warnings)
         if source_note:
-            warnings.append(source_note)
+            chunk.warnings.append(source_note)
         if comm is not None and comm.height:
-            comm = self._assign_iterations(comm, st.steps)
+            comm = _with_step(comm, "launch_us", st.steps)
             host = keys.get("host_name") if isinstance(keys.get("host_name"), str) else None
             comm = comm.select(
                 pl.lit(st.rank, dtype=pl.Int32).alias("rank"),
@@ -913,8 +1307,11 @@ class KinetoParser:
                 "iteration",
                 "stream",
                 "cuda_dev",
+                "timing_source",
+                _ts_ns(pl.col("launch_us"), st.base_ns).alias("launch_ts_ns"),
+                "group_source",
+                "kernel_count",
             )
-        chunk = self._flush(st, n, warnings)  # sets st.min_ts, which _trace_meta reads
         # record_param_comms events were left out of the running counts; settle them now.
         chunk.counts.total += st.rpc_seen
         chunk.counts.parsed += used_rpc
@@ -932,53 +1329,131 @@ class KinetoParser:
         return chunk
 
     # ----------------------------------------------------------------------------------------
-    # comm_ops: the dedup rule
+    # comm_ops: the dedup rule, the kernel link, groups
 
-    def _comm_ops(self, st: _State) -> tuple[pl.DataFrame | None, str | None, int]:
-        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used."""
+    def _comm_ops(
+        self, st: _State, ctx: _Ctx, warnings: list[str]
+    ) -> tuple[pl.DataFrame | None, str | None, int]:
+        """The ``comm_ops`` rows, a note on their source, and the record_param_comms used.
+
+        Data-quality warnings go to ``warnings``: calls whose kernel is missing although
+        others' are there, and comm kernels that no call launched (both usually at the edges
+        of the capture window).
+        """
         rows: list[_CommRow] = []
         note: str | None = None
-        if st.rpc_named:
-            rows = self._from_rpc(st)
-        elif st.ranges:
-            rows = self._from_ranges(st)
-            note = (
-                "comm_ops from the process group's <backend>:<op> ranges "
-                "(no record_param_comms with collective args): group and dtype may be unknown"
+        if st.rpc_named or st.ranges:
+            if st.rpc_named:
+                rows = self._from_rpc(st, ctx)
+            else:
+                rows = self._from_ranges(st, ctx)
+                note = (
+                    "comm_ops from the process group's <backend>:<op> ranges (no "
+                    "record_param_comms with collective args): group and dtype may be unknown"
+                )
+            # row fields: 5 group_size, 8 count, 10 msg_bytes, 17 timing_source
+            missing = sum(
+                1 for r in rows if r[17] == "none" and r[5] != 1 and r[8] != 0 and r[10] != 0
             )
+            if missing and ctx.world != 1:
+                warnings.append(
+                    f"{missing} call(s) have no kernel in the trace although other calls do "
+                    "(launched at the edge of the capture?): timing_source none, no duration"
+                )
+            unlinked = len(st.comm_kernels) - st.linked_kernels
+            if unlinked and st.linked_kernels:
+                warnings.append(
+                    f"{unlinked} communication kernel(s) match no call of the trace (launched "
+                    "before the capture started, or by a CPU op the trace lacks): they are in "
+                    "kernels only"
+                )
         elif st.comm_kernels:
-            rows = self._from_kernels(st)
+            rows = self._from_kernels(st, ctx)
             note = (
                 "comm_ops from communication kernels (no record_param_comms and no "
                 "<backend>:<op> ranges): sizes only where the kernel args say"
             )
+        if st.rank is not None:  # in the world group, the group rank is the global rank
+            rows = [
+                (*r[:6], st.rank, *r[7:]) if r[19] == "inferred_default" and r[6] is None else r
+                for r in rows
+            ]
         used_rpc = len(rows) if st.rpc_named else 0
         if not rows:
             return None, note, used_rpc
         return _comm_frame(rows), note, used_rpc
 
-    def _from_rpc(self, st: _State) -> list[_CommRow]:
-        # GPU intervals of comm kernels that carry the CPU op's External id (2024+ Kineto):
-        # first start, last end, and the first such kernel (device, stream, Seq). Flat dicts
-        # of numbers, not a container per id: no allocations for the cyclic GC to walk.
-        start: dict[int, float] = {}
-        end: dict[int, float] = {}
-        first: dict[int, _CommKernel] = {}
-        for kernel in st.comm_kernels:
-            ext = kernel[7]
-            if type(ext) is not int:
+    @staticmethod
+    def _link(
+        st: _State, windows: list[tuple[int | None, Any, float, float]], skip: set[int]
+    ) -> dict[int, list[_CommKernel]]:
+        """Comm kernels by the CPU window (index in ``windows``) that launched them.
+
+        A window is a call's CPU op or range, ``(pid, tid, start, end)``. A kernel belongs to
+        the innermost window of its launch event's thread that contains the launch's start
+        (``start <= launch <= end``). Kernels whose position in ``st.comm_kernels`` is in
+        ``skip`` (already linked by External id) and kernels without a launch event are left
+        out.
+        """
+        by_thread: dict[tuple[int | None, Any], list[tuple[float, float, int]]] = {}
+        for wi, (pid, tid, ts, end) in enumerate(windows):
+            by_thread.setdefault((pid, tid), []).append((ts, end, wi))
+        starts: dict[tuple[int | None, Any], list[float]] = {}
+        for key, wins in by_thread.items():
+            wins.sort()
+            starts[key] = [w[0] for w in wins]
+        out: dict[int, list[_CommKernel]] = {}
+        for ki, kernel in enumerate(st.comm_kernels):
+            corr = kernel[15]
+            if ki in skip or corr is None:
                 continue
-            ts = kernel[1]
-            stop = ts + kernel[2]
-            if ext in first:
-                start[ext] = min(start[ext], ts)
-                end[ext] = max(end[ext], stop)
-            else:
-                first[ext] = kernel
-                start[ext] = ts
-                end[ext] = stop
+            launch = st.comm_launch.get(corr)
+            if launch is None:
+                continue
+            lts, lpid, ltid = launch
+            wins = by_thread.get((lpid, ltid))
+            if not wins:
+                continue
+            j = bisect.bisect_right(starts[(lpid, ltid)], lts) - 1
+            # Windows of one thread nest or follow each other: the first one back that still
+            # contains the launch is the innermost.
+            while j >= 0 and wins[j][1] < lts:
+                j -= 1
+            if j >= 0:
+                out.setdefault(wins[j][2], []).append(kernel)
+        return out
+
+    @staticmethod
+    def _span(kernels: list[_CommKernel]) -> tuple[float, float, _CommKernel]:
+        """(first start, last end - first start, first kernel) of linked kernels."""
+        first = min(kernels, key=lambda k: k[1])
+        end = max(k[1] + k[2] for k in kernels)
+        return first[1], end - first[1], first
+
+    def _from_rpc(self, st: _State, ctx: _Ctx) -> list[_CommRow]:
+        # 1. Kernels that carry the collective args also carry the CPU op's External id
+        #    (Kineto copies both since 2024): linked to the record_param_comms of that id.
+        #    Older kernels' External id is their own correlation id, so it is not used.
+        by_ext: dict[int, int] = {}
+        for i, op in enumerate(st.rpc_ops):
+            ext = op[14]
+            if type(ext) is int:
+                by_ext.setdefault(ext, i)
+        linked: dict[int, list[_CommKernel]] = {}
+        done: set[int] = set()
+        for ki, kernel in enumerate(st.comm_kernels):
+            ext = kernel[7]
+            if kernel[6] and type(ext) is int and ext in by_ext:
+                linked.setdefault(by_ext[ext], []).append(kernel)
+                done.add(ki)
+        # 2. The rest by the launch chain: the runtime launch inside the op, same thread.
+        windows = [(_int(op[1]), op[15], op[2], op[2] + op[3]) for op in st.rpc_ops]
+        for wi, kernels in self._link(st, windows, done).items():
+            linked.setdefault(wi, []).extend(kernels)
+        any_linked = bool(linked)
+        st.linked_kernels = sum(len(v) for v in linked.values())
         rows: list[_CommRow] = []
-        for (
+        for i, (
             idx,
             pid,
             ts,
@@ -993,8 +1468,9 @@ class KinetoParser:
             pg,
             group_size,
             seq_arg,
-            ext,
-        ) in st.rpc_ops:
+            _ext,
+            _tid,
+        ) in enumerate(st.rpc_ops):
             rank_arg = _int(rank)
             peer = None
             group_rank = None
@@ -1007,16 +1483,21 @@ class KinetoParser:
             else:
                 group_rank = rank_arg
             seq = _int(seq_arg)
-            comm_id = _text(pg)
-            size = _int(group_size)
-            row_ts, row_dur, stream, cuda_dev = ts, dur, None, None
-            kernel = first.get(ext) if type(ext) is int else None
-            if kernel is not None:  # the linked GPU kernels' interval, device and stream
-                row_ts, row_dur = start[ext], end[ext] - start[ext]
+            comm_id, size, group_source = ctx.group(pg, group_size)
+            kernels = linked.get(i)
+            stream, cuda_dev, n_kernels = None, None, None
+            if kernels:  # the linked GPU kernels' interval, device and stream
+                row_ts, row_dur, kernel = self._span(kernels)
+                timing = "kernel"
+                n_kernels = len(kernels)
                 cuda_dev = kernel[3]
                 stream = None if kernel[4] is None else str(kernel[4])
                 if seq is None:
                     seq = _int(kernel[8])
+            else:
+                gloo = ctx.is_gloo(comm_id)
+                timing = ctx.untimed(gloo, size, count, msg, any_linked)
+                row_ts, row_dur = ts, (dur if timing == "cpu_range" else None)
             rows.append(
                 (
                     idx,
@@ -1033,14 +1514,17 @@ class KinetoParser:
                     seq,
                     row_ts,
                     row_dur,
-                    ts,  # cpu_ts_us
+                    ts,  # launch_us
                     stream,
                     cuda_dev,
+                    timing,
+                    n_kernels,
+                    group_source,
                 )
             )
         return rows
 
-    def _from_ranges(self, st: _State) -> list[_CommRow]:
+    def _from_ranges(self, st: _State, ctx: _Ctx) -> list[_CommRow]:
         # Enclosing c10d::* op per thread, for the peer/root rank of p2p and broadcast.
         by_tid: dict[Any, list[tuple[float, float, str, Any]]] = {}
         for tid, ts, end, name, args in st.c10d_ops:
@@ -1049,8 +1533,12 @@ class KinetoParser:
         for tid, ops in by_tid.items():
             ops.sort(key=lambda o: o[0])
             starts[tid] = [o[0] for o in ops]
+        windows = [(pid, tid, ts, ts + dur) for _idx, pid, tid, ts, dur, _n, _a in st.ranges]
+        linked = self._link(st, windows, set())
+        any_linked = bool(linked)
+        st.linked_kernels = sum(len(v) for v in linked.values())
         rows: list[_CommRow] = []
-        for idx, pid, tid, ts, dur, name, args in st.ranges:
+        for i, (idx, pid, tid, ts, dur, name, args) in enumerate(st.ranges):
             op = norm_op(name.split(":", 1)[1])
             if op is None:
                 continue
@@ -1063,77 +1551,123 @@ class KinetoParser:
             if op in P2P_OPS or op == "broadcast":
                 ops = by_tid.get(tid)
                 if ops:
-                    i = bisect.bisect_right(starts[tid], ts) - 1
-                    while i >= 0:
-                        _o_ts, o_end, _o_name, o_args = ops[i]
+                    j = bisect.bisect_right(starts[tid], ts) - 1
+                    while j >= 0:
+                        _o_ts, o_end, _o_name, o_args = ops[j]
                         if o_end >= ts:  # the range starts inside the op (async work outlives it)
                             ci = o_args.concrete_inputs if type(o_args) is Args else None
                             if isinstance(ci, list) and len(ci) > 2:
                                 peer = _int(ci[2])
                             break
-                        i -= 1
+                        j -= 1
             msg = count * size if count is not None and size is not None else None
+            comm_id, group_size, group_source = ctx.group(None, None)
+            kernels = linked.get(i)
+            stream, cuda_dev, n_kernels = None, None, None
+            if kernels:
+                row_ts, row_dur, kernel = self._span(kernels)
+                timing = "kernel"
+                n_kernels = len(kernels)
+                cuda_dev = kernel[3]
+                stream = None if kernel[4] is None else str(kernel[4])
+            else:
+                gloo = name.startswith("gloo:") or ctx.backend == "gloo"
+                timing = ctx.untimed(gloo, group_size, count, msg, any_linked)
+                row_ts, row_dur = ts, (dur if timing == "cpu_range" else None)
             rows.append(
                 (
                     idx,
                     pid,
                     op,
                     name,  # raw_op
-                    None,  # comm_id
-                    None,  # group_size
+                    comm_id,
+                    group_size,
                     None,  # group_rank
                     peer,
                     count,
                     dtype,
                     msg,
                     None,  # seq
-                    ts,
-                    dur,
-                    ts,  # cpu_ts_us
-                    None,  # stream
-                    None,  # cuda_dev
+                    row_ts,
+                    row_dur,
+                    ts,  # launch_us
+                    stream,
+                    cuda_dev,
+                    timing,
+                    n_kernels,
+                    group_source,
                 )
             )
         return rows
 
-    def _from_kernels(self, st: _State) -> list[_CommRow]:
+    def _from_kernels(self, st: _State, ctx: _Ctx) -> list[_CommRow]:
+        # A DeepEP notify kernel and the data kernel after it on the same stream are one
+        # dispatch/combine: one row, kernel_count 2.
+        order = sorted(
+            range(len(st.comm_kernels)),
+            key=lambda i: (str(st.comm_kernels[i][4]), st.comm_kernels[i][1]),
+        )
+        calls: list[list[_CommKernel]] = []
+        pending: _CommKernel | None = None
+        for i in order:
+            kernel = st.comm_kernels[i]
+            role = deepep_role(kernel[5])
+            if pending is not None:
+                if role == "data" and kernel[4] == pending[4]:
+                    calls.append([pending, kernel])
+                    pending = None
+                    continue
+                calls.append([pending])
+                pending = None
+            if role == "notify":
+                pending = kernel
+            else:
+                calls.append([kernel])
+        if pending is not None:
+            calls.append([pending])
+        calls.sort(key=lambda ks: ks[0][0])  # file order of the first kernel
         rows: list[_CommRow] = []
-        for (
-            idx,
-            ts,
-            dur,
-            dev,
-            stream,
-            short,
-            coll,
-            _ext,
-            seq,
-            count,
-            dtype,
-            msg,
-            pg,
-            group_size_arg,
-            peer_arg,
-        ) in st.comm_kernels:
+        for kernels in calls:
+            data = kernels[-1]
+            (
+                _idx,
+                _ts,
+                _dur,
+                _dev,
+                _stream,
+                short,
+                coll,
+                _ext,
+                seq,
+                count,
+                dtype,
+                msg,
+                pg,
+                group_size_arg,
+                peer_arg,
+                _corr,
+            ) = data
             if coll:
                 op = norm_op(coll)
                 if op is None:
                     continue
                 raw = coll
-                group_size = _int(group_size_arg)
                 peer = _int(peer_arg)
             else:
                 name_op = _kernel_info(short)[2]
                 op = name_op if name_op in CANONICAL_OPS else "other"
                 raw = short
-                group_size, peer = None, None
+                group_size_arg, peer = None, None
+            comm_id, group_size, group_source = ctx.group(pg, group_size_arg)
+            row_ts, row_dur, first = self._span(kernels)
+            launch = st.comm_launch.get(first[15]) if first[15] is not None else None
             rows.append(
                 (
-                    idx,
-                    None,  # pid
+                    kernels[0][0],
+                    None if launch is None else launch[1],  # pid
                     op,
                     raw,
-                    _text(pg),  # comm_id
+                    comm_id,
                     group_size,
                     None,  # group_rank
                     peer,
@@ -1141,41 +1675,17 @@ class KinetoParser:
                     dtype,
                     msg,
                     _int(seq),
-                    ts,
-                    dur,
-                    ts,  # cpu_ts_us
-                    None if stream is None else str(stream),
-                    dev,  # cuda_dev
+                    row_ts,
+                    row_dur,
+                    None if launch is None else launch[0],  # launch_us
+                    None if first[4] is None else str(first[4]),
+                    first[3],  # cuda_dev
+                    "kernel",
+                    len(kernels),
+                    group_source,
                 )
             )
         return rows
-
-    @staticmethod
-    def _assign_iterations(
-        comm: pl.DataFrame, steps: list[tuple[float, float, int]]
-    ) -> pl.DataFrame:
-        """Add ``iteration``: the ProfilerStep whose [ts, end) contains the row's CPU start."""
-        if not steps:
-            return comm.with_columns(pl.lit(None, dtype=pl.Int32).alias("iteration"))
-        st_df = pl.DataFrame(
-            steps,
-            schema={"step_ts": pl.Float64, "step_end": pl.Float64, "step": pl.Int32},
-            orient="row",
-        ).sort("step_ts")
-        out = (
-            comm.with_row_index("__order")
-            .sort("cpu_ts_us")
-            .join_asof(st_df, left_on="cpu_ts_us", right_on="step_ts", strategy="backward")
-            .with_columns(
-                pl.when(pl.col("cpu_ts_us") < pl.col("step_end"))
-                .then(pl.col("step"))
-                .otherwise(None)
-                .alias("iteration")
-            )
-            .sort("__order")
-            .drop("__order", "step_ts", "step_end", "step")
-        )
-        return out
 
     # ----------------------------------------------------------------------------------------
     # trace_meta and communicators

@@ -84,7 +84,11 @@ Reduce (``user_<n>`` for user ops >= 5), null for non-reducing ops; ``stream``; 
 ``[dev]`` of the prefix (the calling thread's device, not necessarily the comm's); ``host``;
 ``pid``; ``tid``; ``ts_ns`` from a 2.26+ timestamp prefix ``[YYYY-MM-DD HH:MM:SS(.frac)] ``
 read as UTC (NCCL prints local time and logs no offset; a custom NCCL_DEBUG_TIMESTAMP_FORMAT is
-not recognised and leaves null), else null; ``dur_ns`` null (NCCL logs no duration).
+not recognised and leaves null), else null; ``dur_ns`` null (NCCL logs no duration), so
+``timing_source`` is ``none`` on every row (issue 16: such calls count as calls but carry no
+comm time and no bandwidth); ``group_source`` ``logged`` where the line names its communicator
+size (``[nranks=N]`` → ``group_size``), else null. Both are set on the block's frame, not per
+line.
 
 ``peer_rank``: for Send/Recv the peer, for Broadcast/Reduce/Gather/Scatter the root, else null.
 NCCL logs it as a rank **of the communicator**; it is translated to a **global** rank when the
@@ -1208,7 +1212,7 @@ class NcclDebugParser:
     """Parser for NCCL debug output (see the module docstring)."""
 
     name: ClassVar[str] = "nccl_debug"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
     resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:
@@ -1545,6 +1549,12 @@ class _Pass2:
             "redop",
             "stream",
             "cuda_dev",
+            # Constant columns, set once on the block's frame (issue 16): NCCL logs no
+            # duration, and a COLL line names its communicator's size ([nranks=N]).
+            pl.lit("none").alias("timing_source"),
+            pl.when(pl.col("group_size").is_not_null())
+            .then(pl.lit("logged"))
+            .alias("group_source"),
         )
 
     def _tuning(self, ops: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:

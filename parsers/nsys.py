@@ -11,14 +11,34 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   ``nvtx`` otherwise; ``iteration`` when the whole name is a step marker); NCCL-domain ranges
   of data-moving API calls → ``comm_ops`` (op from the function name; message size, comm hash,
   peer/root and reduction op only when the payload decodes with the export's payload schema
-  tables); NCCL ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
+  tables; ``group_size`` = the ``No. of ranks`` of the call's communicator from its CommInit
+  payload earlier in the export, ``group_source`` ``logged``, else both null); NCCL
+  ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
   **Records** = rows of the KERNEL, MEMCPY, MEMSET and NVTX_EVENTS tables.
+* **SQLite timing (issue 16)**, by :mod:`parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
+  are those of the GPU kernel(s) it launched (NCCL range → ``CUPTI_ACTIVITY_KIND_RUNTIME``
+  launch on the range's thread inside the range → kernel with that ``correlationId``; a grouped
+  call takes the kernels of the ``ncclGroupEnd`` closing its group), ``timing_source``
+  ``kernel``, ``kernel_count`` the kernels, ``launch_ts_ns`` the range start (CPU issue
+  time). A call that launched nothing (one-rank or zero-size calls, a launch from another
+  thread, or no RUNTIME table to link by) is ``none``: ``dur_ns`` null, ``kernel_count`` 0.
+  Only an export with no kernel activity at all (no CUDA trace) keeps the CPU range
+  (``cpu_range``). ``kernels.launch_ts_ns`` is the start of the launching runtime call;
+  ``kernels.iteration`` and ``comm_ops.iteration`` are the step range (an NVTX range named as
+  a step marker) whose CPU window contains the launch, null outside every step or when the
+  export has no step ranges.
 * **``nsys stats`` CSV** (plain or compressed, preamble lines before the header skipped):
   NVTX range traces → ``markers`` (+ ``comm_ops`` for ``NCCL:nccl*`` ranges, ``msg_bytes``
-  null: the reports carry no size), ``cuda_gpu_trace`` → ``kernels``; other reports are
-  recognised and ignored. **Records** = data rows.
+  null: the reports carry no size; ``timing_source`` ``cpu_range``: the report holds only the
+  CPU range, which times the enqueue, not the kernel), ``cuda_gpu_trace`` → ``kernels``
+  (``launch_ts_ns`` null: no runtime calls in that report); other reports are recognised and
+  ignored. **Records** = data rows.
 * **``nsys recipe`` Parquet** (e.g. ``nvtx_gpu_proj_trace``): as the CSV, timed by the projected
-  GPU interval; read record batch by record batch. **Records** = rows.
+  GPU interval (``timing_source`` ``kernel``, ``kernel_count`` = ``NumGPUOps``, ``launch_ts_ns``
+  = ``Orig Start``; ``none`` when the range projected no GPU op); read record batch by record
+  batch. **Records** = rows. The recipe keeps only ranges that launched GPU work, so grouped
+  calls (which launch nothing themselves) are absent and their ``ncclGroupEnd`` projection
+  stays a marker (its op is unknown).
 
 Accounting per file: ``total = parsed + ignored + rejected`` over those records. Parsed rows
 produce a ``kernels`` or ``markers`` row (an NCCL range's ``comm_ops`` row comes from the same
@@ -28,7 +48,10 @@ reports that are not ingested; rejected are intervals with no end or an end befo
 Timestamps stay on the file's own timeline (SQLite: ns since the session start). The clock
 anchor is ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` (epoch ns of ``ts_ns = 0``), written to
 ``trace_meta.clock_anchor_ns`` with ``aligned = true``; files without it (all CSV/Parquet, and
-exports lacking the table or time-shifted ones) get ``aligned = false``.
+exports lacking the table or time-shifted ones) get ``aligned = false``. An export normalised
+to the session start and then shifted by exactly ``utcEpochNs`` (``EXPORT_PARAM_TIME_NORMALIZE``
+true, ``EXPORT_CONFIG_TIME_SHIFT`` = ``utcEpochNs``, as in the ZhiyiHu CSCS sample) already holds
+epoch ns: its anchor is 0 and it is aligned.
 
 Rank: nsys knows no torch rank. In order: ``MPI_RANKS`` (per process; ``rank_source``
 ``mpi_ranks``), the ``MPI Rank N`` thread names nsys MPI tracing writes (``mpi_thread_name``),
@@ -85,7 +108,7 @@ class NsysParser:
     """Nsight Systems SQLite exports, ``nsys stats`` CSV reports and ``nsys recipe`` Parquet."""
 
     name: ClassVar[str] = "nsys"
-    version: ClassVar[str] = "1.0.0"
+    version: ClassVar[str] = "1.1.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head``/``path`` is an nsys output (0 = not mine).

@@ -19,6 +19,11 @@ FORMATS_timeline.md §2:
   group name/description/ranks, ``Rank``), and the NCCL kernel (``cat: kernel``, pid = device,
   tid = the process group's stream) spanning the call on the GPU (waiting included), carrying the
   same ``External id`` and a copy of the collective args (``Src Rank``/``Dst Rank`` for p2p);
+* per kernel (communication and compute): the ``cudaLaunchKernel`` runtime event
+  (``cat: cuda_runtime``, on the CPU thread) that launched it, carrying the kernel's
+  ``correlation``: inside the ``record_param_comms`` op for a communication kernel,
+  :data:`LAUNCH_LEAD_NS` before the kernel for a compute one (so a reader can attribute every
+  kernel to the step that launched it, as in real traces);
 * per compute segment: one kernel on stream 7;
 * the profiler span and ``Record Window End`` at the end.
 
@@ -52,6 +57,28 @@ STEP_LEAD_NS = 30_000
 CPU_LEAD_NS = 20_000
 """A ``record_param_comms`` op starts this long before its kernel."""
 CPU_DUR_NS = 5_000
+LAUNCH_IN_OP_NS = 1_000
+"""A communication kernel's ``cudaLaunchKernel`` starts this long after its
+``record_param_comms`` op (inside it: the op lasts :data:`CPU_DUR_NS`)."""
+LAUNCH_LEAD_NS = 20_000
+"""A compute kernel's ``cudaLaunchKernel`` starts this long before the kernel (less than
+:data:`STEP_LEAD_NS`, so the launch lies in the kernel's own ProfilerStep)."""
+LAUNCH_DUR_NS = 3_000
+
+
+def _launch_json() -> pl.Expr:
+    """The ``cudaLaunchKernel`` event at ``_lts`` on thread ``_pid`` of kernel ``_corr``."""
+    return pl.format(
+        '  {{\n    "ph": "X",\n    "cat": "cuda_runtime",\n    "name": "cudaLaunchKernel",\n'
+        '    "pid": {},\n    "tid": {},\n    "ts": {},\n    "dur": {}\n    ,\n'
+        '    "args": {{\n      "External id": {}, "cbid": 211, "correlation": {}\n    }}\n  }},',
+        pl.col("_pid"),
+        pl.col("_pid"),
+        _us("_lts"),
+        pl.lit(f"{LAUNCH_DUR_NS // 1000}.{LAUNCH_DUR_NS % 1000:03d}"),
+        pl.col("_ext"),
+        pl.col("_corr"),
+    )
 
 
 @dataclass
@@ -478,7 +505,10 @@ class KinetoWriter:
         k_df = comm.select(
             "rank", pl.col("_kts").alias("_ts"), pl.lit(2).alias("_o"), kernel.alias("json")
         )
-        return pl.concat([cpu_df, k_df])
+        launch_df = comm.with_columns((pl.col("_cts") + LAUNCH_IN_OP_NS).alias("_lts")).select(
+            "rank", pl.col("_lts").alias("_ts"), pl.lit(1).alias("_o"), _launch_json().alias("json")
+        )
+        return pl.concat([cpu_df, launch_df, k_df])
 
     def _compute_events(self, ev: pl.DataFrame) -> pl.DataFrame:
         comp = ev.filter(pl.col("kind") == "compute")
@@ -509,6 +539,20 @@ class KinetoWriter:
             pl.lit(COMPUTE_STREAM),
             pl.col("_corr"),
         )
-        return comp.select(
-            "rank", pl.col("_kts").alias("_ts"), pl.lit(3).alias("_o"), kernel.alias("json")
+        comp = comp.with_columns((pl.col("_kts") - LAUNCH_LEAD_NS).alias("_lts"))
+        return pl.concat(
+            [
+                comp.select(
+                    "rank",
+                    pl.col("_lts").alias("_ts"),
+                    pl.lit(3).alias("_o"),
+                    _launch_json().alias("json"),
+                ),
+                comp.select(
+                    "rank",
+                    pl.col("_kts").alias("_ts"),
+                    pl.lit(3).alias("_o"),
+                    kernel.alias("json"),
+                ),
+            ]
         )

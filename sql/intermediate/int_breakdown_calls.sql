@@ -1,5 +1,5 @@
 -- Timed communication calls of each rank's one timeline source with their traffic class, and pipeline send/recv split into waiting (bubble) and active transfer (APNet'24 §4.1, model_spec §A.2).
--- One row per timed call: the calls of int_comm_ops_timed (one source format per rank, so a DeepSpeed log and a trace of the same rank are never added), else, for a rank with comm kernels but no timed calls, its comm kernels. PP split: a send a->b and a recv on b from a are paired in time order (the k-th with the k-th, when both ranks logged the same number); the transfer starts when the later side posts, so wait = max(0, later post - own post) and xfer = dur - wait. Unpaired PP calls: xfer = the fastest call of the rank with the same op and size (its least-waiting call), wait = dur - xfer.
+-- One row per row of int_comm_ops_timed, the one timed list (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. PP split: a send a->b and a recv on b from a are paired in time order (the k-th with the k-th, when both ranks logged the same number); the transfer starts when the later side posts, so wait = max(0, later post - own post) and xfer = dur - wait. Unpaired PP calls: xfer = the fastest call of the rank with the same op and size (its least-waiting call), wait = dur - xfer.
 CREATE OR REPLACE VIEW int_breakdown_calls(
   -- Training run identifier.
   run_id,
@@ -34,20 +34,28 @@ CREATE OR REPLACE VIEW int_breakdown_calls(
   -- dur_ns - wait_ns: the active part (PP transfer; the whole call for other classes), ns.
   xfer_ns,
   -- How a PP call was split: paired | fastest_call; null for other classes.
-  pp_split
+  pp_split,
+  -- Iteration whose work the call is (int_comm_ops_timed: launch step); null outside every iteration.
+  iteration
 ) AS
 WITH
-  timed AS (
+  calls AS (
     SELECT
       t.run_id,
       t.rank,
       t.source_format,
-      'comm_ops' AS source,
+      t.source,
       t.source_file,
       t.source_line,
       t.op,
-      coalesce(c.traffic_class, CASE WHEN t.op IN ('send', 'recv') THEN 'PP' ELSE 'other' END)
-        AS traffic_class,
+      coalesce(
+        c.traffic_class,
+        CASE
+          WHEN t.op IN ('send', 'recv') THEN 'PP'
+          WHEN t.source = 'kernels' AND t.op = 'all_to_all' THEN 'EP'
+          ELSE 'other'
+        END
+      ) AS traffic_class,
       t.msg_bytes,
       coalesce(c.group_size, t.group_size) AS group_size,
       coalesce(
@@ -56,44 +64,15 @@ WITH
       ) AS peer_global,
       t.ts_ns,
       t.end_ns,
-      t.dur_ns
+      t.dur_ns,
+      t.iteration
     FROM int_comm_ops_timed AS t
     LEFT JOIN int_comm_ops_classified AS c
       ON c.run_id = t.run_id AND c.rank = t.rank AND c.source_file = t.source_file
-      AND c.source_line = t.source_line
+      AND c.source_line = t.source_line AND t.source = 'comm_ops'
     LEFT JOIN int_groups_members AS m
       ON m.run_id = c.run_id AND m.global_group = c.global_group AND m.group_rank = t.peer_rank
       AND t.op IN ('send', 'recv')
-  ),
-  timed_ranks AS (SELECT DISTINCT run_id, rank FROM timed),
-  from_kernels AS (
-    SELECT
-      k.run_id,
-      k.rank,
-      k.source_format,
-      'kernels' AS source,
-      k.source_file,
-      k.source_line,
-      coalesce(k.comm_op, 'other') AS op,
-      CASE
-        WHEN k.comm_op IN ('send', 'recv') THEN 'PP'
-        WHEN k.comm_op = 'all_to_all' THEN 'EP'
-        ELSE 'other'
-      END AS traffic_class,
-      k.msg_bytes,
-      NULL::INTEGER AS group_size,
-      NULL::INTEGER AS peer_global,
-      k.ts_ns,
-      k.end_ns,
-      k.dur_ns
-    FROM stg_store__kernels AS k
-    ANTI JOIN timed_ranks AS tr ON tr.run_id = k.run_id AND tr.rank = k.rank
-    WHERE k.category = 'comm' AND k.rank IS NOT NULL AND k.ts_ns IS NOT NULL
-  ),
-  calls AS (
-    SELECT * FROM timed
-    UNION ALL
-    SELECT * FROM from_kernels
   ),
   pp AS (
     SELECT
@@ -174,5 +153,6 @@ SELECT
   dur_ns,
   wait_ns,
   dur_ns - wait_ns AS xfer_ns,
-  pp_split
+  pp_split,
+  iteration
 FROM split

@@ -1,5 +1,5 @@
 -- Measured iteration-time breakdown per rank and iteration: T_comp, T_TP, T_PP, T_DP, T_EP, T_EmbTableSyn, T_bubble, idle, and exposed vs hidden communication (APNet'24 eqs 1-7, model_spec §A.2/§C).
--- One row per (run, rank, iteration) with a timed window (int_iterations). Calls (int_breakdown_calls) and compute kernels are cut to the window. Class terms are sums of whole calls (TP/DP/EP/EmbTableSyn/other: call to end, waiting for the group included); PP = active transfer of send/recv, T_bubble = their waiting part. comm = |union of calls|; compute = |union of compute kernels| (ranks without any kernel: the window minus comm, 'remainder'). Exact identity: t_iter = t_comp + t_tp + t_pp + t_dp + t_ep + t_emb + t_other_comm + t_bubble + t_idle - overlap.
+-- One row per (run, rank, iteration) with a timed span (int_iteration_spans: on a GPU rank from the first start of the step's own work to the next step's first start). Everything is the iteration's own work, attributed by launch and never clipped (int_comm_ops_timed, int_rank_busy_merged): class terms are sums of its timed calls (TP/DP/EP/EmbTableSyn/other: call to end, waiting for the group included); PP = active transfer of send/recv, T_bubble = their waiting part. comm = |union of its comm intervals| (int_rank_busy_merged: the same number as on_off.on_ns); compute = |union of its compute kernels| (ranks without any kernel: the span minus the comm inside it, 'remainder'); hidden = |comm union ∩ compute union| (HTA's comm/compute overlap). spill = the part of the union of its comm and compute that runs outside its span (after the next step's first start: a lagging GPU's step overlapping the next); idle = span - (comm ∪ compute inside the span). Exact identity: t_iter = t_comp + t_tp + t_pp + t_dp + t_ep + t_emb + t_other_comm + t_bubble + t_idle - overlap - spill.
 CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   -- Training run identifier.
   run_id,
@@ -9,13 +9,13 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   iteration,
   -- Pipeline stage of the rank under the run's config (int_rank_nodes; null when unknown).
   stage,
-  -- Window start, ns.
+  -- Span start, ns (int_iteration_spans).
   start_ns,
-  -- Window end, ns.
+  -- Span end, ns.
   end_ns,
-  -- T_iter: window length, ns.
+  -- T_iter: span length, ns.
   t_iter_ns,
-  -- T_comp: compute kernels' union in the window ('remainder': t_iter - comm), ns.
+  -- T_comp: union of the iteration's compute kernels ('remainder': t_iter - comm inside the span), ns.
   t_comp_ns,
   -- T_TP: TP collective calls, call to end, ns.
   t_tp_ns,
@@ -31,9 +31,9 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   t_other_comm_ns,
   -- T_bubble: waiting part of pipeline send/recv, ns.
   t_bubble_ns,
-  -- Window time with neither compute nor communication, ns (0 for 'remainder').
+  -- Span time with neither the iteration's compute nor its communication, ns (0 for 'remainder').
   t_idle_ns,
-  -- Union of communication calls in the window (PP waiting included), ns.
+  -- Union of the iteration's communication intervals (PP waiting included), ns.
   comm_ns,
   -- Communication time not overlapped by compute (comm_ns - hidden_comm_ns), ns.
   exposed_comm_ns,
@@ -53,39 +53,24 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   comp_source,
   -- How the window's PP calls were split: paired | fastest_call | mixed; null without PP calls.
   pp_split,
-  -- Communication calls overlapping the window.
-  calls
+  -- Timed communication calls (rows of int_comm_ops_timed) of the iteration.
+  calls,
+  -- Part of the union of the iteration's communication and compute outside its span (after the next step's first start), ns; >= 0.
+  spill_ns
 ) AS
 WITH
   win AS (
     SELECT run_id, rank, iteration, start_ns, end_ns, duration_ns
-    FROM int_iterations
-    WHERE start_ns IS NOT NULL AND end_ns IS NOT NULL AND rank IS NOT NULL
+    FROM int_iteration_spans
   ),
-  calls AS MATERIALIZED (SELECT * FROM int_breakdown_calls),
-  cut AS MATERIALIZED (
-    SELECT
-      w.run_id,
-      w.rank,
-      w.iteration,
-      c.traffic_class,
-      c.source_format,
-      c.pp_split,
-      greatest(c.ts_ns, w.start_ns) AS ts_ns,
-      least(c.end_ns, w.end_ns) AS end_ns,
-      least(c.end_ns, w.end_ns) - greatest(c.ts_ns, w.start_ns) AS dur_ns,
-      greatest(least(c.ts_ns + c.wait_ns, w.end_ns) - greatest(c.ts_ns, w.start_ns), 0) AS wait_ns
-    FROM calls AS c
-    JOIN win AS w
-      ON c.run_id = w.run_id AND c.rank = w.rank AND c.ts_ns < w.end_ns AND c.end_ns > w.start_ns
-  ),
+  calls AS (SELECT * FROM int_breakdown_calls WHERE iteration IS NOT NULL),
   terms AS (
     SELECT
       run_id,
       rank,
       iteration,
       sum(dur_ns) FILTER (WHERE traffic_class = 'TP') AS t_tp,
-      sum(dur_ns - wait_ns) FILTER (WHERE traffic_class = 'PP') AS t_pp,
+      sum(xfer_ns) FILTER (WHERE traffic_class = 'PP') AS t_pp,
       sum(dur_ns) FILTER (WHERE traffic_class = 'DP') AS t_dp,
       sum(dur_ns) FILTER (WHERE traffic_class = 'EP') AS t_ep,
       sum(dur_ns) FILTER (WHERE traffic_class = 'EmbTableSyn') AS t_emb,
@@ -99,40 +84,50 @@ WITH
         ELSE 'mixed'
       END AS pp_split,
       count(*) AS calls
-    FROM cut
+    FROM calls
     GROUP BY run_id, rank, iteration
   ),
-  comm_cut AS (
-    SELECT {'run_id': run_id, 'rank': rank, 'iteration': iteration} AS k, ts_ns, dur_ns FROM cut
+  merged AS MATERIALIZED (
+    SELECT
+      {'run_id': run_id, 'rank': rank, 'iteration': iteration} AS k, activity, ts_ns, dur_ns
+    FROM int_rank_busy_merged
+    WHERE activity IN ('comm', 'compute')
   ),
-  comm_merged AS MATERIALIZED (SELECT k, ts_ns, dur_ns FROM interval_merge(comm_cut)),
-  comm_union AS (
-    SELECT k.run_id, k.rank, k.iteration, sum(dur_ns) AS comm_ns FROM comm_merged GROUP BY k
-  ),
-  kernel_ranks AS (
-    SELECT DISTINCT run_id, rank FROM stg_store__kernels WHERE rank IS NOT NULL
-  ),
-  comp_kernels AS (
-    SELECT {'run_id': run_id, 'rank': rank} AS k, ts_ns, dur_ns
-    FROM stg_store__kernels
-    WHERE category = 'compute' AND rank IS NOT NULL
-  ),
-  comp_windows AS (
-    SELECT {'run_id': run_id, 'rank': rank} AS k, iteration AS w, start_ns AS ts_ns,
-      duration_ns AS dur_ns
-    FROM win
-  ),
-  comp_cut AS (
-    SELECT {'run_id': k.run_id, 'rank': k.rank, 'iteration': w} AS k, ts_ns, dur_ns
-    FROM interval_clip(comp_kernels, comp_windows)
-  ),
-  comp_merged AS MATERIALIZED (SELECT k, ts_ns, dur_ns FROM interval_merge(comp_cut)),
-  comp_union AS (
-    SELECT k.run_id, k.rank, k.iteration, sum(dur_ns) AS comp_ns FROM comp_merged GROUP BY k
+  comm_merged AS (SELECT k, ts_ns, dur_ns FROM merged WHERE activity = 'comm'),
+  comp_merged AS (SELECT k, ts_ns, dur_ns FROM merged WHERE activity = 'compute'),
+  unions AS (
+    SELECT
+      k.run_id,
+      k.rank,
+      k.iteration,
+      sum(dur_ns) FILTER (WHERE activity = 'comm') AS comm_ns,
+      sum(dur_ns) FILTER (WHERE activity = 'compute') AS comp_ns
+    FROM merged
+    GROUP BY k
   ),
   hidden AS (
     SELECT k.run_id, k.rank, k.iteration, overlap_ns AS hidden_ns
     FROM interval_overlap(comm_merged, comp_merged)
+  ),
+  work_raw AS (SELECT k, ts_ns, dur_ns FROM merged),
+  -- comm ∪ compute of the iteration
+  work_merged AS MATERIALIZED (SELECT k, ts_ns, dur_ns FROM interval_merge(work_raw)),
+  work_total AS (
+    SELECT k.run_id, k.rank, k.iteration, sum(dur_ns) AS work_ns FROM work_merged GROUP BY k
+  ),
+  spans AS (
+    SELECT
+      {'run_id': run_id, 'rank': rank, 'iteration': iteration} AS k, iteration AS w,
+      start_ns AS ts_ns, duration_ns AS dur_ns
+    FROM win
+  ),
+  work_inside AS (
+    SELECT k.run_id, k.rank, k.iteration, sum(dur_ns) AS inside_ns
+    FROM interval_clip(work_merged, spans)
+    GROUP BY k
+  ),
+  kernel_ranks AS (
+    SELECT DISTINCT run_id, rank FROM int_kernel_iteration WHERE rank IS NOT NULL
   ),
   joined AS (
     SELECT
@@ -151,28 +146,32 @@ WITH
       coalesce(t.t_emb, 0) AS t_emb,
       coalesce(t.t_other, 0) AS t_other,
       coalesce(t.t_bubble, 0) AS t_bubble,
-      coalesce(cu.comm_ns, 0) AS comm_ns,
-      coalesce(pu.comp_ns, 0) AS comp_ns,
+      coalesce(u.comm_ns, 0) AS comm_ns,
+      coalesce(u.comp_ns, 0) AS comp_ns,
       coalesce(h.hidden_ns, 0) AS hidden_ns,
+      coalesce(wi.inside_ns, 0) AS inside_ns,
+      coalesce(wt.work_ns, 0) - coalesce(wi.inside_ns, 0) AS spill,
       t.source,
       t.pp_split,
       coalesce(t.calls, 0) AS calls
     FROM win AS w
     LEFT JOIN terms AS t ON t.run_id = w.run_id AND t.rank = w.rank AND t.iteration = w.iteration
-    LEFT JOIN comm_union AS cu
-      ON cu.run_id = w.run_id AND cu.rank = w.rank AND cu.iteration = w.iteration
-    LEFT JOIN comp_union AS pu
-      ON pu.run_id = w.run_id AND pu.rank = w.rank AND pu.iteration = w.iteration
+    LEFT JOIN unions AS u ON u.run_id = w.run_id AND u.rank = w.rank AND u.iteration = w.iteration
     LEFT JOIN hidden AS h ON h.run_id = w.run_id AND h.rank = w.rank AND h.iteration = w.iteration
+    LEFT JOIN work_total AS wt
+      ON wt.run_id = w.run_id AND wt.rank = w.rank AND wt.iteration = w.iteration
+    LEFT JOIN work_inside AS wi
+      ON wi.run_id = w.run_id AND wi.rank = w.rank AND wi.iteration = w.iteration
     LEFT JOIN kernel_ranks AS kr ON kr.run_id = w.run_id AND kr.rank = w.rank
     LEFT JOIN int_rank_nodes AS n ON n.run_id = w.run_id AND n.rank = w.rank
   ),
   final AS (
     SELECT
       *,
-      CASE WHEN has_kernels THEN comp_ns ELSE t_iter - comm_ns END AS t_comp,
+      -- without kernels the work is the communication: compute is the rest of the span
+      CASE WHEN has_kernels THEN comp_ns ELSE t_iter - inside_ns END AS t_comp,
       CASE WHEN has_kernels THEN hidden_ns ELSE 0 END AS hidden,
-      CASE WHEN has_kernels THEN t_iter - (comm_ns + comp_ns - hidden_ns) ELSE 0 END AS t_idle,
+      CASE WHEN has_kernels THEN t_iter - inside_ns ELSE 0 END AS t_idle,
       t_tp + t_pp + t_dp + t_ep + t_emb + t_other AS t_comm
     FROM joined
   )
@@ -196,12 +195,13 @@ SELECT
   comm_ns::BIGINT AS comm_ns,
   (comm_ns - hidden)::BIGINT AS exposed_comm_ns,
   hidden::BIGINT AS hidden_comm_ns,
-  (t_comp + t_comm + t_bubble - (t_iter - t_idle))::BIGINT AS overlap_ns,
+  (t_comp + t_comm + t_bubble + t_idle - t_iter - spill)::BIGINT AS overlap_ns,
   t_comm::BIGINT AS t_comm_ns,
   t_comm / nullif(t_iter, 0) AS r_comm,
   t_bubble / nullif(t_iter, 0) AS r_bubble,
   source,
   CASE WHEN has_kernels THEN 'kernels' ELSE 'remainder' END AS comp_source,
   pp_split,
-  calls
+  calls,
+  spill::BIGINT AS spill_ns
 FROM final

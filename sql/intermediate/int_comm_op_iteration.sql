@@ -1,5 +1,5 @@
--- Each communication call's iteration: as the source says, else by time inside the rank's iteration marker (HTA rule step.ts <= op.ts < step.ts + dur), else detected from the call sequence.
--- One row per communication call (run, rank, source_file, source_line). The marker rule applies to a file when at least one of its calls falls inside a marker window of its rank; that file's calls outside every window get a null iteration. Other files use int_comm_ops_sequenced.
+-- Each communication call's iteration: as the source says (timeline parsers: the step containing the call's CPU launch), else by its launch inside the rank's iteration marker (HTA rule step.ts <= launch < step.ts + dur; the call's start when the launch is unknown), else detected from the call sequence.
+-- One row per communication call (run, rank, source_file, source_line). The marker rule applies to a file when at least one of its calls falls inside a marker window of its rank; that file's calls outside every window get a null iteration (launched outside every step: counted by unattributed_work, never moved into a step). Other files use int_comm_ops_sequenced. A null rank is a rank of its own (IS NOT DISTINCT FROM), so a rank-less trace's calls meet its own markers.
 CREATE OR REPLACE VIEW int_comm_op_iteration(
   -- Training run identifier.
   run_id,
@@ -22,7 +22,11 @@ CREATE OR REPLACE VIEW int_comm_op_iteration(
   -- End of the call, ns.
   end_ns,
   -- Compact key of the call (stg_store__comm_ops.call_key).
-  call_key
+  call_key,
+  -- CPU issue time of the call, ns (null when not recorded).
+  launch_ts_ns,
+  -- Detected period of the call's sequence (calls per iteration; null when none was found).
+  period
 ) AS
 WITH ops AS (
   -- every call once, with its detected iteration (int_comm_ops_sequenced has one row per call)
@@ -32,7 +36,9 @@ by_marker AS (
   SELECT o.run_id, o.rank, o.source_file, o.source_line, min(w.iteration) AS iteration
   FROM ops AS o
   JOIN int_iterations_marked AS w
-    ON o.run_id = w.run_id AND o.rank = w.rank AND o.ts_ns >= w.start_ns AND o.ts_ns < w.end_ns
+    ON o.run_id = w.run_id AND o.rank IS NOT DISTINCT FROM w.rank
+    AND coalesce(o.launch_ts_ns, o.ts_ns) >= w.start_ns
+    AND coalesce(o.launch_ts_ns, o.ts_ns) < w.end_ns
   GROUP BY o.run_id, o.rank, o.source_file, o.source_line
 ),
 marker_files AS (
@@ -57,10 +63,13 @@ SELECT
   o.token,
   o.ts_ns,
   o.end_ns,
-  o.call_key
+  o.call_key,
+  o.launch_ts_ns,
+  o.period
 FROM ops AS o
 LEFT JOIN marker_files AS mf
-  ON o.run_id = mf.run_id AND o.rank = mf.rank AND o.source_file = mf.source_file
+  ON o.run_id = mf.run_id AND o.rank IS NOT DISTINCT FROM mf.rank
+  AND o.source_file = mf.source_file
 LEFT JOIN by_marker AS bm
-  ON o.run_id = bm.run_id AND o.rank = bm.rank
+  ON o.run_id = bm.run_id AND o.rank IS NOT DISTINCT FROM bm.rank
   AND o.source_file = bm.source_file AND o.source_line = bm.source_line

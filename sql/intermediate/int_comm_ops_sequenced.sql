@@ -26,7 +26,10 @@ CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   -- Iteration as the source logged it (comm_ops.iteration), null when it does not say.
   source_iteration,
   -- Compact key of the call (stg_store__comm_ops.call_key).
-  call_key
+  call_key,
+  -- CPU issue time of the call, ns (stg_store__comm_ops.launch_ts_ns), carried for the launch
+  -- rule of int_comm_op_iteration.
+  launch_ts_ns
 ) AS
 WITH ops AS MATERIALIZED (
   -- numbered per sequence by its integer key (partitioning by the file path string is slower)
@@ -48,6 +51,7 @@ WITH ops AS MATERIALIZED (
       end_ns,
       iteration AS source_iteration,
       call_key,
+      launch_ts_ns,
       hash(run_id, rank, source_file) AS seq_key,
       hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS th,
       hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS ch
@@ -170,6 +174,7 @@ SELECT
   o.ts_ns,
   o.end_ns,
   o.source_iteration,
-  o.call_key
+  o.call_key,
+  o.launch_ts_ns
 FROM ops AS o
 LEFT JOIN picked AS c ON o.seq_key = c.seq_key

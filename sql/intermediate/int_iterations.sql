@@ -1,5 +1,5 @@
 -- Iteration boundaries per rank: marker windows where the rank has iteration markers, else iterations of its call sequence (source-given or detected from the recurring pattern).
--- One row per (run, rank, iteration). Sequence iterations run from their first call's start to the next iteration's first call (the last: to its last call's end); null times when the source has none (NCCL logs). One file per rank: the one with the most assigned calls.
+-- One row per (run, rank, iteration). Sequence iterations run from their first call's start to the next iteration's first call (the last: to its last call's end); null times when the source has none (NCCL logs). One file per rank: the one with the most assigned calls. A sequence in which no period was detected gives no iteration (a trace without ProfilerStep and without a recurring pattern, e.g. one call, has none rather than a one-call 'iteration'). A null rank is a rank of its own (IS NOT DISTINCT FROM): a rank-less trace's marker iterations are not repeated as detected ones.
 CREATE OR REPLACE VIEW int_iterations(
   -- Training run identifier.
   run_id,
@@ -27,7 +27,7 @@ CREATE OR REPLACE VIEW int_iterations(
 WITH assigned AS (
   SELECT run_id, rank, source_file, source_line, iteration, method, ts_ns, end_ns
   FROM int_comm_op_iteration
-  WHERE iteration IS NOT NULL
+  WHERE iteration IS NOT NULL AND (method <> 'detected' OR period IS NOT NULL)
 ),
 marked AS (
   SELECT
@@ -44,7 +44,7 @@ marked AS (
     count(a.source_line) AS ops
   FROM int_iterations_marked AS w
   LEFT JOIN assigned AS a
-    ON w.run_id = a.run_id AND w.rank = a.rank AND w.iteration = a.iteration
+    ON w.run_id = a.run_id AND w.rank IS NOT DISTINCT FROM a.rank AND w.iteration = a.iteration
     AND a.method IN ('marker', 'source')
   GROUP BY ALL
 ),
@@ -53,7 +53,9 @@ unmarked AS (
   FROM assigned AS a
   WHERE a.method IN ('source', 'detected')
     AND NOT EXISTS (
-      SELECT 1 FROM int_iterations_marked AS w WHERE w.run_id = a.run_id AND w.rank = a.rank
+      SELECT 1
+      FROM int_iterations_marked AS w
+      WHERE w.run_id = a.run_id AND w.rank IS NOT DISTINCT FROM a.rank
     )
 ),
 best_file AS (

@@ -1,11 +1,11 @@
--- Merged activity intervals per rank and iteration window: communication, computation and any GPU activity (the unions the paper's exposed/hidden and on/off rules use).
--- One row per disjoint interval per (run, rank, iteration, activity). activity: comm (comm kernels where the rank has any, else timed comm calls), compute (compute kernels), busy (every kernel, memcpy, memset). Intervals are cut to the iteration's [start, end).
+-- Merged activity intervals per rank and iteration: communication, computation and any GPU activity of the iteration's own work (the unions the paper's exposed/hidden and on/off rules use, and what HTA computes per step).
+-- One row per disjoint interval per (run, rank, iteration, activity). Work belongs to the iteration that launched it (int_kernel_iteration, int_comm_ops_timed; launch unknown: the iteration its start falls in) and is never clipped to a window: a lagging GPU's step keeps its work, work launched outside every iteration is in none (unattributed_work counts it). activity: comm (the rank's comm kernels where it has any: the same GPU intervals as its kernel-timed calls, counted once, and without the gap between the kernels of one merged call, e.g. DeepEP notify -> data; else its timed calls of int_comm_ops_timed, the one timed list), compute (compute kernels), busy (every kernel, memcpy, memset).
 CREATE OR REPLACE VIEW int_rank_busy_merged(
   -- Training run identifier.
   run_id,
   -- Global rank.
   rank,
-  -- Iteration of the window.
+  -- Iteration whose work the interval is.
   iteration,
   -- comm | compute | busy.
   activity,
@@ -18,53 +18,46 @@ CREATE OR REPLACE VIEW int_rank_busy_merged(
   -- Interval length, ns.
   dur_ns
 ) AS
-WITH kernel_ranks AS (
-  SELECT DISTINCT run_id, rank FROM stg_store__kernels WHERE category = 'comm'
-),
-raw AS (
-  SELECT
-    {'run_id': run_id, 'rank': rank, 'activity': 'busy', 'source': 'kernels'} AS k,
-    ts_ns,
-    dur_ns
-  FROM stg_store__kernels
-  UNION ALL
-  SELECT
-    {'run_id': run_id, 'rank': rank, 'activity': 'compute', 'source': 'kernels'} AS k,
-    ts_ns,
-    dur_ns
-  FROM stg_store__kernels
-  WHERE category = 'compute'
-  UNION ALL
-  SELECT
-    {'run_id': run_id, 'rank': rank, 'activity': 'comm', 'source': 'kernels'} AS k,
-    ts_ns,
-    dur_ns
-  FROM stg_store__kernels
-  WHERE category = 'comm'
-  UNION ALL
-  SELECT
-    {'run_id': o.run_id, 'rank': o.rank, 'activity': 'comm', 'source': 'comm_ops'} AS k,
-    o.ts_ns,
-    o.dur_ns
-  FROM int_comm_ops_timed AS o
-  ANTI JOIN kernel_ranks AS kr ON o.run_id = kr.run_id AND o.rank = kr.rank
-),
-windows AS (
-  SELECT
-    {'run_id': i.run_id, 'rank': i.rank, 'activity': a.activity, 'source': a.source} AS k,
-    i.iteration AS w,
-    i.start_ns AS ts_ns,
-    i.duration_ns AS dur_ns
-  FROM int_iterations AS i
-  CROSS JOIN (
-    VALUES ('busy', 'kernels'), ('compute', 'kernels'), ('comm', 'kernels'), ('comm', 'comm_ops')
-  ) AS a(activity, source)
-  WHERE i.start_ns IS NOT NULL AND i.rank IS NOT NULL
-),
-clipped AS (
-  SELECT struct_insert(k, iteration := w) AS k, ts_ns, dur_ns
-  FROM interval_clip(raw, windows)
-)
+WITH
+  k AS (
+    SELECT * FROM int_kernel_iteration WHERE iteration IS NOT NULL AND rank IS NOT NULL
+  ),
+  comm_kernel_ranks AS (
+    SELECT DISTINCT run_id, rank FROM int_kernel_iteration WHERE category = 'comm'
+  ),
+  raw AS (
+    SELECT
+      {'run_id': run_id, 'rank': rank, 'iteration': iteration, 'activity': 'busy',
+        'source': 'kernels'} AS k,
+      ts_ns,
+      dur_ns
+    FROM k
+    UNION ALL
+    SELECT
+      {'run_id': run_id, 'rank': rank, 'iteration': iteration, 'activity': 'compute',
+        'source': 'kernels'} AS k,
+      ts_ns,
+      dur_ns
+    FROM k
+    WHERE category = 'compute'
+    UNION ALL
+    SELECT
+      {'run_id': run_id, 'rank': rank, 'iteration': iteration, 'activity': 'comm',
+        'source': 'kernels'} AS k,
+      ts_ns,
+      dur_ns
+    FROM k
+    WHERE category = 'comm'
+    UNION ALL
+    SELECT
+      {'run_id': o.run_id, 'rank': o.rank, 'iteration': o.iteration, 'activity': 'comm',
+        'source': 'comm_ops'} AS k,
+      o.ts_ns,
+      o.dur_ns
+    FROM int_comm_ops_timed AS o
+    ANTI JOIN comm_kernel_ranks AS kr ON o.run_id = kr.run_id AND o.rank = kr.rank
+    WHERE o.iteration IS NOT NULL
+  )
 SELECT
   k.run_id,
   k.rank,
@@ -74,4 +67,4 @@ SELECT
   ts_ns,
   end_ns,
   dur_ns
-FROM interval_merge(clipped)
+FROM interval_merge(raw)

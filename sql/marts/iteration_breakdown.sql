@@ -1,5 +1,5 @@
 -- Measured iteration-time breakdown per rank and iteration: the terms the analytical model predicts (T_comp, T_TP, T_PP, T_DP, T_EP, T_EmbTableSyn, T_bubble, T_iter, R_comm, R_bubble) plus idle and exposed vs hidden communication (APNet'24 eqs 1-7, §4.1 PP rule; model_spec §A.2, §C).
--- One row per (run, rank, iteration) with a timed iteration window; see int_breakdown_rank_iteration for the rules. One timeline source per rank (a trace before a DeepSpeed log, never both); t_iter_ns = sum of the t_* terms + t_idle_ns - overlap_ns exactly, and overlap_ns = 0 when nothing runs concurrently.
+-- One row per (run, rank, iteration) with a timed span; see int_breakdown_rank_iteration for the rules. One timed list per rank (int_comm_ops_timed: kernel-timed calls on a GPU rank, never also their kernels; a trace before a DeepSpeed log, never both), work attributed to the step that launched it (a lagging GPU keeps its work; work launched outside every step: unattributed_work), comm_ns = on_off.on_ns; t_iter_ns = sum of the t_* terms + t_idle_ns - overlap_ns - spill_ns exactly, and overlap_ns = 0 when nothing runs concurrently.
 CREATE OR REPLACE VIEW iteration_breakdown(
   -- Training run identifier.
   run_id,
@@ -9,9 +9,9 @@ CREATE OR REPLACE VIEW iteration_breakdown(
   iteration,
   -- Pipeline stage of the rank (null when unknown: no parallel config).
   stage,
-  -- Iteration window start, ns.
+  -- Iteration span start, ns (GPU rank: first start of the step's own work; int_iteration_spans).
   start_ns,
-  -- Iteration window end, ns.
+  -- Iteration span end, ns (GPU rank: the next step's first start; the last step: its last end).
   end_ns,
   -- T_iter: iteration duration, ns.
   t_iter_ns,
@@ -54,10 +54,13 @@ CREATE OR REPLACE VIEW iteration_breakdown(
   -- How PP calls were split into wait and transfer: paired (matching send/recv of both ranks) | fastest_call | mixed.
   pp_split,
   -- Communication calls in the iteration.
-  calls
+  calls,
+  -- The iteration's own communication and compute that runs after its span ends (past the next step's first start), ns.
+  spill_ns
 ) AS
 SELECT
   run_id, rank, iteration, stage, start_ns, end_ns, t_iter_ns, t_comp_ns, t_tp_ns, t_pp_ns,
   t_dp_ns, t_ep_ns, t_emb_ns, t_other_comm_ns, t_bubble_ns, t_idle_ns, comm_ns, exposed_comm_ns,
-  hidden_comm_ns, overlap_ns, t_comm_ns, r_comm, r_bubble, source, comp_source, pp_split, calls
+  hidden_comm_ns, overlap_ns, t_comm_ns, r_comm, r_bubble, source, comp_source, pp_split, calls,
+  spill_ns
 FROM int_breakdown_rank_iteration

@@ -1,5 +1,5 @@
 -- Communication on/off pattern per rank and iteration: merged communication-active time, idle time, on/off cycles, duty cycle and shape signatures.
--- One row per (run, rank, iteration) with a timed iteration window. on = |union of comm intervals (comm kernels, else timed comm calls) cut to the window|; off = duration - on; cycles = number of merged on intervals.
+-- One row per (run, rank, iteration) with a timed span (int_iteration_spans: on a GPU rank from the first start of the step's own work to the next step's first start). on = |union of the iteration's own comm intervals| (int_rank_busy_merged: work attributed to the step that launched it, never clipped; the same number as iteration_breakdown.comm_ns); spill = the part of it after the span's end (a lagging GPU's step still communicating when the next one starts); off = duration - (on - spill), so on + off = duration + spill; cycles = number of merged on intervals.
 CREATE OR REPLACE VIEW on_off(
   -- Training run identifier.
   run_id,
@@ -9,29 +9,30 @@ CREATE OR REPLACE VIEW on_off(
   iteration,
   -- Where the on intervals come from: kernels | comm_ops (null when the iteration has none).
   source,
-  -- Iteration start, ns.
+  -- Iteration span start, ns.
   start_ns,
-  -- Iteration end, ns.
+  -- Iteration span end, ns.
   end_ns,
-  -- Iteration duration, ns (= on_ns + off_ns).
+  -- Iteration span duration, ns (= on_ns + off_ns - spill_ns).
   iteration_ns,
-  -- Communication-active time, ns.
+  -- Communication-active time of the iteration's own work, ns.
   on_ns,
-  -- Communication-idle time, ns.
+  -- Span time without the iteration's communication, ns.
   off_ns,
   -- Number of merged on intervals.
   cycles,
-  -- on_ns / iteration_ns.
+  -- (on_ns - spill_ns) / iteration_ns: share of the span with communication active.
   duty_cycle,
   -- md5 of the on intervals' start and end relative to the iteration, rounded to 5% of it (time shape).
   shape_signature,
   -- md5 of the iteration's call token sequence (int_onoff_signature).
-  signature
+  signature,
+  -- Part of on_ns outside the span (after the next step's first start), ns.
+  spill_ns
 ) AS
 WITH win AS (
   SELECT run_id, rank, iteration, start_ns, end_ns, duration_ns
-  FROM int_iterations
-  WHERE start_ns IS NOT NULL AND rank IS NOT NULL
+  FROM int_iteration_spans
 ),
 comm AS (
   SELECT
@@ -40,6 +41,10 @@ comm AS (
     b.iteration,
     any_value(b.source) AS source,
     sum(b.dur_ns) AS on_ns,
+    sum(
+      greatest(b.end_ns - greatest(b.ts_ns, w.end_ns), 0)
+      + greatest(least(b.end_ns, w.start_ns) - b.ts_ns, 0)
+    ) AS spill_ns,
     count(*) AS cycles,
     md5(
       string_agg(
@@ -62,12 +67,13 @@ SELECT
   w.start_ns,
   w.end_ns,
   w.duration_ns AS iteration_ns,
-  coalesce(c.on_ns, 0) AS on_ns,
-  w.duration_ns - coalesce(c.on_ns, 0) AS off_ns,
+  coalesce(c.on_ns, 0)::BIGINT AS on_ns,
+  (w.duration_ns - coalesce(c.on_ns - c.spill_ns, 0))::BIGINT AS off_ns,
   coalesce(c.cycles, 0) AS cycles,
-  coalesce(c.on_ns, 0) / nullif(w.duration_ns, 0) AS duty_cycle,
+  coalesce(c.on_ns - c.spill_ns, 0) / nullif(w.duration_ns, 0) AS duty_cycle,
   coalesce(c.shape_signature, md5('')) AS shape_signature,
-  s.signature
+  s.signature,
+  coalesce(c.spill_ns, 0)::BIGINT AS spill_ns
 FROM win AS w
 LEFT JOIN comm AS c ON w.run_id = c.run_id AND w.rank = c.rank AND w.iteration = c.iteration
 LEFT JOIN int_onoff_signature AS s

@@ -31,7 +31,7 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   seq,
   -- Start, ns on the rank's timeline.
   ts_ns,
-  -- Duration in ns (null when not logged).
+  -- Duration in ns (null when not logged, and for timing_source = 'none': no comm time).
   dur_ns,
   -- End, ns (ts_ns + dur_ns).
   end_ns,
@@ -56,7 +56,18 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- hash(run_id, rank, source_file, source_line): a compact key of the call, so large joins
   -- between per-call objects compare one integer instead of the file path (join on it together
   -- with rank and source_line).
-  call_key
+  call_key,
+  -- Clock of ts_ns/dur_ns: kernel (the GPU kernel(s) the call launched) | cpu_range (the CPU
+  -- op or range, only where no kernel can exist) | logged (the log's own duration) | none (no
+  -- duration: no comm time, no bandwidth); null in stores written before schema 1.4.0.
+  timing_source,
+  -- CPU time the call was issued, ns on the ts_ns clock (null when not recorded): the time
+  -- that attributes the call to an iteration (HTA rule step.ts <= launch < step.end).
+  launch_ts_ns,
+  -- Where group_size/comm_id came from: logged | pg_config | inferred_default | null.
+  group_source,
+  -- GPU kernels merged into the call (timing_source = kernel).
+  kernel_count
 ) AS
 SELECT
   run_id,
@@ -74,8 +85,9 @@ SELECT
   msg_bytes,
   seq,
   ts_ns,
-  dur_ns,
-  ts_ns + dur_ns AS end_ns,
+  -- a call timed 'none' has no duration even if a source wrote one
+  CASE WHEN timing_source IS DISTINCT FROM 'none' THEN dur_ns END AS dur_ns,
+  CASE WHEN timing_source IS DISTINCT FROM 'none' THEN ts_ns + dur_ns END AS end_ns,
   algbw_gbps,
   busbw_gbps,
   iteration,
@@ -85,5 +97,9 @@ SELECT
   algorithm,
   protocol,
   raw_op,
-  hash(run_id, rank, source_file, source_line) AS call_key
+  hash(run_id, rank, source_file, source_line) AS call_key,
+  timing_source,
+  launch_ts_ns,
+  group_source,
+  kernel_count
 FROM comm_ops

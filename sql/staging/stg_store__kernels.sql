@@ -30,7 +30,13 @@ CREATE OR REPLACE VIEW stg_store__kernels(
   -- File the row came from.
   source_file,
   -- Event index in that file.
-  source_line
+  source_line,
+  -- CPU start of the runtime call that launched it, ns on the ts_ns clock (null when unknown,
+  -- e.g. stores written before schema 1.4.0).
+  launch_ts_ns,
+  -- Step whose CPU window contains the launch (parser's HTA rule); null when launched outside
+  -- every step or unknown (int_kernel_iteration completes it).
+  iteration
 ) AS
 SELECT
   run_id,
@@ -47,5 +53,7 @@ SELECT
   msg_bytes,
   source_format,
   source_file,
-  source_line
+  source_line,
+  launch_ts_ns,
+  iteration
 FROM kernels

@@ -665,3 +665,21 @@ def test_size_to_bytes_edges() -> None:
     assert size_to_bytes("1.45 GB") == indep_bytes("1.45 GB")
     assert size_to_bytes("9.99 YB") is None  # does not fit int64
     assert size_to_bytes("12 parsecs") is None
+
+
+def test_timing_source_logged_where_a_latency_is(shared_samples: Path, tmp_path: Path) -> None:
+    """Issue 16: a verbose line's own latency is the call's duration (timing_source 'logged')."""
+    for path in sample_files(shared_samples):
+        verbose = [ln for ln in text_lines(path) if "comm op:" in ln]
+        timed = sum(1 for ln in verbose if TIME_MS.search(ln))
+        ops = run(path).get("comm_ops")
+        if not verbose:
+            continue
+        assert ops.filter(pl.col("timing_source") == "logged").height == timed, path.name
+        assert ops.filter(pl.col("timing_source") == "logged")["dur_ns"].null_count() == 0, (
+            path.name
+        )
+        assert set(ops["timing_source"]) <= {"logged", "none"}
+    path = write(tmp_path, "synthetic_ds.log", [vline("all_reduce", "9.46", "64.0 MB")])
+    ops = run(path).get("comm_ops")
+    assert ops.select("timing_source", "dur_ns").rows() == [("logged", 9_460_000)]

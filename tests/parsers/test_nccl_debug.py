@@ -850,3 +850,27 @@ def test_synthetic_split_variants_childcount_and_nested(tmp_path: Path) -> None:
     assert (c["split_color"], c["split_key"], c["parent_nranks"]) == (3, -1, 4)
     assert c["parent_comm_hash"] == "split:0xfeed/8:7"  # the parent is itself a split child
     assert b["global_rank"] == c["global_rank"] == 2
+
+
+def test_timing_and_group_source_on_every_sample(shared_samples: Path) -> None:
+    """Issue 16: NCCL logs no duration (timing_source 'none' everywhere); a COLL line that
+    names its communicator size ([nranks=N]) gives group_source 'logged', with that N."""
+    nranks = re.compile(r"\[nranks=(\d+)\]")
+    for path in sample_files(shared_samples):
+        logged = sorted(
+            int(m.group(1))
+            for ln in lines_of(path)
+            if (t := tail(ln)) is not None and COLL_T.match(t) and (m := nranks.search(t))
+        )
+        tables, _, _ = parse(path)
+        ops = tables["comm_ops"]
+        if not logged:
+            assert ops.height == 0, path.name
+            continue
+        assert ops["timing_source"].to_list() == ["none"] * ops.height, path.name
+        assert "dur_ns" not in ops.columns or ops["dur_ns"].null_count() == ops.height
+        with_size = ops.filter(pl.col("group_source") == "logged")
+        assert sorted(with_size["group_size"].to_list()) == logged, path.name
+        assert ops.filter(pl.col("group_source").is_null())["group_size"].null_count() == (
+            ops.height - len(logged)
+        )

@@ -571,8 +571,16 @@ def test_synthetic_comm_ops_from_nccl_payloads(
     assert ops["comm_id"].to_list() == [f"0x{COMM_HASH:x}", f"0x{COMM_HASH:x}", None, None]
     assert ops["redop"].to_list() == ["sum", None, None, None]
     assert ops["peer_rank"].to_list() == [None, 1, None, None]
+    # group size from the CommInit payload of the same communicator (nranks 8)
+    assert ops["group_size"].to_list() == [8, 8, None, None]
+    assert ops["group_source"].to_list() == ["logged", "logged", None, None]
+    # Kernels were traced but the export has no RUNTIME table: no call can be linked to a
+    # kernel, so none is timed (its CPU range only times the enqueue).
     assert ops["ts_ns"].to_list() == [95, 160, 180, 200]
-    assert ops["dur_ns"].to_list() == [55, 10, 10, 10]
+    assert ops["launch_ts_ns"].to_list() == [95, 160, 180, 200]
+    assert ops["dur_ns"].to_list() == [None] * 4
+    assert set(ops["timing_source"]) == {"none"}
+    assert any("no CUPTI_ACTIVITY_KIND_RUNTIME" in w for w in out.warnings)
     assert set(ops["pid"]) == {PID_A}
     assert any("could not be decoded" in w for w in out.warnings)
     comms = out.get("communicators")
@@ -808,3 +816,294 @@ def test_payload_decoder_needs_schema_and_size() -> None:
     }
     assert PayloadDecoder.decode_json("not json") is None
     con.close()
+
+
+# -- issue 16: calls timed by the kernels they launched ---------------------------------------
+
+ZHIYIHU = "zhiyihu_ault_3node_9rank_allreduce_tree_nccl2.17_3of9"
+
+
+def zhiyihu_files(nsys_dir: Path) -> list[Path]:
+    files = sorted((nsys_dir / ZHIYIHU).glob("*.sqlite"))
+    if not files:
+        pytest.skip(f"{ZHIYIHU} missing")
+    return files
+
+
+def raw_launch_chain(con: sqlite3.Connection) -> list[tuple[int, int, int, int, int]]:
+    """Per NCCL data call: (range start, range end, kernel start, kernel end, kernels), read
+    with plain SQL: range -> runtime launch on its thread inside it -> kernel by correlationId
+    in the same process (globalTid with the 24 TID bits cleared = globalPid)."""
+    return con.execute(
+        """
+        SELECT n.start, n.end, min(k.start), max(k.end), count(k.start)
+        FROM NVTX_EVENTS n
+        JOIN StringIds s ON s.id = n.textId
+        JOIN CUPTI_ACTIVITY_KIND_RUNTIME r
+          ON r.globalTid = n.globalTid AND r.start BETWEEN n.start AND n.end
+        JOIN CUPTI_ACTIVITY_KIND_KERNEL k
+          ON k.correlationId = r.correlationId AND k.globalPid = r.globalTid / 16777216 * 16777216
+        WHERE n.eventType = 59 AND s.value IN ('ncclAllReduce', 'ncclAllGather',
+              'ncclReduceScatter', 'ncclBroadcast', 'ncclReduce', 'ncclSend', 'ncclRecv')
+        GROUP BY n.rowid ORDER BY n.start
+        """
+    ).fetchall()
+
+
+def test_real_nccl_call_timed_by_its_kernel(nsys_dir: Path) -> None:
+    """ZhiyiHu 3-node job: each rank's ncclAllReduce is its kernel's interval, not the range."""
+    for path in zhiyihu_files(nsys_dir):
+        with ro(path) as con:
+            chain = raw_launch_chain(con)
+        assert len(chain) == 1, path.name  # one AllReduce per rank in this job
+        r_start, r_end, k_start, k_end, n_k = chain[0]
+        ops = run(path).get("comm_ops")
+        assert ops.height == 1
+        row = ops.row(0, named=True)
+        assert (row["ts_ns"], row["dur_ns"]) == (k_start, k_end - k_start), path.name
+        assert row["dur_ns"] > 3 * (r_end - r_start)  # the range only timed the enqueue
+        assert row["timing_source"] == "kernel"
+        assert row["launch_ts_ns"] == r_start
+        assert row["kernel_count"] == n_k == 1
+
+
+def raw_launches(con: sqlite3.Connection) -> dict[tuple[str, int], int]:
+    """(table, rowid) -> start of the runtime call with its correlationId in its process,
+    the CUDA runtime row (eventClass 0) preferred over others, then the earliest (Python)."""
+    runtime: dict[tuple[int, int], tuple[int, int]] = {}
+    for cid, g, start, cls in con.execute(
+        "SELECT correlationId, globalTid, start, eventClass FROM CUPTI_ACTIVITY_KIND_RUNTIME"
+    ):
+        key = (cid, (g >> 24) & 0xFFFFFF)
+        rank_ = (0 if cls == 0 else 1, start)
+        if key not in runtime or rank_ < runtime[key]:
+            runtime[key] = rank_
+    out: dict[tuple[str, int], int] = {}
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for cat, table in (
+        ("kernel", "CUPTI_ACTIVITY_KIND_KERNEL"),
+        ("memcpy", "CUPTI_ACTIVITY_KIND_MEMCPY"),
+        ("memset", "CUPTI_ACTIVITY_KIND_MEMSET"),
+    ):
+        if table not in tables:
+            continue
+        for rowid, cid, gp in con.execute(f"SELECT rowid, correlationId, globalPid FROM {table}"):
+            hit = runtime.get((cid, (gp >> 24) & 0xFFFFFF))
+            if hit is not None:
+                out[(cat, rowid)] = hit[1]
+    return out
+
+
+def test_real_kernel_launch_ts_from_runtime(nsys_dir: Path) -> None:
+    """kernels.launch_ts_ns = the launching runtime call's start, on every real export."""
+    paths = [nsys_dir / n for n in SQLITES] + zhiyihu_files(nsys_dir)
+    for path in paths:
+        with ro(path) as con:
+            expected = raw_launches(con)
+        k = run(path).get("kernels")
+        cat = pl.when(pl.col("category").is_in(["memcpy", "memset"])).then(pl.col("category"))
+        got = {
+            (c, line): ts
+            for c, line, ts in k.select(
+                cat.fill_null("kernel"), "source_line", "launch_ts_ns"
+            ).iter_rows()
+        }
+        assert got == expected, path.name
+        assert len(got) == k.height  # every activity row of these exports has its launch
+        # No step markers in these exports: no iteration.
+        assert k["iteration"].null_count() == k.height
+    # The 2022.2 saxpy export writes each launch twice (eventClass 67 around eventClass 0).
+    with ro(nsys_dir / SAXPY) as con:
+        twice = con.execute(
+            "SELECT count(*) FROM (SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            "GROUP BY correlationId, globalTid HAVING count(DISTINCT eventClass) > 1)"
+        ).fetchone()[0]
+    assert twice > 0
+
+
+def build_timing_db(path: Path, *, cuda: bool = True) -> dict[str, object]:
+    """A SYNTHETIC export exercising the launch chain; returns the facts the tests check.
+
+    Process PID_A, main thread M (steps, NCCL calls) and autograd thread B. Steps
+    ProfilerStep#1 [0, 1000) and ProfilerStep#2 [1000, 2000) on M. ``cuda=False`` leaves out
+    the KERNEL and RUNTIME tables (an export without CUDA trace).
+    """
+    m, b = gtid(PID_A, 11), gtid(PID_A, 12)
+    con = sqlite3.connect(path)
+    con.executescript(
+        """
+        CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT);
+        CREATE TABLE NVTX_EVENTS (start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL,
+            text TEXT, globalTid INTEGER, textId INTEGER, domainId INTEGER, jsonText TEXT,
+            eventId INTEGER PRIMARY KEY);
+        """
+    )
+    names = {20: "ncclAllReduce", 21: "ncclGroupStart", 22: "ncclSend", 23: "ncclRecv",
+             24: "ncclGroupEnd", 30: "ncclDevKernel_AllReduce_Sum_f32_RING_LL",
+             31: "ncclDevKernel_SendRecv", 32: "sm90_xmma_gemm_bf16"}  # fmt: skip
+    con.executemany("INSERT INTO StringIds VALUES (?, ?)", names.items())
+    nvtx = [
+        (1, None, 75, "NCCL", m, None, NCCL_DOM),
+        (0, 1000, 59, "ProfilerStep#1", m, None, 0),
+        (1000, 2000, 59, "ProfilerStep#2", m, None, 0),
+        (100, 150, 59, None, m, 20, NCCL_DOM),  # allreduce: launches kernel 1 at 120
+        (200, 205, 59, None, m, 21, NCCL_DOM),  # group start
+        (210, 220, 59, None, m, 22, NCCL_DOM),  # send, inside the group
+        (230, 240, 59, None, m, 23, NCCL_DOM),  # recv, inside the group
+        (250, 300, 59, None, m, 24, NCCL_DOM),  # group end: launches kernel 2 at 260
+        (1100, 1110, 59, None, m, 20, NCCL_DOM),  # allreduce that launches nothing
+    ]
+    con.executemany(
+        "INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+        nvtx,
+    )
+    # the last AllReduce is zero-size (decoded payload in jsonText)
+    con.execute(
+        "UPDATE NVTX_EVENTS SET jsonText = '{\"Message size [bytes]\": 0}' WHERE start = 1100"
+    )
+    # kernel: (corr, start, end, name id); runtime: (corr, thread, start, eventClass)
+    kernels = [(1, 1200, 1500, 30), (2, 1600, 1700, 31), (3, 1900, 1990, 32), (4, 2600, 2700, 32)]
+    runtime = [(1, m, 120, 0), (2, m, 260, 0), (3, b, 1040, 67), (3, b, 1050, 0), (4, m, 2500, 0)]
+    if cuda:
+        con.executescript(
+            """
+            CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER,
+                deviceId INTEGER, streamId INTEGER, correlationId INTEGER, globalPid INTEGER,
+                shortName INTEGER);
+            CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER,
+                eventClass INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER);
+            """
+        )
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 7, ?, ?, ?)",
+            [(s, e, c, gtid(PID_A, 0), n) for c, s, e, n in kernels],
+        )
+        con.executemany(
+            "INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (?, ?, ?, ?, ?, 0)",
+            [(s, s + 5, cls, g, c) for c, g, s, cls in runtime],
+        )
+    con.commit()
+    con.close()
+    return {"kernels": kernels, "runtime": runtime, "nvtx": nvtx}
+
+
+def test_synthetic_calls_kernel_group_and_unlaunched(tmp_path: Path) -> None:
+    path = tmp_path / "synthetic_timing_rank_0.sqlite"
+    facts = build_timing_db(path)
+    kern = {c: (s, e) for c, s, e, _ in facts["kernels"]}  # type: ignore[attr-defined]
+    ops = run(path).get("comm_ops").sort("launch_ts_ns")
+    assert ops["raw_op"].to_list() == ["ncclAllReduce", "ncclSend", "ncclRecv", "ncclAllReduce"]
+    # own kernel; the group's kernel for both grouped calls; nothing launched.
+    assert ops["ts_ns"].to_list() == [kern[1][0], kern[2][0], kern[2][0], 1100]
+    assert ops["dur_ns"].to_list() == [
+        kern[1][1] - kern[1][0],
+        kern[2][1] - kern[2][0],
+        kern[2][1] - kern[2][0],
+        None,
+    ]
+    assert ops["timing_source"].to_list() == ["kernel", "kernel", "kernel", "none"]
+    assert ops["kernel_count"].to_list() == [1, 1, 1, 0]
+    assert ops["launch_ts_ns"].to_list() == [100, 210, 230, 1100]
+    # Iteration by the CPU launch: the first AllReduce's kernel runs in step 2's window but
+    # was issued in step 1.
+    assert ops["iteration"].to_list() == [1, 1, 1, 2]
+
+
+def test_synthetic_kernel_launch_and_iteration(tmp_path: Path) -> None:
+    path = tmp_path / "synthetic_timing_rank_0.sqlite"
+    facts = build_timing_db(path)
+    launch: dict[int, int] = {}
+    for c, _, s, cls in facts["runtime"]:  # type: ignore[attr-defined]
+        if cls == 0:
+            launch[c] = s
+    k = run(path).get("kernels").sort("correlation")
+    assert k["launch_ts_ns"].to_list() == [launch[c] for c in k["correlation"].to_list()]
+    # kernel 1 launched at 120 (step 1) though it runs at 1200; kernel 3 launched by the
+    # autograd thread at 1050 (step 2 of its process); kernel 4 launched after every step.
+    assert k["iteration"].to_list() == [1, 1, 2, None]
+
+
+def test_synthetic_no_cuda_trace_keeps_cpu_range(tmp_path: Path) -> None:
+    path = tmp_path / "synthetic_nocuda_rank_0.sqlite"
+    facts = build_timing_db(path, cuda=False)
+    calls = sorted(
+        (s, e)
+        for s, e, _, _, _, tid, _ in facts["nvtx"]  # type: ignore[attr-defined]
+        if tid in (20, 22, 23)
+    )
+    ops = run(path).get("comm_ops").sort("ts_ns")
+    assert ops["launch_ts_ns"].to_list() == [s for s, _ in calls]
+    # Without a CUDA trace the CPU range is all there is; the zero-size call (start 1100)
+    # moves nothing and has no time at all.
+    timed = ops.filter(pl.col("msg_bytes").fill_null(-1) != 0)
+    assert set(timed["timing_source"]) == {"cpu_range"}
+    assert timed.select("ts_ns", "dur_ns").rows() == [(s, e - s) for s, e in calls if s != 1100]
+    zero = ops.filter(pl.col("msg_bytes") == 0)
+    assert zero.select("ts_ns", "dur_ns", "timing_source").rows() == [(1100, None, "none")]
+    assert ops["kernel_count"].null_count() == ops.height  # no kernels traced: unknown
+
+
+def test_jax_csv_comm_ops_are_cpu_ranges(nsys_dir: Path) -> None:
+    """A range report has no kernels to link: its NCCL rows are CPU ranges, said so."""
+    header, rows = _jax_rows(nsys_dir / JAX_CSV)
+    i_name, i_start, i_end = (header.index(c) for c in ("Name", "Start (ns)", "End (ns)"))
+    expected = sorted(
+        (int(r[i_start]), int(r[i_end]) - int(r[i_start]))
+        for r in rows
+        if r[i_name] in NCCL_DATA_OPS
+    )
+    ops = run(nsys_dir / JAX_CSV).get("comm_ops").sort("ts_ns", "dur_ns")
+    assert ops.select("ts_ns", "dur_ns").rows() == expected
+    assert set(ops["timing_source"]) == {"cpu_range"}
+    assert (ops["launch_ts_ns"] == ops["ts_ns"]).all()
+
+
+def test_synthetic_recipe_projection_is_kernel_time(tmp_path: Path) -> None:
+    """nvtx_gpu_proj_trace: a projected NCCL call is GPU time; NumGPUOps 0 has none."""
+    import pyarrow as pa
+
+    rows = {
+        "Name": ["NCCL:ncclAllReduce", "NCCL:ncclAllGather", "step 3"],
+        "Projected Start": [5000, 7000, 4000],
+        "Projected Duration": [900, 0, 9000],
+        "Orig Start": [1000.0, 1200.0, 900.0],
+        "Orig Duration": [30.0, 20.0, 9500.0],
+        "Style": ["PushPop"] * 3,
+        "PID": [1, 1, 1],
+        "TID": [2, 2, 2],
+        "NumGPUOps": [2, 0, 40],
+        "Lvl": [1.0, 1.0, 0.0],
+        "NumChild": [0, 0, 2],
+        "RangeId": [2.0, 3.0, 1.0],
+        "ParentId": [1.0, 1.0, None],
+        "RangeStack": [":1:2", ":1:3", ":1"],
+        "Rank": [0, 0, 0],
+    }
+    path = tmp_path / "synthetic_nvtx_gpu_proj_trace.parquet"
+    pq.write_table(pa.table(rows), path)
+    ops = run(path).get("comm_ops").sort("launch_ts_ns")
+    assert ops.select(
+        "op", "ts_ns", "dur_ns", "timing_source", "launch_ts_ns", "kernel_count"
+    ).rows() == [
+        ("all_reduce", 5000, 900, "kernel", 1000, 2),
+        ("all_gather", 7000, None, "none", 1200, 0),
+    ]
+
+
+def test_real_epoch_shifted_export_is_aligned(nsys_dir: Path) -> None:
+    """ZhiyiHu exports are normalised then shifted by the session start: ts_ns are epoch ns."""
+    for path in zhiyihu_files(nsys_dir):
+        with ro(path) as con:
+            start = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+            first = con.execute(
+                "SELECT min(start) FROM NVTX_EVENTS WHERE eventType = 59 AND end >= start"
+            ).fetchone()[0]
+        assert meta["EXPORT_PARAM_TIME_NORMALIZE"] == "true"
+        assert int(meta["EXPORT_CONFIG_TIME_SHIFT"]) == start[0] <= first
+        out = run(path)
+        row = out.get("trace_meta").row(0, named=True)
+        assert (row["clock_anchor_ns"], row["aligned"]) == (0, True), path.name
+        assert out.get("markers")["ts_ns"].min() == first  # already on the epoch clock

@@ -22,7 +22,14 @@ from pipeline.ingest import ingest_paths
 from pipeline.sql_modules import discover, with_dependencies
 from pipeline.store import Store
 
-TIME_OBJECTS = ("iterations", "on_off", "int_onoff_signature", "int_rank_busy_merged")
+TIME_OBJECTS = (
+    "iterations",
+    "on_off",
+    "int_onoff_signature",
+    "int_rank_busy_merged",
+    "int_iteration_spans",
+    "unattributed_work",
+)
 
 HTA = (
     "kineto/hta_trace_filter__sampled_rank-0.json.gz",
@@ -36,7 +43,21 @@ OTHER_SAMPLES = (
 )
 
 INVARIANTS: dict[str, str] = {
-    "on_plus_off_is_iteration_time": "SELECT * FROM on_off WHERE on_ns + off_ns <> iteration_ns",
+    "on_plus_off_is_iteration_time_plus_spill": """
+        SELECT * FROM on_off WHERE on_ns + off_ns <> iteration_ns + spill_ns""",
+    "spill_inside_on": "SELECT * FROM on_off WHERE spill_ns < 0 OR spill_ns > on_ns",
+    "spans_ordered_and_disjoint": """
+        SELECT * FROM (
+          SELECT *, lead(start_ns) OVER (PARTITION BY run_id, rank ORDER BY iteration) AS nxt
+          FROM int_iteration_spans
+        ) WHERE end_ns < start_ns OR end_ns > nxt""",
+    "one_iteration_row_per_rank_and_step": """
+        SELECT run_id, rank, iteration FROM iterations
+        GROUP BY run_id, rank, iteration HAVING count(*) > 1""",
+    "outside_counts_within_totals": """
+        SELECT * FROM unattributed_work
+        WHERE kernels_outside > kernels OR comm_rows_outside > comm_rows
+           OR kernel_share_outside NOT BETWEEN 0 AND 1""",
     "on_off_non_negative": "SELECT * FROM on_off WHERE on_ns < 0 OR off_ns < 0 OR cycles < 0",
     "duty_cycle_in_0_1": "SELECT * FROM on_off WHERE duty_cycle < 0 OR duty_cycle > 1",
     "iteration_durations_non_negative": "SELECT * FROM iterations WHERE duration_ns < 0",
@@ -49,10 +70,6 @@ INVARIANTS: dict[str, str] = {
           ) AS prev_end
           FROM int_rank_busy_merged
         ) WHERE prev_end > ts_ns""",
-    "busy_inside_iteration": """
-        SELECT * FROM int_rank_busy_merged AS b JOIN iterations AS i
-          ON b.run_id = i.run_id AND b.rank = i.rank AND b.iteration = i.iteration
-        WHERE b.ts_ns < i.start_ns OR b.end_ns > i.end_ns""",
 }
 
 
