@@ -1,5 +1,5 @@
 -- Communication calls with their group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other).
--- One row per communication call of the rank's primary source (int_rank_primary_source; calls without a rank all kept). Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides.
+-- One row per communication call of the rank's primary source (int_rank_primary_source; calls without a rank all kept). Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked.
 CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- Training run identifier.
   run_id,
@@ -31,7 +31,7 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   seq,
   -- Start, ns on the rank's timeline.
   ts_ns,
-  -- Duration in ns (null when not logged).
+  -- Duration in ns (null when not logged or timing_source is none).
   dur_ns,
   -- End, ns (ts_ns + dur_ns).
   end_ns,
@@ -58,7 +58,11 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- How traffic_class was decided: op (send/recv, all_to_all), config_group, config_size, inferred_group, inferred_size, unknown.
   class_source,
   -- Compact key of the call (stg_store__comm_ops.call_key).
-  call_key
+  call_key,
+  -- Clock of ts_ns/dur_ns: kernel, cpu_range, logged, none (no duration: no comm time, no bandwidth); null when the source does not say.
+  timing_source,
+  -- How group_size/global_group were found: logged (the record names its group), pg_config (the trace's process-group table), inferred_default (default group of a W-rank world: the world group), null when unknown.
+  group_source
 ) AS
 WITH
   ops AS (
@@ -79,6 +83,7 @@ WITH
       coalesce(
         ck.global_group,
         pk.global_group,
+        -- a call of the whole world, named by size only or on the default group of the trace
         CASE WHEN o.group_size = w.world_size THEN 'world' END
       ) AS global_group,
       w.world_size,
@@ -193,7 +198,9 @@ SELECT
   n.node,
   j.traffic_class,
   j.class_source,
-  j.call_key
+  j.call_key,
+  j.timing_source,
+  j.group_source
 FROM judged AS j
 LEFT JOIN nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
 LEFT JOIN (

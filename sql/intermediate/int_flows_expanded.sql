@@ -1,5 +1,5 @@
 -- Point-to-point flows of each logged communication call, expanded by its algorithm (ring, tree, all-to-all, p2p).
--- One row per (run, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size, placement, logged_rank): the logged calls are counted per distinct (rank, iteration, op, size, group, peer, algorithm) pattern before expansion (a rank repeats identical calls many times per iteration), so rows are sums over calls; each rank's rows yield that rank's outgoing bytes, so a rank's flows sum to its logged send volume. Ring all_reduce: 2(n-1)/n*S to the ring successor; all_gather: (n-1)*S (S = per-rank sendcount, NCCL semantics); reduce_scatter: (n-1)*S for NCCL (S = recvcount) else (n-1)/n*S (S = full input, DeepSpeed/PyTorch); broadcast: S to the successor unless it is the root; reduce: S to the successor unless the caller is the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S to every other member for NCCL (per-peer count) else S/n; send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank.
+-- One row per (run, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size, placement, logged_rank): the logged calls are counted per distinct (rank, iteration, op, size, group, peer, algorithm) pattern before expansion (a rank repeats identical calls many times per iteration), so rows are sums over calls; each rank's rows yield that rank's outgoing bytes, so a rank's flows sum to its logged send volume. S = msg_bytes, the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer). Ring all_reduce, all_gather, reduce_scatter, broadcast, reduce: comm_bus_bytes(op, S, n) of sql/macros/comm_bus_factor.sql (2(n-1)/n*S, (n-1)*S, (n-1)*S, S, S) to the ring successor; broadcast not to the root, reduce not from the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S/n to every other member; send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank.
 CREATE OR REPLACE VIEW int_flows_expanded(
   -- Training run identifier.
   run_id,
@@ -94,16 +94,12 @@ WITH
       END AS mode,
       coalesce(rn.nch, 1) AS ring_nch,
       coalesce(tn.nch, 1) AS tree_nch,
-      CASE b.op
-        WHEN 'all_reduce' THEN 2.0 * (b.n - 1) / b.n * b.s
-        WHEN 'all_gather' THEN (b.n - 1) * b.s
-        WHEN 'reduce_scatter' THEN
-          CASE WHEN b.source_format = 'nccl_debug' THEN (b.n - 1) * b.s
-            ELSE (b.n - 1) * b.s / b.n END
-        WHEN 'broadcast' THEN b.s
-        WHEN 'reduce' THEN b.s
-        WHEN 'all_to_all' THEN
-          CASE WHEN b.source_format = 'nccl_debug' THEN b.s ELSE b.s / b.n END
+      CASE
+        -- a rank's ring send volume is the nccl-tests bus bytes (one definition, the macro)
+        WHEN b.op IN ('all_reduce', 'all_gather', 'reduce_scatter', 'broadcast', 'reduce')
+          THEN comm_bus_bytes(b.op, b.s, b.n)
+        -- the block for each peer of the full per-rank send buffer
+        WHEN b.op = 'all_to_all' THEN b.s / b.n
         ELSE b.s
       END AS v
     FROM base AS b

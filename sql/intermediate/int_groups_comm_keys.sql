@@ -1,5 +1,5 @@
 -- Lookup from a logged communicator (NCCL pointer per process, or process-group name) to its group of global ranks.
--- One row per (run_id, key_kind, comm_id, host, pid, global_rank): NCCL communicators per member process; process groups once per (comm_id, group_size).
+-- One row per (run_id, key_kind, comm_id, host, pid, global_rank): NCCL communicators per member process; process groups once per (comm_id, group_size). A process group of the world's size is the world group, whichever name it has (a Kineto call on the default group, group_source inferred_default, gets group_size W).
 CREATE OR REPLACE VIEW int_groups_comm_keys(
   -- Training run identifier.
   run_id,
@@ -18,7 +18,9 @@ CREATE OR REPLACE VIEW int_groups_comm_keys(
   -- Group key: 'world' for the whole world, else the sorted member global ranks joined by ',' when all members are known, else 'nccl:<commHash>/<n>' (or 'nccl:split:<parent>/<parent n>:<color>[#<call>]/<n>' for a split child) or 'pg:<name>/<n>'.
   global_group,
   -- True when every member's global rank is known.
-  members_complete
+  members_complete,
+  -- How the group was found: logged (NCCL communicator, or a process group the records name), pg_config (the trace's process-group table), inferred_default (default group of a W-rank trace, group_size W: the world); comma-joined when the calls of a key say several; null when they do not say.
+  group_source
 ) AS
 WITH
   rw AS MATERIALIZED (SELECT run_id, world_size FROM int_run_world),
@@ -105,7 +107,8 @@ WITH
       o.group_size,
       any_value(w.world_size) AS world_size,
       array_to_string(list_sort(list(DISTINCT o.rank)), ',') AS member_list,
-      count(DISTINCT o.rank) AS n_known
+      count(DISTINCT o.rank) AS n_known,
+      string_agg(DISTINCT o.group_source, ',' ORDER BY o.group_source) AS group_source
     FROM stg_store__comm_ops AS o
     LEFT JOIN rw AS w USING (run_id)
     WHERE coalesce(o.source_format, '') <> 'nccl_debug'
@@ -122,7 +125,8 @@ SELECT
   global_rank,
   any_value(group_size) AS group_size,
   min(global_group) AS global_group,
-  bool_or(members_complete) AS members_complete
+  bool_or(members_complete) AS members_complete,
+  'logged' AS group_source
 FROM comm_keys
 GROUP BY run_id, key_kind, comm_id, host, pid, global_rank
 UNION ALL
@@ -139,5 +143,6 @@ SELECT
     WHEN n_known = group_size THEN member_list
     ELSE 'pg:' || comm_id || '/' || group_size
   END AS global_group,
-  (group_size = world_size OR n_known = group_size) AS members_complete
+  (group_size = world_size OR n_known = group_size) AS members_complete,
+  group_source
 FROM pg

@@ -1,5 +1,5 @@
 -- The one source format whose communication calls count for each rank, so a rank logged by two tools (DeepSpeed comms log + Kineto trace, NCCL log + nsys export) is not counted twice in traffic, bandwidth and size metrics.
--- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members; e.g. NCCL split communicators whose color is not logged are not), then the most data-moving calls with a duration (NCCL debug logs none); ties: nccl_debug, kineto, nsys, then by name.
+-- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members, or the world: group_size = world size, as a call on the default group of a W-rank trace, group_source inferred_default; e.g. NCCL split communicators whose color is not logged are not), then the most data-moving calls with a duration (NCCL debug logs none); ties: nccl_debug, kineto, nsys, then by name.
 CREATE OR REPLACE VIEW int_rank_primary_source(
   -- Training run identifier.
   run_id,
@@ -9,7 +9,7 @@ CREATE OR REPLACE VIEW int_rank_primary_source(
   source_format,
   -- Data-moving calls of the rank in the chosen format.
   traffic_calls,
-  -- Of those, calls whose group members are known.
+  -- Of those, calls whose group members are known (a logged group, or the world).
   placed_calls,
   -- Number of formats that logged calls for the rank (1 = no choice was needed).
   formats_logged
@@ -23,11 +23,13 @@ WITH
       o.source_format,
       count(*) FILTER (WHERE o.is_traffic) AS traffic_calls,
       count(*) FILTER (
-        WHERE o.is_traffic AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL)
+        WHERE o.is_traffic
+          AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL OR o.group_size = w.world_size)
       ) AS placed_calls,
       count(*) FILTER (WHERE o.is_traffic AND o.dur_ns IS NOT NULL) AS timed_calls,
       count(*) AS calls
     FROM stg_store__comm_ops AS o
+    LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
     LEFT JOIN keys AS ck
       ON ck.key_kind = 'communicator' AND ck.run_id = o.run_id AND ck.comm_id = o.comm_id
       AND coalesce(ck.host, '') = coalesce(o.host, '') AND coalesce(ck.pid, -1) = coalesce(o.pid, -1)

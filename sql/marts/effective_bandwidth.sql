@@ -1,5 +1,5 @@
--- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run (model_spec §C: C = busbw of large messages).
--- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: algbw S = msg for all_reduce/broadcast/reduce/send/recv, msg*n for all_gather (and NCCL reduce_scatter/all_to_all/gather/scatter, whose count is per rank), msg for PyTorch/DeepSpeed reduce_scatter/all_to_all (full input); busbw = algbw * 2(n-1)/n (all_reduce), (n-1)/n (all_gather, reduce_scatter, all_to_all, gather, scatter), 1 otherwise. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown.
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run (model_spec §C: C = busbw of large messages). Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
+-- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
   run_id,
@@ -11,6 +11,8 @@ CREATE OR REPLACE VIEW effective_bandwidth(
   traffic_class,
   -- True group size n used for busbw (null when unknown).
   group_size,
+  -- Where n came from: logged, pg_config, inferred_default (default group of a W-rank trace: the world), run_config (calls that log no group: DeepSpeed), op (send/recv: 2), unknown (the row does not say); comma-joined when several; null when n is unknown.
+  group_source,
   -- World size (DeepSpeed's n).
   world_size,
   -- Message-size bucket: largest power of two <= msg_bytes.
@@ -25,21 +27,23 @@ CREATE OR REPLACE VIEW effective_bandwidth(
   calls,
   -- Sum of msg_bytes over the calls.
   total_bytes,
-  -- Calls with a duration (bandwidths come from these).
+  -- Calls with a duration (bandwidths come from these; timing_source 'none' and null dur_ns excluded).
   timed_calls,
+  -- Clock of the timed calls' durations: kernel, cpu_range, logged (comma-joined when several; 'unknown' for rows that do not say); null when no call is timed.
+  timing_source,
   -- Median call duration, ns (summary rows: the printed average latency).
   median_dur_ns,
   -- Mean call duration, ns (summary rows: total latency / count).
   mean_dur_ns,
   -- Median algorithm bandwidth S/t, GB/s (1e9 bytes/s), true group size.
   algbw_gb_s,
-  -- Median bus bandwidth, GB/s, true group size.
+  -- Median bus bandwidth algbw x comm_bus_factor, GB/s (1e9 bytes/s), true group size.
   busbw_gb_s,
-  -- Median algorithm bandwidth, Gbit/s.
+  -- Median algorithm bandwidth, Gbit/s (1e9 bit/s).
   algbw_gbit_s,
-  -- Median bus bandwidth, Gbit/s.
+  -- Median bus bandwidth, Gbit/s (1e9 bit/s).
   busbw_gbit_s,
-  -- Mean bus bandwidth, GB/s.
+  -- Mean bus bandwidth, GB/s (1e9 bytes/s).
   mean_busbw_gb_s,
   -- Median busbw as the source logged it, Gbit/s (DeepSpeed: computed with the world size).
   logged_busbw_gbit_s,
@@ -78,7 +82,10 @@ WITH
       o.traffic_class,
       o.source_format,
       o.msg_bytes::DOUBLE AS s,
-      o.dur_ns,
+      -- no bandwidth from a call without its own duration (never a number from another clock)
+      CASE WHEN coalesce(o.timing_source, '') <> 'none' AND o.dur_ns > 0 THEN o.dur_ns END
+        AS dur_ns,
+      coalesce(o.timing_source, 'unknown') AS timing_source,
       o.busbw_gbps AS logged_busbw,
       w.world_size AS nw,
       coalesce(
@@ -90,6 +97,12 @@ WITH
           WHEN w.dp = 1 THEN w.tp
         END
       ) AS n,
+      CASE
+        WHEN o.group_size IS NOT NULL THEN coalesce(o.group_source, 'unknown')
+        WHEN o.op IN ('send', 'recv') THEN 'op'
+        -- n (the alias above) came from the config
+        WHEN n IS NOT NULL THEN 'run_config'
+      END AS group_source,
       CASE
         WHEN gn.n_known = gn.n_members AND gn.n_nodes = 1 THEN w.c_intra_bps
         WHEN gn.n_known = gn.n_members AND gn.n_nodes > 1 THEN w.c_inter_bps
@@ -111,6 +124,8 @@ WITH
         ELSE 'other'
       END AS traffic_class,
       'deepspeed_comms' AS source_format,
+      'logged' AS timing_source,
+
       c.msg_bytes::DOUBLE AS s,
       c.msg_bytes,
       c.summary_index,
@@ -125,45 +140,51 @@ WITH
         WHEN c.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
         WHEN w.tp = 1 THEN w.dp
         WHEN w.dp = 1 THEN w.tp
-      END AS n
+      END AS n,
+      CASE
+        WHEN c.op IN ('send', 'recv') THEN 'op'
+        -- n (the alias above) came from the config
+        WHEN n IS NOT NULL THEN 'run_config'
+      END AS group_source
     FROM stg_store__comm_summaries AS c
     LEFT JOIN world AS w ON w.run_id = c.run_id
     WHERE c.op NOT IN ('barrier', 'other') AND c.msg_bytes > 0
   ),
   factors AS (
-    -- per call: algbw size S_alg, busbw factor with n, DeepSpeed factors with the world size
+    -- per call: algbw size S and busbw factor with the true n (the shared macros), and
+    -- DeepSpeed's calc_bw_log busbw / msg, which applies the same factors with n = world size
     SELECT
       *,
+      comm_alg_bytes(op, s_canon, n) AS s_alg,
+      comm_bus_factor(op, n) AS bus_factor,
       CASE
-        WHEN op = 'all_gather' THEN s * n
-        WHEN op IN ('reduce_scatter', 'all_to_all', 'gather', 'scatter')
-          AND source_format = 'nccl_debug' THEN s * n
-        ELSE s
-      END AS s_alg,
-      CASE
-        WHEN op = 'all_reduce' THEN 2.0 * (n - 1) / n
-        WHEN op IN ('all_gather', 'reduce_scatter', 'all_to_all', 'gather', 'scatter')
-          THEN (n - 1)::DOUBLE / n
-        ELSE 1.0
-      END AS bus_factor,
-      -- DeepSpeed calc_bw_log busbw / (S/t), with n = world size
-      CASE
-        WHEN op = 'all_to_all' THEN (nw - 1)::DOUBLE / nw
-        WHEN op IN ('all_gather', 'reduce_scatter') THEN (nw - 1)::DOUBLE
-        WHEN op = 'all_reduce' THEN 2.0 * (nw - 1) / nw
+        WHEN op IN ('all_reduce', 'all_gather', 'reduce_scatter', 'all_to_all')
+          THEN comm_bus_bytes(op, 1, nw)
         ELSE 1.0
       END AS ds_factor
     FROM (
-      SELECT run_id, op, traffic_class, source_format, s, NULL::BIGINT AS msg_bytes,
-        NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, 1 AS calls, dur_ns::DOUBLE AS median_dur_ns,
-        dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source
-      FROM calls
-      UNION ALL
-      SELECT run_id, op, traffic_class, source_format, s, msg_bytes, summary_index, summary_line,
-        calls,
-        median_dur_ns, mean_dur_ns, logged_busbw, nw, n, NULL AS capacity,
-        'comm_summaries' AS source
-      FROM summaries
+      -- canonical msg_bytes: DeepSpeed logs reduce_scatter's input tensor (all n shards; its
+      -- get_msg_size_from_args takes the `tensor` argument) and no group size, so the shard is
+      -- known only here, once n is: s / n. Every other source logs the canonical size.
+      SELECT
+        *,
+        CASE WHEN source_format = 'deepspeed_comms' AND op = 'reduce_scatter' THEN s / n ELSE s END
+          AS s_canon
+      FROM (
+        SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s,
+          NULL::BIGINT AS msg_bytes,
+          NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, 1 AS calls, dur_ns::DOUBLE AS median_dur_ns,
+          dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source
+        FROM calls
+        UNION ALL
+        SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s, msg_bytes,
+          summary_index,
+          summary_line,
+          calls,
+          median_dur_ns, mean_dur_ns, logged_busbw, nw, n, NULL AS capacity,
+          'comm_summaries' AS source
+        FROM summaries
+      )
     )
   ),
   per_call AS (
@@ -183,6 +204,7 @@ WITH
       op,
       traffic_class,
       n::INTEGER AS group_size,
+      string_agg(DISTINCT group_source, ',' ORDER BY group_source) AS group_source,
       any_value(nw)::INTEGER AS world_size,
       (2::BIGINT ** floor(log2(s)))::BIGINT AS size_bucket_bytes,
       any_value(msg_bytes) AS msg_bytes,
@@ -191,6 +213,8 @@ WITH
       sum(calls)::BIGINT AS calls,
       sum(s * calls)::BIGINT AS total_bytes,
       sum(CASE WHEN median_dur_ns > 0 THEN calls ELSE 0 END)::BIGINT AS timed_calls,
+      string_agg(DISTINCT timing_source, ',' ORDER BY timing_source)
+        FILTER (WHERE median_dur_ns > 0) AS timing_source,
       median(median_dur_ns) AS median_dur_ns,
       sum(mean_dur_ns * calls) / nullif(sum(CASE WHEN mean_dur_ns IS NOT NULL THEN calls END), 0)
         AS mean_dur_ns,
@@ -226,6 +250,7 @@ SELECT
   g.op,
   g.traffic_class,
   g.group_size,
+  g.group_source,
   g.world_size,
   g.size_bucket_bytes,
   g.msg_bytes,
@@ -234,6 +259,7 @@ SELECT
   g.calls,
   g.total_bytes,
   g.timed_calls,
+  g.timing_source,
   g.median_dur_ns,
   g.mean_dur_ns,
   g.algbw_gb_s,

@@ -1,5 +1,5 @@
 -- Distribution of message sizes per operation and traffic class in power-of-two buckets, with counts, bytes and CDFs (APNet'24 Fig. 1).
--- One row per (run_id, source, op, traffic_class, size_bucket_bytes); source comm_ops counts every logged call on every rank, source comm_summaries the calls of DeepSpeed's summary tables (kept apart: a run may log both).
+-- One row per (run_id, source, op, traffic_class, size_bucket_bytes); source comm_ops counts every logged call on every rank, source comm_summaries the calls of DeepSpeed's summary tables (kept apart: a run may log both). Sizes are comm_ops.msg_bytes, the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer), except DeepSpeed's reduce_scatter, logged as its full input (n shards) with no group size: kept as logged (effective_bandwidth divides it by n where the config gives n).
 CREATE OR REPLACE VIEW message_sizes(
   -- Training run identifier.
   run_id,

@@ -1,5 +1,5 @@
 -- The analytical model's prediction beside the measured value for each term (T_comp, T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP, T_bubble, T_comm, T_iter, R_comm, R_bubble, R_bubble_eq7, C_TP, C_PP, C_DP), with absolute and relative errors (APNet'24 Fig. 10 validation).
--- One row per (run, term) that is measured or predicted. Measured = mean over the sample: the ranks of rank 0's pipeline stage (the model predicts rank 0; all ranks when stages are unknown) and their steady-state iterations (a rank's first iteration left out when it has 3 or more). Predicted = predicted_times (stage_exact mode, rank 0; seconds) and run_config's platform bandwidths; null without a config.
+-- One row per (run, term) that is measured or predicted. Measured = mean over the sample: the ranks of rank 0's pipeline stage (the model predicts rank 0; all ranks when stages are unknown) and their steady-state iterations (a rank's first iteration left out when it has 3 or more). Predicted = predicted_times (stage_exact mode, rank 0; seconds) and run_config's platform bandwidths; null without a config. Measured C_* = bus bytes (comm_bus_bytes of sql/macros/comm_bus_factor.sql, the nccl-tests factors) / call time of the sample's timed calls, bytes/s (decimal).
 CREATE OR REPLACE VIEW model_vs_measured(
   -- Training run identifier.
   run_id,
@@ -7,7 +7,7 @@ CREATE OR REPLACE VIEW model_vs_measured(
   term,
   -- s (times) | ratio | bytes/s (C_*: bus bytes per second, the model's effective bandwidth).
   unit,
-  -- Measured mean over the sample ranks and steady-state iterations (times: per rank and iteration; ratios: mean of per-iteration ratios; C_*: sum of bus bytes / sum of call time of the sample's calls, PP: message bytes / active transfer).
+  -- Measured mean over the sample ranks and steady-state iterations (times: per rank and iteration; ratios: mean of per-iteration ratios; C_*: sum of bus bytes comm_bus_bytes(op, msg_bytes, n) of sql/macros/comm_bus_factor.sql / sum of call time of the sample's timed calls (no duration, no share), PP: message bytes / active transfer; bytes/s, decimal).
   measured,
   -- The model's value (null when the run has no config or the model gives none).
   predicted,
@@ -78,17 +78,17 @@ WITH
       c.traffic_class,
       CASE
         WHEN c.traffic_class = 'PP' THEN c.msg_bytes::DOUBLE
-        WHEN c.op = 'all_reduce' AND c.group_size > 0
-          THEN 2.0 * (c.group_size - 1) / c.group_size * c.msg_bytes
-        WHEN c.op IN ('all_gather', 'reduce_scatter') AND c.group_size > 0
-          THEN 1.0 * (c.group_size - 1) / c.group_size * c.msg_bytes
-        ELSE c.msg_bytes::DOUBLE
+        ELSE comm_bus_bytes(c.op, c.msg_bytes, c.group_size)
       END AS bus_bytes,
       CASE WHEN c.traffic_class = 'PP' THEN c.xfer_ns ELSE c.dur_ns END AS busy_ns
     FROM int_breakdown_calls AS c
     JOIN sample AS s
       ON s.run_id = c.run_id AND s.rank = c.rank AND c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns
     WHERE c.traffic_class IN ('TP', 'PP', 'DP') AND c.msg_bytes > 0
+  ),
+  timed_calls AS (
+    -- bandwidth only from calls with their own duration and a known bus volume
+    SELECT * FROM sample_calls WHERE busy_ns > 0 AND bus_bytes IS NOT NULL
   ),
   measured_bw AS (
     SELECT
@@ -97,7 +97,7 @@ WITH
       'bytes/s' AS unit,
       sum(bus_bytes) / nullif(sum(busy_ns), 0) * 1e9 AS measured,
       count(*) AS n
-    FROM sample_calls
+    FROM timed_calls
     GROUP BY run_id, traffic_class
   ),
   measured AS (

@@ -18,75 +18,28 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pytest
 
-from parsers.schema import TABLES
-from pipeline import run_config as rc
-from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import apply
 from pipeline.store import Store
+from tests.sql.conftest import materialised
 
 NCCLTESTS = "nccl_debug/nccltests_2.27.7_1proc_2gpu_allreduce.log"
 CORI = "nccl_debug/cori_2.5.6_2node_16rank_srun_labelled.out"
 DTYPE_SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1, 11: 1}
 
 
-def _sample_files(samples: Path) -> list[Path]:
-    return sorted(
-        p for p in samples.glob("*/*") if p.is_file() and not p.name.endswith(".source.txt")
-    )
-
-
 @pytest.fixture(scope="module")
-def store_all(
-    tmp_path_factory: pytest.TempPathFactory, shared_samples: Path, sample_traces: Path
-) -> tuple[Store, dict[str, Path]]:
-    """One store holding every sample, one run per file (run ids s00, s01, ...)."""
-    store = Store.open(tmp_path_factory.mktemp("traffic") / "store")
-    runs: dict[str, Path] = {}
-    for i, path in enumerate(_sample_files(shared_samples)):
-        run_id = f"s{i:02d}"
-        ingest_paths(store, [path], run_id=run_id)
-        runs[run_id] = path
-    for j, folder in enumerate(sorted(p for p in sample_traces.iterdir() if p.is_dir())):
-        ingest_paths(store, [folder], run_id=f"t{j:02d}")
-        runs[f"t{j:02d}"] = folder
-    return store, runs
-
-
-def _materialised(store: Store) -> duckdb.DuckDBPyConnection:
-    """Every run of the store in one in-memory connection, canonical tables copied into tables.
-
-    Like ``pipeline.derive.connect_for_derive`` but for all runs at once (each run's stored
-    config in ``run_config``) and without the Parquet views, whose per-batch files would be
-    opened once per reference in the plan (too many open files over 30 runs).
-    """
-    c = duckdb.connect()
-    store.create_views(c)
-    for name in TABLES:
-        c.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
-        c.execute(f"DROP VIEW {name}")
-        c.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
-    runs = [r for (r,) in c.execute("SELECT DISTINCT run_id FROM ingested_files").fetchall()]
-    cfg = pl.concat([run_config_frame(rc.load(store, r), r) for r in runs])
-    c.register("_cfg", cfg.to_arrow())
-    c.execute("CREATE TABLE run_config AS SELECT * FROM _cfg")
-    c.unregister("_cfg")
-    for name, df in predictions(None, "x").items():
-        c.register("_pred", df.to_arrow())
-        c.execute(f"CREATE TABLE {name} AS SELECT * FROM _pred")
-        c.unregister("_pred")
-    apply(c)
-    return c
+def store_all(all_samples: tuple[Store, dict[str, Path]]) -> tuple[Store, dict[str, Path]]:
+    """One store holding every sample, one run per file (tests/sql/conftest.py)."""
+    return all_samples
 
 
 @pytest.fixture(scope="module")
 def con(store_all: tuple[Store, dict[str, Path]]) -> Iterator[duckdb.DuckDBPyConnection]:
     """All sample runs with the SQL modules applied."""
     store, _ = store_all
-    c = _materialised(store)
+    c = materialised(store)
     yield c
     c.close()
 
@@ -107,7 +60,7 @@ def test_no_negative_or_self_bytes(con: duckdb.DuckDBPyConnection) -> None:
     ]
 
 
-def _sent_bounds(op: str, n: int | None, s: float, fmt: str | None) -> tuple[float, float] | None:
+def _sent_bounds(op: str, n: int | None, s: float) -> tuple[float, float] | None:
     """Bytes a logging rank sends for one call: (low, high), or None when not checkable."""
     if op == "send":
         return s, s
@@ -115,17 +68,15 @@ def _sent_bounds(op: str, n: int | None, s: float, fmt: str | None) -> tuple[flo
         return 0.0, 0.0
     if n is None or n <= 1:
         return 0.0, 0.0
-    nccl = fmt == "nccl_debug"
+    # s is the canonical msg_bytes, the same for every source: all_gather the per-rank
+    # send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer.
     if op == "all_reduce":
         v = 2.0 * (n - 1) / n * s
         return v, v
-    if op == "all_gather":
+    if op in ("all_gather", "reduce_scatter"):
         return (n - 1) * s, (n - 1) * s
-    if op == "reduce_scatter":
-        v = (n - 1) * s if nccl else (n - 1) * s / n
-        return v, v
     if op == "all_to_all":
-        v = (n - 1) * s if nccl else (n - 1) * s / n
+        v = (n - 1) * s / n
         return v, v
     if op in ("broadcast", "reduce", "gather"):
         return 0.0, s
@@ -165,7 +116,7 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
         if n is None and comm_id is not None and op not in ("send", "recv"):
             skip.add(key)  # the SQL may learn n from the group's members; not checkable here
             continue
-        lo_hi = _sent_bounds(op, n, float(s), fmt)
+        lo_hi = _sent_bounds(op, n, float(s))
         assert lo_hi is not None
         low[key] += lo_hi[0]
         high[key] += lo_hi[1]
@@ -268,7 +219,7 @@ def test_cori_replayed_allreduce_flows_along_the_rings(
     store, runs = store_all
     run_id = _run_of(runs, CORI)
     rings = _cori_rings((shared_samples / CORI).read_text(errors="replace"))
-    c = _materialised(store)
+    c = materialised(store)
     try:
         assert c.execute("SELECT count(*) FROM comm_ops WHERE run_id = ?", [run_id]).fetchone() == (
             0,
@@ -338,7 +289,7 @@ def test_deepspeed_summary_busbw_corrected_to_group_size(
         busbw = float(m.group(6))
         want[line_no] = (busbw, busbw * ratio[op])
     assert len(want) > 10
-    c = _materialised(store)
+    c = materialised(store)
     try:
         got = {
             line: (logged, corrected, n_used, world)

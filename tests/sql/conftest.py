@@ -1,0 +1,70 @@
+"""Fixtures of the SQL tests: every real sample ingested once into one temporary store.
+
+The traffic invariants and the bandwidth plausibility test read the same store (session scope),
+so the samples are parsed once per test session.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from parsers.schema import TABLES
+from pipeline import run_config as rc
+from pipeline.derive import predictions, run_config_frame
+from pipeline.ingest import ingest_paths
+from pipeline.sql_modules import apply
+from pipeline.store import Store
+
+
+def sample_files(samples: Path) -> list[Path]:
+    """Every sample of ../shared/samples/<format>/: a file, or a folder of one run's files
+    (per-rank dumps, per-node exports); the .source.txt notes left out."""
+    return sorted(p for p in samples.glob("*/*") if not p.name.endswith(".source.txt"))
+
+
+@pytest.fixture(scope="session")
+def all_samples(
+    tmp_path_factory: pytest.TempPathFactory, shared_samples: Path, sample_traces: Path
+) -> tuple[Store, dict[str, Path]]:
+    """One store holding every sample, one run per file or folder (run ids s00, s01, ...) and one per
+    sample_traces/ folder (t00, ...); the run id -> the path ingested."""
+    store = Store.open(tmp_path_factory.mktemp("samples") / "store")
+    runs: dict[str, Path] = {}
+    for i, path in enumerate(sample_files(shared_samples)):
+        run_id = f"s{i:02d}"
+        ingest_paths(store, [path], run_id=run_id)
+        runs[run_id] = path
+    for j, folder in enumerate(sorted(p for p in sample_traces.iterdir() if p.is_dir())):
+        ingest_paths(store, [folder], run_id=f"t{j:02d}")
+        runs[f"t{j:02d}"] = folder
+    return store, runs
+
+
+def materialised(store: Store) -> duckdb.DuckDBPyConnection:
+    """Every run of the store in one in-memory connection, canonical tables copied into tables.
+
+    Like ``pipeline.derive.connect_for_derive`` but for all runs at once (each run's stored
+    config in ``run_config``) and without the Parquet views, whose per-batch files would be
+    opened once per reference in the plan (too many open files over 30 runs).
+    """
+    c = duckdb.connect()
+    store.create_views(c)
+    for name in TABLES:
+        c.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
+        c.execute(f"DROP VIEW {name}")
+        c.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
+    runs = [r for (r,) in c.execute("SELECT DISTINCT run_id FROM ingested_files").fetchall()]
+    cfg = pl.concat([run_config_frame(rc.load(store, r), r) for r in runs])
+    c.register("_cfg", cfg.to_arrow())
+    c.execute("CREATE TABLE run_config AS SELECT * FROM _cfg")
+    c.unregister("_cfg")
+    for name, df in predictions(None, "x").items():
+        c.register("_pred", df.to_arrow())
+        c.execute(f"CREATE TABLE {name} AS SELECT * FROM _pred")
+        c.unregister("_pred")
+    apply(c)
+    return c
