@@ -27,6 +27,26 @@ def _data(df: pl.DataFrame) -> alt.InlineData:
 SOURCE_SCALE = alt.Scale(domain=["measured", "predicted"], range=[theme.MEASURED, theme.PREDICTED])
 WIDTH = 420
 HEIGHT = 260
+# Units, stated on every axis that shows them: sizes in bytes with SI (decimal) prefixes,
+# bandwidth in GB/s = 1e9 bytes/s (nccl-tests and the marts use the same decimal unit).
+SIZE_TITLE = "message size (bytes; k = 1e3, M = 1e6, G = 1e9)"
+BW_TITLE = "bus bandwidth (GB/s; 1 GB = 1e9 bytes)"
+SIZE_AXIS = alt.Axis(format="~s", values=[10**i for i in range(13)])  # decades: 1 .. 1T
+# Up to this many ranks (or nodes, blocks) a heatmap labels every one at its cell's centre.
+MAX_LABELLED = 16
+
+
+def _index_axis(size: int) -> alt.Axis:
+    """An axis of rank (node, block) cells [i, i + 1): integer labels at the cell centres."""
+    if size <= MAX_LABELLED:
+        return alt.Axis(
+            values=[i + 0.5 for i in range(size)],
+            labelExpr="floor(datum.value)",
+            labelOverlap=False,
+            grid=False,
+            ticks=False,
+        )
+    return alt.Axis(tickMinStep=1, format="d")
 
 
 def headline_errors(
@@ -88,21 +108,30 @@ def traffic_heatmap(
         title: chart title.
     """
     side = 260
+    # log colours only where volumes span a decade or more; a near-uniform matrix (ring shares
+    # of one buffer) would otherwise look bimodal over a 1 % spread
+    lo = float(cells["bytes"].min() or 0) if cells.height else 0.0  # type: ignore[arg-type]
+    hi = float(cells["bytes"].max() or 0) if cells.height else 0.0  # type: ignore[arg-type]
+    color_scale = (
+        alt.Scale(type="log", scheme="viridis")
+        if lo > 0 and hi / lo >= 10
+        else alt.Scale(scheme="viridis", domain=[0, hi or 1])
+    )
     xs = alt.Scale(domain=[0, size], nice=False)
     ys = alt.Scale(domain=[0, size], nice=False, reverse=True)
     rect = (
         alt.Chart(_data(cells))
         .mark_rect()
         .encode(
-            x=alt.X("dst:Q", title=f"receiving {unit}", scale=xs),
+            x=alt.X("dst:Q", title=f"receiving {unit}", scale=xs, axis=_index_axis(size)),
             x2="dst_end:Q",
-            y=alt.Y("src:Q", title=f"sending {unit}", scale=ys),
+            y=alt.Y("src:Q", title=f"sending {unit}", scale=ys, axis=_index_axis(size)),
             y2="src_end:Q",
             color=alt.Color(
                 "bytes:Q",
-                title="bytes / iteration",
-                scale=alt.Scale(type="log", scheme="viridis"),
-                legend=alt.Legend(format=".2s"),
+                title=["bytes / iteration", "(k = 1e3, M = 1e6, G = 1e9)"],
+                scale=color_scale,
+                legend=alt.Legend(format=".3~s", titleLimit=300),
             ),
             tooltip=[
                 alt.Tooltip("src:Q", title=f"from {unit}"),
@@ -114,12 +143,12 @@ def traffic_heatmap(
     vrule = (
         alt.Chart(_data(boundaries))
         .mark_rule(color="#e45756", strokeWidth=1)
-        .encode(x=alt.X("pos:Q", scale=xs))
+        .encode(x=alt.X("pos:Q", scale=xs, axis=_index_axis(size)))
     )
     hrule = (
         alt.Chart(_data(boundaries))
         .mark_rule(color="#e45756", strokeWidth=1)
-        .encode(y=alt.Y("pos:Q", scale=ys))
+        .encode(y=alt.Y("pos:Q", scale=ys, axis=_index_axis(size)))
     )
     return alt.layer(rect, vrule, hrule, title=title, width=side, height=side)
 
@@ -128,12 +157,18 @@ def onoff_overview(
     df: pl.DataFrame, *, unit: str, title: str = "Communication duty cycle, all ranks"
 ) -> alt.Chart:
     """Heatmap of the share of each iteration a rank (or block) spends communicating."""
+    size = int(df["rank_end"].max() or 0) if df.height else 0  # type: ignore[arg-type]
     return (
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_rect()
         .encode(
             x=alt.X("iteration:O", title="iteration"),
-            y=alt.Y("rank_axis:Q", title=unit, scale=alt.Scale(reverse=True, nice=False)),
+            y=alt.Y(
+                "rank_axis:Q",
+                title=unit,
+                scale=alt.Scale(domain=[0, size], reverse=True, nice=False),
+                axis=_index_axis(size),
+            ),
             y2="rank_end:Q",
             color=alt.Color(
                 "duty_cycle:Q", title="on share", scale=alt.Scale(domain=[0, 1], scheme="blues")
@@ -175,8 +210,9 @@ def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls
         .encode(
             x=alt.X(
                 "size_bucket_bytes:Q",
-                title="message size (bytes, bucket)",
+                title=f"{SIZE_TITLE}, bucket",
                 scale=alt.Scale(type="log"),
+                axis=SIZE_AXIS,
             ),
             y=alt.Y("cdf_calls:Q", title="share of calls <= size", scale=alt.Scale(domain=[0, 1])),
             color=alt.Color("series:N", title="op (class)"),
@@ -194,14 +230,23 @@ def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls
 def bandwidth(
     points: pl.DataFrame, rules: pl.DataFrame, *, title: str = "Bus bandwidth vs message size"
 ) -> alt.LayerChart:
-    """Median busbw per size bucket and op/class (Fig. 7), with the model's C_* as rules."""
+    """Median busbw per size bucket and op/class (Fig. 7), with the model's C_* as rules.
+
+    Per-call rows and DeepSpeed summary rows are separate lines (shape = source), so one
+    series never zigzags between two ways of measuring.
+    """
+    lo = float(points["busbw_gb_s"].min() or 0) if points.height else 0.0  # type: ignore[arg-type]
+    hi = float(points["busbw_gb_s"].max() or 0) if points.height else 0.0  # type: ignore[arg-type]
+    y_scale = alt.Scale(type="log") if lo > 0 and hi / lo >= 100 else alt.Scale()
     pts = (
         alt.Chart(_data(points))
         .mark_line(point=True)
         .encode(
-            x=alt.X("size_bytes:Q", title="message size (bytes)", scale=alt.Scale(type="log")),
-            y=alt.Y("busbw_gb_s:Q", title="bus bandwidth (GB/s)"),
+            x=alt.X("size_bytes:Q", title=SIZE_TITLE, scale=alt.Scale(type="log"), axis=SIZE_AXIS),
+            y=alt.Y("busbw_gb_s:Q", title=BW_TITLE, scale=y_scale, axis=alt.Axis(format="~g")),
             color=alt.Color("series:N", title="op (class)"),
+            shape=alt.Shape("source:N", title="measured from"),
+            detail="source:N",
             tooltip=[
                 "series:N",
                 "source:N",

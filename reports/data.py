@@ -9,7 +9,9 @@ blocks, and the on/off timeline shows a few selected ranks over a few iterations
 rows whatever the run's size.
 
 A view that cannot be computed raises :class:`Unavailable` with the reason (mart not derived,
-an older run without the mart, no data of that kind); the page then says "not available".
+an older run without the mart, no data of that kind); the page then shows the view's gap from
+:mod:`reports.gaps` (what the input lacks and what to record), or this reason where none is
+found.
 """
 
 from __future__ import annotations
@@ -19,14 +21,13 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import duckdb
 import polars as pl
 
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
 
 if TYPE_CHECKING:
-    import duckdb
-
     from pipeline.store import Store
 
 # Largest rank axis drawn rank by rank; above it, ranks are grouped into nodes or blocks.
@@ -70,6 +71,8 @@ class RunData:
         predicted_times: the model's time terms (seconds, ratios), empty without a model.
         predicted_matrix: the model's rank x rank bytes per iteration and class.
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
+        gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
+            reports.html.run_sections.
     """
 
     run_id: str
@@ -80,6 +83,7 @@ class RunData:
     predicted_times: dict[str, float] = field(default_factory=dict)
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
+    gaps: dict[str, Any] = field(default_factory=dict)
 
     def mart(self, name: str) -> pl.DataFrame:
         """A mart's rows for this run, or raise Unavailable with the reason."""
@@ -105,11 +109,24 @@ class RunData:
         return int(gpn) if gpn else None
 
     def world(self) -> int:
-        """Number of ranks: the config's pp*tp*dp, else the largest rank seen + 1."""
+        """Number of ranks: the config's pp*tp*dp, else the largest of the world size the
+        traces state (distributedInfo) and the largest rank seen + 1, so one traced rank of an
+        8-rank job is drawn on an 8-rank axis."""
         rcfg = self.run_config
         if rcfg.get("pp") and rcfg.get("tp") and rcfg.get("dp"):
             return int(rcfg["pp"]) * int(rcfg["tp"]) * int(rcfg["dp"])
         seen = 0
+        if self.con is not None:
+            try:
+                # fetchall, not fetchone: an unfinished result would block the connection's
+                # next query (DuckDB ResourceInUseException)
+                ((w,),) = self.con.execute(
+                    "SELECT max(world_size) FROM trace_meta WHERE run_id = $run_id",
+                    {"run_id": self.run_id},
+                ).fetchall()
+            except duckdb.Error:  # no trace_meta in this store: ranks seen only
+                w = None
+            seen = int(w) if w else 0
         for name, cols in (
             ("on_off", ("rank",)),
             ("iterations", ("rank",)),
@@ -241,7 +258,7 @@ def headline(data: RunData) -> pl.DataFrame:
         oo = data.marts.get("on_off")
         duty = _median(oo["duty_cycle"]) if oo is not None and not oo.is_empty() else None
         add("R_comm (on/off duty cycle)", "ratio", duty, pt.get("r_comm"), "on_off")
-        add("R_bubble", "ratio", None, pt.get("r_bubble"), "iteration_breakdown not available")
+        add("R_bubble", "ratio", None, pt.get("r_bubble"), "iteration_breakdown (no rows)")
     eb = data.marts.get("effective_bandwidth")
     plat = data.platform
     for cls, col, key in (
@@ -281,7 +298,19 @@ def model_vs_measured(data: RunData) -> pl.DataFrame:
         for c in ("term", "unit", "measured", "predicted", "abs_error", "rel_error", "n_samples")
         if c in df.columns
     ]
-    return df.select(cols).head(MAX_TABLE_ROWS)
+    out = df.select(cols).head(MAX_TABLE_ROWS)
+    if "unit" not in out.columns:
+        return out
+    # bandwidths in the headline's unit: GB/s (1e9 bytes/s), not bytes/s
+    bps = pl.col("unit") == "bytes/s"
+    scaled = [
+        pl.when(bps).then(pl.col(c) / 1e9).otherwise(pl.col(c)).alias(c)
+        for c in ("measured", "predicted", "abs_error")
+        if c in out.columns
+    ]
+    return out.with_columns(
+        *scaled, pl.when(bps).then(pl.lit("GB/s")).otherwise("unit").alias("unit")
+    )
 
 
 # ---------------------------------------------------------------------------- breakdown
@@ -317,7 +346,9 @@ def breakdown(data: RunData) -> pl.DataFrame:
         .agg([pl.col(c).median().alias(lbl) for c, lbl in cols])
         .unpivot(index="_stage", variable_name="component", value_name="ns")
         .with_columns(
-            bar=pl.format("stage {} measured", pl.col("_stage")),
+            bar=pl.when(pl.col("_stage") < 0)
+            .then(pl.lit("measured, all ranks"))
+            .otherwise(pl.format("stage {} measured", pl.col("_stage"))),
             source=pl.lit("measured"),
             seconds=pl.col("ns").cast(pl.Float64) / 1e9,
         )
@@ -499,6 +530,10 @@ def message_sizes(data: RunData) -> pl.DataFrame:
     )
 
 
+# How the page names effective_bandwidth's sources (one line each in the chart).
+BW_SOURCES = {"comm_ops": "per call", "comm_summaries": "DeepSpeed summary"}
+
+
 def bandwidth(data: RunData) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Bus bandwidth vs message size per op and class, and the config's link bandwidths.
 
@@ -514,7 +549,7 @@ def bandwidth(data: RunData) -> tuple[pl.DataFrame, pl.DataFrame]:
         pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")).alias("series"),
         "op",
         "traffic_class",
-        "source",
+        pl.col("source").replace(BW_SOURCES),
         pl.coalesce("msg_bytes", "size_bucket_bytes").clip(lower_bound=1).alias("size_bytes"),
         "busbw_gb_s",
         "calls",

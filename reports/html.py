@@ -16,7 +16,10 @@ comes from cluster logs that anyone on a shared cluster can write. So the page
   ``connect-src 'none'``.
 
 Sections follow issue 7; each is computed by :mod:`reports.data` and drawn by
-:mod:`reports.charts`. A view whose data is missing says "not available (why)".
+:mod:`reports.charts`. A view whose data is missing says "not available", the cause found in
+the run's tables and what to record to get it (:mod:`reports.gaps`); a view that leaves some
+calls out says how many and why above its chart; a view with truly nothing to show (no
+all-to-all, a one-rank world) says "nothing to show" and why.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import polars as pl
 
 from reports import charts
 from reports import data as rd
+from reports import gaps as rg
 
 if TYPE_CHECKING:
     import altair as alt
@@ -86,7 +90,8 @@ font-variant-numeric:tabular-nums}th{background:#f5f5f5}.bad{color:#b00020;font-
 pre{background:#f7f7f7;padding:8px;overflow:auto;max-height:420px;font-size:.85em}
 .charts{display:flex;flex-wrap:wrap;gap:16px}.pair{display:grid;
 grid-template-columns:1fr 1fr;gap:24px}.pair>div{min-width:0;overflow:auto}
-nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-break:break-all}
+.gap{color:#555;background:#f4f6f8;padding:6px 10px;border-left:3px solid #9aa5b1;
+font-size:.92em}nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-break:break-all}
 """
 
 
@@ -97,7 +102,7 @@ nav a{margin-right:12px}.raw{font-family:monospace;white-space:pre-wrap;word-bre
 class Block:
     """One piece of a section: a chart, a table, a paragraph, or a 'not available' note."""
 
-    kind: str  # chart | table | text | na | pre
+    kind: str  # chart | table | text | na (view empty: why) | gap (calls left out: why) | pre
     chart: alt.TopLevelMixin | None = None
     frame: pl.DataFrame | None = None
     text: str = ""
@@ -117,18 +122,33 @@ class Section:
 
 
 def _na(reason: str) -> Block:
+    """A note for a view with no gap found (a mart missing without a cause in the tables)."""
     return Block("na", text=f"not available ({reason})")
 
 
-def _guard(fn: Callable[[], list[Block]]) -> list[Block]:
-    """Run a section body; a missing mart or empty data becomes a 'not available' note."""
+def _guard(
+    fn: Callable[[], list[Block]], gaps: dict[str, rg.Gap] | None = None, view: str = ""
+) -> list[Block]:
+    """Run a section body; a view the input cannot feed says why and what to record.
+
+    With ``view`` and a gap for it (:func:`reports.gaps.gaps`): a missing or empty view shows
+    the gap's cause and remedy instead of the body; a partial one shows the body and then the
+    gap as a note. Without a gap, an :class:`~reports.data.Unavailable` becomes a 'not
+    available (why)' note.
+    """
+    gap = (gaps or {}).get(view) if view else None
+    if gap is not None and gap.kind != "partial":
+        return [Block("na", text=gap.text())]
     try:
-        return fn()
+        blocks = fn()
     except rd.Unavailable as exc:
-        return [_na(str(exc))]
+        return [Block("na", text=gap.text()) if gap is not None else _na(str(exc))]
     except Exception as exc:  # a bug in one view must not lose the whole report
         log.exception("report view failed")
         return [_na(f"failed: {type(exc).__name__}: {exc}")]
+    if gap is not None:  # partial: say first which calls the view leaves out, and why
+        blocks.insert(0, Block("gap", text=gap.text()))
+    return blocks
 
 
 # ---------------------------------------------------------------------------- sections
@@ -144,18 +164,12 @@ def _headline(d: rd.RunData) -> list[Block]:
             )
         )
     elif df["predicted"].is_not_null().any():
+        why = d.gaps.get("breakdown") or d.gaps.get("bandwidth")
         blocks.append(
             Block(
                 "text",
-                text="No relative errors: this run's logs carry no timings for these terms "
-                "(NCCL debug output has none; add a Kineto/Nsight trace or DeepSpeed log).",
-            )
-        )
-    else:
-        blocks.append(
-            Block(
-                "text",
-                text="No model prediction for this run: give a model config (--model) to compare.",
+                text="No relative errors: the measured side of these terms is empty"
+                + (f" ({why.text()})" if why is not None else "."),
             )
         )
 
@@ -165,7 +179,7 @@ def _headline(d: rd.RunData) -> list[Block]:
             Block("table", frame=rd.model_vs_measured(d)),
         ]
 
-    return blocks + _guard(mvm)
+    return blocks + _guard(mvm, d.gaps, "model")
 
 
 def _breakdown(d: rd.RunData) -> list[Block]:
@@ -186,7 +200,11 @@ def _traffic(d: rd.RunData) -> list[Block]:
         for source in ("measured", "predicted"):
             cells = t.cells.filter((pl.col("traffic_class") == cls) & (pl.col("source") == source))
             if cells.is_empty():
-                blocks.append(_na(f"{source} {cls}: no traffic"))
+                if source == "measured":
+                    text = f"measured {cls}: no calls with known destinations"
+                    blocks.append(Block("na", text=text))
+                elif not d.predicted_matrix.is_empty():
+                    blocks.append(Block("na", text=f"predicted {cls}: the model predicts none"))
                 continue
             chart = charts.traffic_heatmap(
                 cells, t.boundaries, unit=t.unit, size=t.size, title=f"{cls} traffic, {source}"
@@ -211,7 +229,7 @@ def _onoff(d: rd.RunData) -> list[Block]:
     def timeline() -> list[Block]:
         return [Block("chart", chart=charts.onoff_timeline(rd.onoff_timeline(d)))]
 
-    return _guard(timeline) + _guard(overview)
+    return _guard(timeline, d.gaps, "onoff_timeline") + _guard(overview, d.gaps, "onoff")
 
 
 def _sizes(d: rd.RunData) -> list[Block]:
@@ -236,7 +254,7 @@ def _per_rank(d: rd.RunData) -> list[Block]:
     def bub() -> list[Block]:
         return [Block("chart", chart=charts.bubbles(rd.bubbles(d)))]
 
-    return _guard(strag) + _guard(bub)
+    return _guard(strag, d.gaps, "stragglers") + _guard(bub, d.gaps, "bubbles")
 
 
 def _predictability(d: rd.RunData) -> list[Block]:
@@ -282,7 +300,10 @@ def _quality(d: rd.RunData) -> list[Block]:
     def ranks() -> list[Block]:
         cov = rd.ranks_coverage(d)
         miss = cov["missing"]
-        text = f"Ranks expected: {cov['expected'] if cov['expected'] is not None else 'unknown'}; present: {cov['present']}; missing: "
+        expected = cov["expected"]
+        if expected is None:
+            expected = "unknown (no config gives pp x tp x dp and no trace states its world size)"
+        text = f"Ranks expected: {expected}; present: {cov['present']}; missing: "
         text += (
             (", ".join(map(str, miss[:100])) + (" ..." if len(miss) > 100 else ""))
             if miss
@@ -293,7 +314,13 @@ def _quality(d: rd.RunData) -> list[Block]:
     def clocks() -> list[Block]:
         df = rd.clock_alignment(d)
         if df.is_empty():
-            return [Block("text", text="No trace metadata (clock anchors) recorded.")]
+            return [
+                Block(
+                    "text",
+                    text="No trace metadata (clock anchors): NCCL debug and DeepSpeed text logs "
+                    "carry none; Kineto and Nsight Systems traces do.",
+                )
+            ]
         return [
             Block("text", text="Clock alignment per source:"),
             Block("table", frame=df, raw_columns=("host_names",)),
@@ -316,7 +343,8 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
     (
         "headline",
         "Headline numbers",
-        "Measured medians beside the model's prediction; relative error = (measured - predicted) / predicted.",
+        "Measured medians beside the model's prediction; relative error = (measured - predicted) "
+        "/ predicted. Times in s, bandwidths in GB/s (1 GB = 1e9 bytes).",
         _headline,
     ),
     (
@@ -337,11 +365,17 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
         "When ranks communicate: selected ranks over a few iterations, and the duty cycle of all ranks.",
         _onoff,
     ),
-    ("sizes", "Message sizes", "Distribution of message sizes per op and class (Fig. 1).", _sizes),
+    (
+        "sizes",
+        "Message sizes",
+        "Distribution of message sizes per op and class, in bytes (NCCL's buffer per op; Fig. 1).",
+        _sizes,
+    ),
     (
         "bandwidth",
         "Effective bandwidth",
-        "Bus bandwidth (true group size) vs message size; dashed: the model's C_* (Fig. 7).",
+        "Bus bandwidth in GB/s (1e9 bytes/s, as nccl-tests) with the true group size, vs message "
+        "size in bytes; dashed: the model's C_* (Fig. 7).",
         _bandwidth,
     ),
     (
@@ -372,12 +406,35 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
 ]
 
 
+def _dedupe(blocks: list[Block]) -> list[Block]:
+    """Drop a note that repeats the one just before it (two views of a section, one cause)."""
+    out: list[Block] = []
+    for b in blocks:
+        if out and b.kind in ("na", "gap") and (out[-1].kind, out[-1].text) == (b.kind, b.text):
+            continue
+        out.append(b)
+    return out
+
+
+# Sections that are one view: the gap key (reports.gaps.VIEWS) their body is guarded by.
+SECTION_VIEW = {
+    "breakdown": "breakdown",
+    "traffic": "traffic",
+    "sizes": "sizes",
+    "bandwidth": "bandwidth",
+    "predictability": "predictability",
+    "moe": "moe",
+}
+
+
 def run_sections(d: rd.RunData) -> list[Section]:
-    """Compute every section of one run's report."""
+    """Compute every section of one run's report (the run's gaps first, :mod:`reports.gaps`)."""
+    d.gaps = rg.gaps(d)
     out = []
     for key, title, blurb, fn in SECTIONS:
         t0 = time.perf_counter()
-        out.append(Section(key, title, blurb, _guard(lambda fn=fn: fn(d))))  # type: ignore[misc]
+        body = _guard(lambda fn=fn: fn(d), d.gaps, SECTION_VIEW.get(key, ""))  # type: ignore[misc]
+        out.append(Section(key, title, blurb, _dedupe(body)))
         log.info("report %s: section %s in %.2f s", d.run_id, key, time.perf_counter() - t0)
     return out
 
@@ -453,6 +510,8 @@ class _Page:
             return render_table(b.frame, b.raw_columns, b.total_rows)
         if b.kind == "na":
             return f'<p class="na">{esc(b.text)}</p>'
+        if b.kind == "gap":
+            return f'<p class="gap">{esc(b.text)}</p>'
         if b.kind == "pre":
             return f"<pre>{esc(b.text)}</pre>"
         return f"<p>{esc(b.text)}</p>"

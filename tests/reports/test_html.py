@@ -85,7 +85,10 @@ def test_missing_mart_says_not_available(report_store: Any) -> None:
         assert d.con is not None
         d.con.close()
     texts = [b.text for b in sections["per-rank"].blocks if b.kind == "na"]
-    assert texts == ["not available (mart bubble_ratio was not derived for this run)"]
+    assert texts == [
+        "not available: mart bubble_ratio was not derived for this run; to get it, "
+        f"run commscope derive {report_store.sample}."
+    ]
     assert [b.kind for b in sections["breakdown"].blocks] == ["na"]
     # the straggler view falls back to on_off
     assert any(b.kind == "chart" for b in sections["per-rank"].blocks)

@@ -1,0 +1,63 @@
+"""Reports of real inputs say why a view is empty and what to record to fill it."""
+
+from __future__ import annotations
+
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from pipeline.ingest import ingest_paths
+from pipeline.store import Store
+
+POLARIS = "dlcomm_polaris_2.20.5_1node_4rank_pytorch_multimode_2comms_coll_tuning.log"
+
+
+@pytest.fixture(scope="module")
+def polaris_report(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> Path:
+    """The report of a real NCCL 2.20 debug log of 4 ranks: COLL lines only (no Init line, so
+    no global rank) and, as every NCCL debug log, no durations."""
+    from reports.html import build_report
+
+    log = project_root.parent / "shared" / "samples" / "nccl_debug" / POLARIS
+    if not log.exists():
+        pytest.skip(f"shared sample {POLARIS} absent")
+    base = tmp_path_factory.mktemp("polaris")
+    store = Store.open(base / "store")
+    ingest_paths(store, [log], run_id="polaris")
+    return build_report(store, "polaris", base / "polaris.html")
+
+
+def _notes(page: str) -> list[str]:
+    return [html.unescape(n) for n in re.findall(r'<p class="na">([^<]*)</p>', page)]
+
+
+def test_nccl_debug_report_names_what_to_record(polaris_report: Path) -> None:
+    notes = _notes(polaris_report.read_text())
+    assert notes and all(n.startswith(("not available: ", "nothing to show: ")) for n in notes)
+    timing = [n for n in notes if "calls come from NCCL debug logs, which time nothing" in n]
+    # one per section: iteration breakdown, on/off (timeline and duty cycle share the note),
+    # bandwidth, stragglers and bubbles (one note)
+    assert len(timing) == 4
+    assert all("133 of 133 calls have no duration" in n for n in timing)
+    assert all("add a Kineto trace" in n for n in timing)
+    ranks = [n for n in notes if "133 NCCL calls have no global rank" in n]
+    assert len(ranks) == 2  # traffic matrices, predictability
+    assert all("NCCL_DEBUG_SUBSYS=INIT,COLL from process start" in n for n in ranks)
+
+
+@pytest.mark.slow
+def test_sample_report_says_why_collectives_lack_groups(sample_report: Path) -> None:
+    # the bundled sample's gloo all_reduce/broadcast ranges name no process group: the traffic
+    # section draws the PP matrix and says, above it, which collectives lack their group and
+    # what to record (whether the parser left their group unknown or took the world group)
+    page = html.unescape(sample_report.read_text())
+    section = page[page.index('<section id="traffic">') : page.index('<section id="onoff">')]
+    notes = re.findall(r'<p class="gap">([^<]*)</p>', section)
+    assert len(notes) == 1
+    assert "54 calls name no process group" in notes[0] or (
+        "54 collectives name no process group" in notes[0]
+    )
+    assert "record with PyTorch >= 2.2 so record_param_comms carries Collective name" in notes[0]
+    assert section.index('<p class="gap">') < section.index('class="chart"')
