@@ -130,8 +130,12 @@ COMM_OPS = Table(
         Column(
             "msg_bytes",
             I64,
-            "Message size in bytes: the buffer the caller passed (NCCL count x element size; "
-            "DeepSpeed size with its 1024-based units undone).",
+            "Message size in bytes, NCCL's buffer meaning for every source (issue 16): "
+            "all_reduce, broadcast, reduce, send/recv: the buffer; all_gather: the per-rank "
+            "send buffer; reduce_scatter: the per-rank receive buffer (the shard); all_to_all: "
+            "the whole per-rank send buffer. NCCL count x element size; DeepSpeed size with "
+            "its 1024-based units undone (its reduce_scatter logs the whole input: the marts "
+            "divide by n). algbw bytes and busbw: sql/macros/comm_bus_factor.sql.",
         ),
         Column(
             "seq",
