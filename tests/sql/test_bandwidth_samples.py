@@ -130,10 +130,20 @@ def test_default_group_of_a_world_gets_busbw_and_a_matrix(
     (run_id,) = [r for r, p in runs.items() if p == path]
     groups = con.execute(
         "SELECT DISTINCT global_group, group_size, group_source FROM int_comm_ops_classified "
-        "WHERE run_id = $r AND is_traffic AND op <> 'send' AND op <> 'recv'",
+        "WHERE run_id = $r AND is_traffic AND op <> 'send' AND op <> 'recv' "
+        "AND group_source IS DISTINCT FROM 'inferred_shapes'",
         {"r": run_id},
     ).fetchall()
     assert groups == [("world", world, "inferred_default")]
+    # all_gather / reduce_scatter sized by their c10d op's shapes are a smaller group whose
+    # members the trace does not name: a known size, no world membership assumed
+    shaped = con.execute(
+        "SELECT DISTINCT op, global_group, group_size FROM int_comm_ops_classified "
+        "WHERE run_id = $r AND group_source = 'inferred_shapes'",
+        {"r": run_id},
+    ).fetchall()
+    for op, global_group, n in shaped:
+        assert op in ("all_gather", "reduce_scatter") and global_group is None and n < world
     bw = con.execute(
         "SELECT op, group_size, group_source, busbw_gb_s FROM bw_rows "
         "WHERE run_id = $r AND source = 'comm_ops' AND op IN ('all_reduce', 'all_to_all')",
