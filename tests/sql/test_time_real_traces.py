@@ -54,15 +54,20 @@ def _steps(events: list[dict[str, Any]]) -> dict[int, tuple[float, float]]:
     }
 
 
-def _comm_kernels_by_launch_step(path: Path) -> dict[int, list[tuple[float, float]]]:
-    """Comm kernel intervals (µs) per step, each kernel in the step whose window holds its launch."""
-    events = _events(path)
-    steps = _steps(events)
-    launch = {
+def _launch_times(events: list[dict]) -> dict[int, float]:
+    """Runtime launch start (µs) per correlation id."""
+    return {
         e["args"]["correlation"]: float(e["ts"])
         for e in events
         if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})
     }
+
+
+def _comm_kernels_by_launch_step(path: Path) -> dict[int, list[tuple[float, float]]]:
+    """Comm kernel intervals (µs) per step, each kernel in the step whose window holds its launch."""
+    events = _events(path)
+    steps = _steps(events)
+    launch = _launch_times(events)
     out: dict[int, list[tuple[float, float]]] = {}
     for e in events:
         name = str(e.get("name", "")).lower()
@@ -243,11 +248,7 @@ def test_work_launched_outside_every_step_is_counted(
     (path,) = kineto_traces["tracelens_mi300"]
     events = _events(path)
     steps = _steps(events)
-    launch = {
-        e["args"]["correlation"]: float(e["ts"])
-        for e in events
-        if e.get("cat") in RUNTIME_CATS and "correlation" in e.get("args", {})
-    }
+    launch = _launch_times(events)
     gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     in_step = sum(
         1
