@@ -678,36 +678,33 @@ class _Ctx:
             )
         return comm_id, None, None
 
-    def is_gloo(self, comm_id: str | None) -> bool:
-        """Whether the call's group runs on gloo (its pg_config backend, else the trace's)."""
+    def backend_of(self, comm_id: str | None, range_name: str = "") -> str | None:
+        """'gloo', 'nccl' or None (unknown): the call's ``gloo:``/``nccl:`` range prefix, else
+        its group's pg_config backend (gloo only when no NCCL backend is listed), else the
+        trace's ``distributedInfo.backend``."""
+        if range_name.startswith("gloo:"):
+            return "gloo"
+        if range_name.startswith("nccl:"):
+            return "nccl"
         config = self.pg_backends.get(comm_id) if comm_id is not None else None
         if config is not None:
-            return "gloo" in config and "nccl" not in config
-        return self.backend == "gloo"
-
-    def is_nccl(self, comm_id: str | None) -> bool:
-        """Whether the call's group runs on NCCL/RCCL (its pg_config backend, else the trace's)."""
-        config = self.pg_backends.get(comm_id) if comm_id is not None else None
-        if config is not None:
-            return "nccl" in config
-        return self.backend == "nccl"
+            return "nccl" if "nccl" in config else "gloo" if "gloo" in config else None
+        return self.backend if self.backend in ("gloo", "nccl") else None
 
     def untimed(
         self,
-        gloo: bool,
+        backend: str | None,
         size: int | None,
         count: int | None,
         msg: int | None,
         any_linked: bool,
-        *,
-        nccl: bool = False,
     ) -> str:
         """timing_source of a call linked to no kernel: cpu_range or none (module doc)."""
-        if gloo:
+        if backend == "gloo":
             return "cpu_range"  # gloo runs on the CPU: its range is the transfer
         if size == 1 or (size is None and self.world == 1) or msg == 0 or count == 0:
             return "none"  # a world of one rank, or nothing to send: no transfer at all
-        if nccl:
+        if backend == "nccl":
             # NCCL always moves data in a GPU kernel; its CPU range times only the enqueue,
             # so a trace recorded without GPU activity has no duration for the call.
             return "none"
@@ -1558,9 +1555,7 @@ class KinetoParser:
                 if seq is None:
                     seq = _int(kernel[8])
             else:
-                gloo = ctx.is_gloo(comm_id)
-                nccl = not gloo and ctx.is_nccl(comm_id)
-                timing = ctx.untimed(gloo, size, count, msg, any_linked, nccl=nccl)
+                timing = ctx.untimed(ctx.backend_of(comm_id), size, count, msg, any_linked)
                 row_ts, row_dur = ts, (dur if timing == "cpu_range" else None)
             rows.append(
                 (
@@ -1665,9 +1660,8 @@ class KinetoParser:
                 cuda_dev = kernel[3]
                 stream = None if kernel[4] is None else str(kernel[4])
             else:
-                gloo = name.startswith("gloo:") or ctx.backend == "gloo"
-                nccl = not gloo and (name.startswith("nccl:") or ctx.backend == "nccl")
-                timing = ctx.untimed(gloo, group_size, count, msg, any_linked, nccl=nccl)
+                backend = ctx.backend_of(comm_id, name)
+                timing = ctx.untimed(backend, group_size, count, msg, any_linked)
                 row_ts, row_dur = ts, (dur if timing == "cpu_range" else None)
             rows.append(
                 (
