@@ -1,5 +1,5 @@
 -- Communication calls with their group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other).
--- One row per communication call of the rank's primary source (int_rank_primary_source; calls without a rank all kept). Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked.
+-- One row per communication call of every source (a rank logged by two tools has its calls twice, once per source; `counted` marks the one source per rank whose calls count for traffic, volume and message metrics: int_rank_primary_source; calls without a rank are counted). Timed calls of any source therefore keep their class. Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked.
 CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- Training run identifier.
   run_id,
@@ -62,15 +62,18 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- Clock of ts_ns/dur_ns: kernel, cpu_range, logged, none (no duration: no comm time, no bandwidth); null when the source does not say.
   timing_source,
   -- How group_size/global_group were found: logged (the record names its group), pg_config (the trace's process-group table), inferred_default (default group of a W-rank world: the world group), null when unknown.
-  group_source
+  group_source,
+  -- True for the calls that count once per logical call: the rank's primary source (int_rank_primary_source), or a call without a rank. Traffic, volume and message-count metrics filter on it; time metrics use whichever source times the call.
+  counted
 ) AS
 WITH
   ops AS (
-    -- one source per rank (int_rank_primary_source); calls without a rank are kept
-    SELECT o.*
+    -- every source; counted = the rank's primary source (int_rank_primary_source)
+    SELECT
+      o.*,
+      o.rank IS NULL OR coalesce(ps.source_format, '') = coalesce(o.source_format, '') AS counted
     FROM stg_store__comm_ops AS o
     LEFT JOIN int_rank_primary_source AS ps ON ps.run_id = o.run_id AND ps.rank = o.rank
-    WHERE o.rank IS NULL OR coalesce(ps.source_format, '') = coalesce(o.source_format, '')
   ),
   keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
@@ -200,7 +203,8 @@ SELECT
   j.class_source,
   j.call_key,
   j.timing_source,
-  j.group_source
+  j.group_source,
+  j.counted
 FROM judged AS j
 LEFT JOIN nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
 LEFT JOIN (

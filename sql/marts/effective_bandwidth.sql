@@ -110,7 +110,7 @@ WITH
     FROM int_comm_ops_classified AS o
     LEFT JOIN world AS w ON w.run_id = o.run_id
     LEFT JOIN group_nodes AS gn ON gn.run_id = o.run_id AND gn.global_group = o.global_group
-    WHERE o.is_traffic AND o.msg_bytes > 0
+    WHERE o.is_traffic AND o.msg_bytes > 0 AND o.counted
   ),
   summaries AS (
     SELECT

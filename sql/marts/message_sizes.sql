@@ -30,7 +30,7 @@ WITH
   sizes AS (
     SELECT run_id, 'comm_ops' AS source, op, traffic_class, msg_bytes, 1::BIGINT AS calls
     FROM int_comm_ops_classified
-    WHERE is_traffic AND msg_bytes IS NOT NULL
+    WHERE is_traffic AND msg_bytes IS NOT NULL AND counted
     UNION ALL
     SELECT
       c.run_id,
