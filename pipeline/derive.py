@@ -2,7 +2,8 @@
 
 The SQL runs in an in-memory DuckDB over the store's committed Parquet, with the run's
 configuration (``run_config``) and the analytical model's predictions (``predicted_traffic``,
-``predicted_matrix``, ``predicted_times``) registered as tables beside it.
+``predicted_signatures``, ``predicted_matrix``, ``predicted_times``) registered as tables beside
+it.
 
 Atomicity: every mart and model input of one derive is written as a new *generation*
 (``<store>/marts/<mart>/<run_id>/<generation>.parquet``) beside the published one, and the set
@@ -120,6 +121,20 @@ PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "volume_bytes": pl.Int64(),
         "sent_bytes": pl.Int64(),
     },
+    # One row per (rank, traffic_class, op, group_size, msg_bytes): the calls the model predicts
+    # per iteration (reports.model.traffic_rows, the pipeline neighbours' groups summed). msg_bytes
+    # is the model's logged size of one message (reduce_scatter: the whole input, as DeepSpeed
+    # logs it). int_comm_ops_classified classifies calls without known group members by it.
+    "predicted_signatures": {
+        "run_id": pl.Utf8(),
+        "rank": pl.Int32(),
+        "stage": pl.Int32(),
+        "traffic_class": pl.Utf8(),
+        "op": pl.Utf8(),
+        "group_size": pl.Int32(),
+        "msg_bytes": pl.Int64(),
+        "count": pl.Int64(),
+    },
     "predicted_matrix": {
         "run_id": pl.Utf8(),
         "src_rank": pl.Int32(),
@@ -140,7 +155,7 @@ the run's configuration and the analytical model's predictions, with their colum
 
 
 def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
-    """The model's per-rank traffic, matrix and time terms for the run's config (or empty)."""
+    """The model's per-rank traffic, call signatures, matrix and time terms (or empty)."""
     empty = {name: pl.DataFrame(schema=cols) for name, cols in PREDICTION_COLUMNS.items()}
     if stored is None or "model" not in stored.config:
         return empty
@@ -150,16 +165,23 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
         return empty
     try:
         run = m.config_from_dict(stored.config)
+        rows = pl.DataFrame(m.traffic_rows(run))
         # One row per (rank, class): the model lists send/recv and sub-ops separately.
         traffic = (
-            pl.DataFrame(m.traffic_rows(run))
-            .group_by("rank", "traffic_class")
+            rows.group_by("rank", "traffic_class")
             .agg(
                 pl.col("count").sum(),
                 pl.col("msg_bytes").max(),
                 pl.col("volume_bytes").sum(),
                 pl.col("sent_bytes").sum(),
             )
+            .with_columns(run_id=pl.lit(run_id))
+        )
+        # One row per call signature: a stage-1 rank's PP sends to both neighbours are one.
+        signatures = (
+            rows.group_by("rank", "stage", "traffic_class", "op", "group_size", "msg_bytes")
+            .agg(pl.col("count").sum())
+            .sort("rank", "traffic_class", "op", "msg_bytes")
             .with_columns(run_id=pl.lit(run_id))
         )
         matrix = pl.DataFrame(m.predicted_matrix(run)).with_columns(run_id=pl.lit(run_id))
@@ -172,6 +194,7 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
     out = {}
     for name, df in (
         ("predicted_traffic", traffic),
+        ("predicted_signatures", signatures),
         ("predicted_matrix", matrix),
         ("predicted_times", terms),
     ):

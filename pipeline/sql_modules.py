@@ -26,9 +26,18 @@ from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 LAYERS: tuple[str, ...] = ("macros", "staging", "intermediate", "marts")
 
-EXTERNAL_INPUTS: frozenset[str] = frozenset(TABLES) | frozenset(
-    {"run_config", "predicted_traffic", "predicted_matrix", "predicted_times"}
+MODEL_INPUTS: frozenset[str] = frozenset(
+    {
+        "run_config",
+        "predicted_traffic",
+        "predicted_signatures",
+        "predicted_matrix",
+        "predicted_times",
+    }
 )
+"""The run's config and the model's outputs (pipeline.derive.INPUT_COLUMNS gives their columns)."""
+
+EXTERNAL_INPUTS: frozenset[str] = frozenset(TABLES) | MODEL_INPUTS
 """Relations SQL may read that are not defined in sql/: canonical tables and model outputs."""
 
 _CREATE = re.compile(
@@ -186,7 +195,7 @@ ALLOWED_READS: dict[str, frozenset[str]] = {
 def check_layering(modules: tuple[SqlModule, ...]) -> list[str]:
     """Return every reference that breaks the layer direction or names nothing known."""
     layer_of = {m.name.lower(): m.layer for m in modules}
-    model_inputs = {"run_config", "predicted_traffic", "predicted_matrix", "predicted_times"}
+    model_inputs = MODEL_INPUTS
     problems: list[str] = []
     for m in modules:
         allowed = ALLOWED_READS[m.layer]

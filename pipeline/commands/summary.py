@@ -7,7 +7,7 @@ import sys
 
 from pipeline.commands._format import table
 from pipeline.store import Store, StoreError
-from pipeline.summary import RunSummary, summarize
+from pipeline.summary import LOGICAL_CALLS_NOTE, PER_SOURCE_NOTE, RunSummary, summarize
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -16,7 +16,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "summary",
         help="print per-run files, line accounting and traffic by operation",
         description="Summarise one run (or every run): ingested files and how their lines "
-        "were accounted for, calls and bytes per operation, and table sizes.",
+        "were accounted for, logical calls and bytes per operation and traffic class (each "
+        "call once, from the one source that counts for its rank, so a rank logged by "
+        "several tools is not counted twice), the same per source (each tool's own rows, "
+        "labelled: not to be added up across sources), and table sizes.",
     )
     p.add_argument("--run", dest="run_id", default=None, help="one run (default: all runs)")
     p.set_defaults(func=run)
@@ -46,6 +49,8 @@ def render(s: RunSummary) -> str:
     """The text block for one run."""
     out = [f"== run {s.run_id}", "", table(s.files.columns, s.files.rows()), ""]
     if s.ops.height:
-        out += [table(s.ops.columns, s.ops.rows()), ""]
+        out += [LOGICAL_CALLS_NOTE, table(s.ops.columns, s.ops.rows()), ""]
+    if s.ops_by_source.height:
+        out += [PER_SOURCE_NOTE, table(s.ops_by_source.columns, s.ops_by_source.rows()), ""]
     out.append("rows: " + ", ".join(f"{k} {v:,}" for k, v in s.tables.items()))
     return "\n".join(out) + "\n"

@@ -1,5 +1,5 @@
 -- Communication calls with their group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other).
--- One row per communication call of every source (a rank logged by two tools has its calls twice, once per source; `counted` marks the one source per rank whose calls count for traffic, volume and message metrics: int_rank_primary_source; calls without a rank are counted). Timed calls of any source therefore keep their class. Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4), else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked.
+-- One row per communication call of every source (a rank logged by two tools has its calls twice, once per source; `counted` marks the one source per rank whose calls count for traffic, volume and message metrics: int_rank_primary_source; calls without a rank are counted). Timed calls of any source therefore keep their class. Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4); a call whose group members are unknown (e.g. the DeepSpeed comms logger: op and size, no group) by the model's predicted call signatures, the paper's own method (predicted_signatures: the classes the model predicts on the call's rank with the same op, the same group size when the call logs one, and a size within logged_size_tolerance of the call's; reduce_scatter compared as its whole input, msg_bytes x n, except DeepSpeed's, logged whole): one class -> that class (class_source signature), several -> other (signature_ambiguous), none -> the config's group-size rules; else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked.
 CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- Training run identifier.
   run_id,
@@ -17,7 +17,7 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   op,
   -- Communicator identity as logged.
   comm_id,
-  -- Ranks in the communicator as logged (else the known group's size).
+  -- Ranks in the communicator as logged (else the known group's size, else the group size of the one predicted signature the call matched: group_source signature).
   group_size,
   -- Caller's rank inside the communicator.
   group_rank,
@@ -55,13 +55,13 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   node,
   -- TP | PP | DP | EP | EmbTableSyn | other.
   traffic_class,
-  -- How traffic_class was decided: op (send/recv, all_to_all), config_group, config_size, inferred_group, inferred_size, unknown.
+  -- How traffic_class was decided: op (send/recv, all_to_all), config_group (known members + config), signature (members unknown: the one class whose predicted (op, group size, size) the call matches), signature_ambiguous (several classes match: other), config_size (group size + config), inferred_group, inferred_size, unknown.
   class_source,
   -- Compact key of the call (stg_store__comm_ops.call_key).
   call_key,
   -- Clock of ts_ns/dur_ns: kernel, cpu_range, logged, none (no duration: no comm time, no bandwidth); null when the source does not say.
   timing_source,
-  -- How group_size/global_group were found: logged (the record names its group), pg_config (the trace's process-group table), inferred_default (default group of a W-rank world: the world group), null when unknown.
+  -- How group_size/global_group were found: logged (the record names its group), pg_config (the trace's process-group table), inferred_default (default group of a W-rank world: the world group), signature (group_size only: the matched predicted signature's; the members stay unknown), null when unknown.
   group_source,
   -- True for the calls that count once per logical call: the rank's primary source (int_rank_primary_source), or a call without a rank. Traffic, volume and message-count metrics filter on it; time metrics use whichever source times the call.
   counted
@@ -119,10 +119,46 @@ WITH
     LEFT JOIN nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
     GROUP BY m.run_id, m.global_group
   ),
+  -- Signature match (the model's predicted calls of the rank), once per distinct call shape
+  -- of the calls whose group members are unknown.
+  shapes AS (
+    SELECT DISTINCT k.run_id, k.rank, k.op, k.group_size, k.msg_bytes, k.source_format
+    FROM keyed AS k
+    LEFT JOIN group_stats AS g ON g.run_id = k.run_id AND g.global_group = k.global_group
+    WHERE g.n_members IS NULL AND k.is_traffic AND k.rank IS NOT NULL AND k.msg_bytes IS NOT NULL
+  ),
+  sig AS (
+    SELECT
+      sh.run_id,
+      sh.rank,
+      sh.op,
+      sh.group_size,
+      sh.msg_bytes,
+      sh.source_format,
+      count(DISTINCT ps.traffic_class) AS n_classes,
+      min(ps.traffic_class) AS traffic_class,
+      CASE WHEN count(DISTINCT ps.group_size) = 1 THEN min(ps.group_size) END AS sig_group_size
+    FROM shapes AS sh
+    JOIN predicted_signatures AS ps
+      ON ps.run_id = sh.run_id AND ps.rank = sh.rank AND ps.op = sh.op
+      AND (sh.group_size IS NULL OR ps.group_size = sh.group_size)
+      -- the model's reduce_scatter size is the whole input (n shards); NCCL-like sources log
+      -- the shard, DeepSpeed the whole input
+      AND abs(
+        CASE
+          WHEN sh.op = 'reduce_scatter' AND coalesce(sh.source_format, '') <> 'deepspeed_comms'
+            THEN sh.msg_bytes * ps.group_size
+          ELSE sh.msg_bytes
+        END - ps.msg_bytes
+      ) <= logged_size_tolerance(sh.source_format, sh.msg_bytes)
+    GROUP BY ALL
+  ),
   judged AS (
     SELECT
       k.*,
       g.n_members IS NOT NULL AS group_known,
+      CASE WHEN g.n_members IS NULL AND s.n_classes = 1 THEN s.traffic_class END AS sig_class,
+      s.sig_group_size,
       CASE
         -- p2p without pipeline stages: NCCL's all-to-all is grouped send/recv (EP)
         WHEN k.op IN ('send', 'recv') AND k.has_config AND k.pp = 1 AND k.ep > 1 THEN 'EP'
@@ -139,6 +175,9 @@ WITH
         WHEN k.has_config AND g.n_members > 1 AND g.n_stage = 1 AND g.n_tp = 1
           AND g.n_dp = g.n_members THEN 'DP'
         WHEN k.has_config AND g.n_members IS NOT NULL THEN 'other'
+        -- members unknown: the model's predicted signatures of the rank
+        WHEN g.n_members IS NULL AND s.n_classes = 1 THEN s.traffic_class
+        WHEN g.n_members IS NULL AND s.n_classes > 1 THEN 'other'
         -- config + group size only
         WHEN k.has_config AND k.group_size > 1 AND k.group_size = k.tp
           AND k.group_size <> k.dp THEN 'TP'
@@ -164,6 +203,8 @@ WITH
         WHEN k.op IN ('send', 'recv', 'all_to_all') THEN 'op'
         WHEN NOT k.is_traffic THEN 'unknown'
         WHEN k.has_config AND g.n_members IS NOT NULL THEN 'config_group'
+        WHEN g.n_members IS NULL AND s.n_classes = 1 THEN 'signature'
+        WHEN g.n_members IS NULL AND s.n_classes > 1 THEN 'signature_ambiguous'
         WHEN k.has_config THEN 'config_size'
         WHEN g.n_members > 1 THEN 'inferred_group'
         WHEN k.group_size > 1 AND k.group_size = k.world_size THEN 'inferred_size'
@@ -171,6 +212,10 @@ WITH
       END AS class_source
     FROM keyed AS k
     LEFT JOIN group_stats AS g ON g.run_id = k.run_id AND g.global_group = k.global_group
+    LEFT JOIN sig AS s
+      ON s.run_id = k.run_id AND s.rank = k.rank AND s.op = k.op
+      AND s.group_size IS NOT DISTINCT FROM k.group_size AND s.msg_bytes = k.msg_bytes
+      AND s.source_format IS NOT DISTINCT FROM k.source_format
   )
 SELECT
   j.run_id,
@@ -181,7 +226,9 @@ SELECT
   j.source_line,
   j.op,
   j.comm_id,
-  coalesce(j.group_size, n_members_of.n)::INTEGER AS group_size,
+  coalesce(
+    j.group_size, n_members_of.n, CASE WHEN j.sig_class = j.traffic_class THEN j.sig_group_size END
+  )::INTEGER AS group_size,
   j.group_rank,
   j.peer_rank,
   j.dtype,
@@ -203,7 +250,11 @@ SELECT
   j.class_source,
   j.call_key,
   j.timing_source,
-  j.group_source,
+  CASE
+    WHEN j.group_size IS NULL AND n_members_of.n IS NULL AND j.sig_class = j.traffic_class
+      AND j.sig_group_size IS NOT NULL THEN 'signature'
+    ELSE j.group_source
+  END AS group_source,
   j.counted
 FROM judged AS j
 LEFT JOIN nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank

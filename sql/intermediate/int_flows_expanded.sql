@@ -1,5 +1,5 @@
 -- Point-to-point flows of each logged communication call, expanded by its algorithm (ring, tree, all-to-all, p2p).
--- One row per (run, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size, placement, logged_rank): the logged calls are counted per distinct (rank, iteration, op, size, group, peer, algorithm) pattern before expansion (a rank repeats identical calls many times per iteration), so rows are sums over calls; each rank's rows yield that rank's outgoing bytes, so a rank's flows sum to its logged send volume. S = msg_bytes, the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer). Ring all_reduce, all_gather, reduce_scatter, broadcast, reduce: comm_bus_bytes(op, S, n) of sql/macros/comm_bus_factor.sql (2(n-1)/n*S, (n-1)*S, (n-1)*S, S, S) to the ring successor; broadcast not to the root, reduce not from the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S/n to every other member; send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank.
+-- One row per (run, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size, placement, logged_rank): the logged calls are counted per distinct (rank, iteration, op, size, group, peer, algorithm) pattern before expansion (a rank repeats identical calls many times per iteration), so rows are sums over calls; each rank's rows yield that rank's outgoing bytes, so a rank's flows sum to its logged send volume. S = msg_bytes, the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer). Ring all_reduce, all_gather, reduce_scatter, broadcast, reduce: comm_bus_bytes(op, S, n) of sql/macros/comm_bus_factor.sql (2(n-1)/n*S, (n-1)*S, (n-1)*S, S, S) to the ring successor; broadcast not to the root, reduce not from the root; tree all_reduce (algorithm TREE, tree logged): S to the parent and to each child; all_to_all: S/n to every member, its own block included (members unknown: (n-1)/n*S unplaced plus S/n to itself); send: S to the peer; recv: only when the sender logged nothing, S from the peer; gather: S to the root; scatter: root sends S to every other member. Ring edges from the logged NCCL rings (bytes split evenly over the channels), else the group order. Calls whose destinations are unknown keep their volume with a null dst_rank. Local bytes: a flow whose destination is its source (an all-to-all's own block; NCCL's all-to-all is grouped send/recv and logs a send to itself) never leaves the GPU: it is in local_bytes, not bytes, so bytes is network (and NVLink/PCIe) traffic only; bytes + local_bytes is the rank's logged send volume.
 CREATE OR REPLACE VIEW int_flows_expanded(
   -- Training run identifier.
   run_id,
@@ -17,8 +17,10 @@ CREATE OR REPLACE VIEW int_flows_expanded(
   global_group,
   -- Ranks in the group (n).
   group_size,
-  -- Bytes sent from src_rank to dst_rank by these calls (fractional for ring shares).
+  -- Bytes sent from src_rank to dst_rank by these calls (fractional for ring shares); 0 when src_rank = dst_rank (local, see local_bytes).
   bytes,
+  -- Bytes that stay on the rank (src_rank = dst_rank: an all-to-all's own block, a send to itself); 0 otherwise.
+  local_bytes,
   -- How the destination was found: ring_topology, ring_group_order, tree_topology, all_to_all, p2p, recv_only, root, unplaced.
   placement,
   -- Global rank that logged the calls.
@@ -148,12 +150,16 @@ WITH
       AND e.kind IN ('tree_up', 'tree_down') AND e.src_rank = r.rank
     WHERE r.mode = 'tree'
     UNION ALL
-    -- all_to_all: to every other member
+    -- all_to_all: to every member, the caller's own block (local) included
     SELECT r.*, m.global_rank AS dst, r.v AS b, 'all_to_all' AS placement
     FROM root AS r
-    JOIN members AS m
-      ON m.run_id = r.run_id AND m.global_group = r.global_group AND m.global_rank <> r.rank
+    JOIN members AS m ON m.run_id = r.run_id AND m.global_group = r.global_group
     WHERE r.mode = 'all_to_all' AND r.my_group_rank IS NOT NULL AND r.n > 1
+    UNION ALL
+    -- all_to_all with members unknown: the own block is still known to stay local
+    SELECT r.*, r.rank AS dst, r.v AS b, 'all_to_all' AS placement
+    FROM root AS r
+    WHERE r.mode = 'all_to_all' AND r.my_group_rank IS NULL AND r.n > 1
     UNION ALL
     -- scatter: the root sends to every other member
     SELECT r.*, m.global_rank AS dst, r.s AS b, 'root' AS placement
@@ -195,7 +201,8 @@ SELECT
   op,
   global_group,
   n::INTEGER AS group_size,
-  sum(b * ncalls)::DOUBLE AS bytes,
+  sum(CASE WHEN local THEN 0 ELSE b * ncalls END)::DOUBLE AS bytes,
+  sum(CASE WHEN local THEN b * ncalls ELSE 0 END)::DOUBLE AS local_bytes,
   placement,
   rank AS logged_rank,
   sum(ncalls)::BIGINT AS flows,
@@ -207,7 +214,10 @@ FROM (
     row_number() OVER (
       PARTITION BY run_id, it_iteration, rank, op, source_format, algorithm, global_group,
         traffic_class, my_group_rank, peer_global, n, s, dst
-    ) = 1 AS first_of_dst
+    ) = 1 AS first_of_dst,
+    -- src = dst: the bytes never leave the rank
+    coalesce(dst = CASE WHEN placement = 'recv_only' THEN peer_global ELSE rank END, false)
+      AS local
   FROM flows
   WHERE b > 0
 )

@@ -1,5 +1,5 @@
 -- Bytes sent from rank i to rank j per iteration and traffic class, collectives expanded into point-to-point flows by their algorithm (APNet'24 traffic matrix, Fig. 2-4).
--- One row per (run_id, iteration, src_rank, dst_rank, traffic_class); dst_rank null holds volume whose destinations are unknown. Expansion rules: int_flows_expanded.
+-- One row per (run_id, iteration, src_rank, dst_rank, traffic_class); dst_rank null holds volume whose destinations are unknown. Expansion rules: int_flows_expanded. bytes is traffic between ranks only: what a rank sends to itself (an all-to-all's own block, e.g. the EP matrix diagonal) never leaves the GPU and is in local_bytes, on the src_rank = dst_rank row, whose bytes is 0.
 CREATE OR REPLACE VIEW traffic_matrix(
   -- Training run identifier.
   run_id,
@@ -11,8 +11,10 @@ CREATE OR REPLACE VIEW traffic_matrix(
   dst_rank,
   -- TP | PP | DP | EP | EmbTableSyn | other.
   traffic_class,
-  -- Bytes sent from src_rank to dst_rank (sum of flows; ring shares are fractional).
+  -- Bytes sent from src_rank to dst_rank (sum of flows; ring shares are fractional); 0 on the diagonal (src_rank = dst_rank: local, see local_bytes).
   bytes,
+  -- Bytes the rank sends to itself (src_rank = dst_rank): local, not network traffic; 0 off the diagonal.
+  local_bytes,
   -- True when both ranks are on the same node; null when a node is unknown.
   intra_node,
   -- Node of src_rank.
@@ -34,6 +36,7 @@ WITH
       dst_rank,
       traffic_class,
       sum(bytes) AS bytes,
+      sum(local_bytes) AS local_bytes,
       sum(flows)::BIGINT AS flows,
       sum(calls)::BIGINT AS calls
     FROM int_flows_expanded
@@ -46,6 +49,7 @@ SELECT
   a.dst_rank,
   a.traffic_class,
   a.bytes,
+  a.local_bytes,
   CASE WHEN s.node IS NOT NULL AND d.node IS NOT NULL THEN s.node = d.node END AS intra_node,
   s.node AS src_node,
   d.node AS dst_node,

@@ -154,13 +154,14 @@ def test_default_group_of_a_world_gets_busbw_and_a_matrix(
         assert (n, group_source) == (world, "inferred_default")
         assert busbw is not None and 0 < busbw <= MAX_GB_S
     sent = con.execute(
-        "SELECT count(DISTINCT dst_rank), sum(bytes) FROM traffic_matrix "
+        "SELECT count(DISTINCT dst_rank) FILTER (WHERE dst_rank <> src_rank), sum(bytes), "
+        "sum(local_bytes) FILTER (WHERE dst_rank = src_rank) FROM traffic_matrix "
         "WHERE run_id = $r AND src_rank = $k",
         {"r": run_id, "k": rank},
     ).fetchone()
     assert sent is not None
-    # all_to_all reaches every other member of the world
-    assert sent[0] == world - 1 and sent[1] > 0
+    # all_to_all reaches every other member of the world; its own block stays local
+    assert sent[0] == world - 1 and sent[1] > 0 and sent[2] > 0
     # the marts built on the matrix have the run too: one predictability row per iteration with
     # traffic of the rank, one MoE row per iteration with EP (all_to_all) traffic
     iters = con.execute(

@@ -30,7 +30,7 @@ import yaml
 from polars.testing import assert_frame_equal
 
 from parsers.schema import TABLES, conform, empty_frame
-from pipeline.derive import RUN_CONFIG_COLUMNS, predictions
+from pipeline.derive import INPUT_COLUMNS, RUN_CONFIG_COLUMNS, predictions
 from pipeline.sql_modules import SqlModule, apply, discover
 
 CASES = Path(__file__).with_name("cases")
@@ -86,7 +86,7 @@ def test_sql_case(obj: str, case: dict[str, Any]) -> None:
         df = _given_frame(name, rows or [])
         con.register(f"_g_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _g_{name}")
-    for rel in ("run_config", "predicted_traffic", "predicted_matrix", "predicted_times"):
+    for rel in INPUT_COLUMNS:
         if rel not in given:
             con.register(f"_g_{rel}", _given_frame(rel, []).to_arrow())
             con.execute(f"CREATE TABLE {rel} AS SELECT * FROM _g_{rel}")

@@ -2,9 +2,10 @@
 
 Every sample in ../shared/samples and sample_traces/ is ingested into one temporary store (one run
 per file, one run for the sample_traces folder); the traffic SQL must then hold:
-no negative or self-directed bytes, and a rank's sent bytes in the matrix equal its logged send
-volume (computed here in Python from the raw comm_ops rows with the expansion rules of
-int_flows_expanded). Acceptance on named samples: the nccl-tests 2-GPU log yields the ring
+no negative bytes, no network bytes from a rank to itself (what a rank sends itself is
+local_bytes, on the diagonal only), and a rank's sent bytes in the matrix (network + local) equal
+its logged send volume (computed here in Python from the raw comm_ops rows with the expansion rules
+of int_flows_expanded). Acceptance on named samples: the nccl-tests 2-GPU log yields the ring
 all-reduce volume counted from the file with a plain regex; the 16-rank Cori log yields ring
 edges equal to the logged ``Channel NN/MM :`` ring orders, and a collective replayed on that
 communicator (a synthetic comm_ops row per rank, labelled ``synthetic-replay``) flows along them.
@@ -52,12 +53,14 @@ def _run_of(runs: dict[str, Path], suffix: str) -> str:
 
 def test_no_negative_or_self_bytes(con: duckdb.DuckDBPyConnection) -> None:
     bad = con.sql(
-        "SELECT * FROM traffic_matrix WHERE bytes < 0 OR src_rank = dst_rank OR src_rank IS NULL"
+        "SELECT * FROM traffic_matrix WHERE bytes < 0 OR local_bytes < 0 OR src_rank IS NULL "
+        "OR (src_rank = dst_rank AND bytes <> 0) "
+        "OR (src_rank IS DISTINCT FROM dst_rank AND local_bytes <> 0)"
     ).fetchall()
     assert bad == []
-    assert con.execute("SELECT count(*) FROM int_flows_expanded WHERE bytes <= 0").fetchall() == [
-        (0,)
-    ]
+    assert con.execute(
+        "SELECT count(*) FROM int_flows_expanded WHERE bytes + local_bytes <= 0"
+    ).fetchall() == [(0,)]
 
 
 def _sent_bounds(op: str, n: int | None, s: float) -> tuple[float, float] | None:
@@ -76,8 +79,7 @@ def _sent_bounds(op: str, n: int | None, s: float) -> tuple[float, float] | None
     if op in ("all_gather", "reduce_scatter"):
         return (n - 1) * s, (n - 1) * s
     if op == "all_to_all":
-        v = (n - 1) * s / n
-        return v, v
+        return s, s  # (n-1)/n * s to the other members, s/n local (its own block)
     if op in ("broadcast", "reduce", "gather"):
         return 0.0, s
     if op == "scatter":
@@ -126,7 +128,7 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
     got = dict(
         ((r, k), b)
         for r, k, b in con.sql(
-            "SELECT run_id, src_rank, sum(bytes) FROM traffic_matrix GROUP BY ALL"
+            "SELECT run_id, src_rank, sum(bytes + local_bytes) FROM traffic_matrix GROUP BY ALL"
         ).fetchall()
     )
     checked = 0
