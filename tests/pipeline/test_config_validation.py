@@ -405,3 +405,23 @@ def test_predict_and_advise_validate_their_config(
     err = capsys.readouterr().err
     assert code != 0
     assert len(err.strip().splitlines()) == 1 and str(cfg) in err and expected in err, err
+
+
+@pytest.mark.slow
+def test_generate_ingest_records_the_config_and_derive_predicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``generate --ingest`` with the synthetic file, then derive: the store has predictions."""
+    store = str(tmp_path / "store")
+    gen = ["generate", "--config", str(SYNTHETIC), "--out", str(tmp_path / "gen")]
+    gen += ["--formats", "deepspeed", "--iterations", "1", "--ingest", "--store", store]
+    assert main(gen) == 0
+    out = capsys.readouterr().out
+    assert "run config: manifest:" in out and "derive computes the model's predictions" in out
+    run_id = next(iter(Store.open(tmp_path / "store").runs()))
+    assert main(["derive", run_id, "--store", store]) == 0
+    capsys.readouterr()
+    sql = "select count(*) as n from predicted_traffic"
+    assert main(["query", sql, "--store", store, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["n"] > 0
