@@ -206,6 +206,8 @@ def _command(name: str, cfg: Path, tmp_path: Path) -> list[str]:
         return ["ingest", str(tmp_path / "in"), "--run", RUN, "--format", "test_lines", *store]
     if name == "derive":
         return ["derive", RUN, *store]
+    if name == "report":  # its config flag is --model (re-derives the run)
+        return ["report", RUN, "-o", str(tmp_path / "r.html"), *store, "--model", str(cfg)]
     if name == "generate":
         return ["generate", "--out", str(tmp_path / "gen"), "--formats", "deepspeed", *store]
     if name == "advise":
@@ -215,7 +217,7 @@ def _command(name: str, cfg: Path, tmp_path: Path) -> list[str]:
     return [name]
 
 
-COMMANDS = ("predict", "advise", "generate", "ingest", "derive", "collect")
+COMMANDS = ("predict", "advise", "generate", "ingest", "derive", "report", "collect")
 
 
 @pytest.mark.parametrize("mistake", sorted(UNKNOWN))
@@ -229,12 +231,12 @@ def test_every_command_refuses_an_unknown_section_or_key_naming_file_and_key(
     cfg = tmp_path / "run.toml"
     cfg.write_text(text.replace(old, new, 1))
     _input_folder(tmp_path)
-    if command == "derive":
+    if command in {"derive", "report"}:
         assert _ingest(tmp_path) == 0
         capsys.readouterr()
     before = snapshot(tmp_path)
     args = _command(command, cfg, tmp_path)
-    code = main(args if command == "collect" else [*args, "--config", str(cfg)])
+    code = main(args if command in {"collect", "report"} else [*args, "--config", str(cfg)])
     err = capsys.readouterr().err.strip()
     assert code == 2, err
     assert len(err.splitlines()) == 1, err
