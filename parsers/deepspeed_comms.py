@@ -52,9 +52,14 @@ Columns and choices:
   ``raw_op`` is the record name without the caller part; ``caller`` the debug-mode caller.
 * ``msg_bytes``: ``round(value * 1024**unit_index)`` from the printed size (``_ds_sizes``);
   the printed size is lossy (two decimals), this is the exact inverse of the printing.
-* ``ts_ns``: ``asctime`` is local time without a zone; it is read as naive and converted as if it
-  were UTC (epoch ns of the wall-clock reading). It has millisecond resolution and is taken
-  *after* the op finished (the line is logged once the timer stops), so it marks the op's end.
+* ``ts_ns``: the call's **start, derived**: the line's logging time (the op's end, see "What a
+  verbose line's time means" below) minus the call's own latency ``dur_ns`` (per-op, or the
+  difference of cumulative values), so ``ts_ns + dur_ns`` is the logged time. ``asctime`` is
+  local time without a zone; it is read as naive and converted as if it were UTC (epoch ns of
+  the wall-clock reading). ``timing_source`` stays ``logged``: both ends come from the line.
+  Precision: ``asctime`` is cut (not rounded) to the millisecond and ``time (ms)`` has two
+  decimals, so the derived start lies up to 1 ms (+ 5 µs) before the timer's start, by
+  0.5 ms on average, the same for every call (durations are unaffected).
 * ``dur_ns``: the op's latency in ns. ``time (ms)`` has exactly two decimals, converted exactly
   (``9.46`` → 9 460 000). ``algbw_gbps``/``busbw_gbps`` stay as logged.
 * ``timing_source`` (issue 16): ``logged`` where the line gave a latency (``dur_ns`` is the
@@ -63,10 +68,40 @@ Columns and choices:
   :meth:`DeepSpeedCommsParser._finish`, not per line. ``group_source`` stays null: the lines
   do not name the process group or its size.
 
+What a verbose line's time means, from DeepSpeed's source (deepspeedai/DeepSpeed, the same in
+every tag v0.7.0 … v0.19.5 and HEAD edaa72212, 2026-08; checked per tag with ``git show``):
+
+* ``deepspeed/comm/comm.py`` ``timed_op.log_wrapper``: ``timers(log_name).start()`` before the
+  op; then ``return func(*args, **kwargs)`` in a ``try`` whose ``finally`` calls
+  ``get_accelerator().synchronize()`` (``torch.cuda.synchronize()`` before v0.8.0; plus
+  ``cdb.barrier()`` under MPI), ``timers(log_name).stop()``, ``time_elapsed =
+  timers(log_name).elapsed(reset=False)`` and only then ``comms_logger.append(raw_name,
+  log_name, time_elapsed, msg_size)``.
+* ``deepspeed/utils/comms_logging.py`` ``CommsLogger.append``: computes algbw/busbw
+  (``calc_bw_log``), adds to ``comms_dict``, and with ``verbose`` builds the line and calls
+  ``log_dist(log_str, [0])`` at once.
+* ``deepspeed/utils/logging.py`` ``log_dist`` (through ``get_dist_msg`` since v0.18.0) prefixes
+  ``[Rank N] `` and calls ``logger.log(INFO, …)`` on the ``DeepSpeed`` logger, whose handler
+  formats ``[%(asctime)s] [%(levelname)s] [%(filename)s:%(lineno)d:%(funcName)s] %(message)s``
+  (``LoggerFactory.create_logger``): ``asctime`` is the ``LogRecord``'s creation time, i.e.
+  after the op, the synchronize and the timer's stop.
+* ``deepspeed/utils/timer.py`` ``SynchronizedWallClockTimer.Timer``: device events
+  (``torch.cuda.Event`` before v0.9.0, then ``get_accelerator().Event``), or since v0.10.0
+  ``time.time()`` where ``get_accelerator().use_host_timers()`` (e.g. CPU); either way from
+  ``start()`` to the ``stop()`` after the synchronize.
+
+So ``asctime`` is the end of the timed interval (plus the microseconds of ``elapsed``,
+``calc_bw_log`` and formatting), and the interval's start is ``asctime − latency``. The real
+samples agree: read as ends, rank 0's consecutive calls never overlap by more than the
+millisecond cut (thetagpu 0.9.2, the bundled 0.19.8 recording); read as starts, 11 and 25 of
+them would end after the next call was logged; and the bundled recording's calls enclose the
+same calls' Kineto ``gloo:*`` ranges (tests/parsers/test_deepspeed_comms.py).
+
 Cumulative latencies (DeepSpeed ≥ 0.18.3): ``timed_op`` reads ``timers(log_name).elapsed(
-reset=False)`` and since v0.18.3 the timer no longer clears itself, so ``time (ms)`` is the running
-sum over all earlier calls with the same record name (the timer key: ``log_name``, plus the caller
-in debug mode). The parser decides once per file whether latencies are cumulative:
+reset=False)`` and since v0.18.3 (commit 6eb98aaf0 "Wall clock timers API" dropped
+``self.event_timers.clear()`` from ``Timer._get_elapsed_msec``) the timer no longer clears
+itself, so ``time (ms)`` is the running sum over all earlier calls with the same record name
+(the timer key: ``log_name``, plus the caller in debug mode). The parser decides once per file whether latencies are cumulative:
 
 1. Evidence: for each verbose line, its value is compared with the previous line of the same
    record name (file order). ``pairs`` = such comparisons, ``inc``/``dec`` = strict increases and
@@ -478,6 +513,21 @@ def _ts_ns(text: pl.Expr, *, cache: bool = True) -> pl.Expr:
     return text.str.to_datetime(_TS_FORMAT, strict=False, cache=cache).dt.epoch("ns")
 
 
+def _start_ns(logged_ns: pl.Expr, dur_ns: pl.Expr) -> pl.Expr:
+    """The call's start: the line's logging time (the op's end) minus its own latency.
+
+    ``dur_ns`` is the call's own latency (cumulative values already differenced). Without a
+    latency the logged time is kept; null where the difference leaves int64 (a date far
+    before 1970 with a huge latency: out of range, like an unreadable date)."""
+    return (
+        pl.when(dur_ns.is_null())
+        .then(logged_ns)
+        .when(logged_ns >= dur_ns + pl.lit(-(2**63), pl.Int64))
+        .then(logged_ns - dur_ns)
+        .otherwise(None)
+    )
+
+
 def _plain(ops: pl.DataFrame) -> pl.DataFrame:
     """``ops`` as plain single-chunk columns, the layout the original path ends up with.
 
@@ -770,10 +820,11 @@ class DeepSpeedCommsParser:
         chunk.tables["comm_ops"] = (
             ops.with_columns(dur.alias("dur_ns"), (logged / 1e6).alias("latency_logged_ms"))
             .with_columns(
+                _start_ns(pl.col("ts_ns"), pl.col("dur_ns")).alias("ts_ns"),
                 pl.when(pl.col("dur_ns").is_not_null())
                 .then(pl.lit("logged"))
                 .otherwise(pl.lit("none"))
-                .alias("timing_source")
+                .alias("timing_source"),
             )
             .select(list(_COMM_OPS_SCHEMA))
         )

@@ -7,9 +7,16 @@ or ``pp = 0`` reached the consumers (``run_config_frame``, the analytical model,
 ended in a Python traceback, in ingest only after the logs were committed. Here every key of
 the layout documented in ``configs/gpt3b_paper.toml`` (and :mod:`reports.model.config`) has a
 type and a range; the first violation is one :class:`ConfigError` naming the file and the key
-(``run.toml: parallel.pp: expected an integer >= 1, got "two"``). Unknown sections and keys are
-warnings and are dropped from the config that is stored, so what is stored is always a config
-the model reads.
+(``run.toml: parallel.pp: expected an integer >= 1, got "two"``).
+
+One file serves every command (issue 17): ``predict``, ``advise``, ``generate``, ``ingest``,
+``derive`` and ``collect`` read the same layout, the model's sections plus the generator's
+``[generate]`` and ``[scenario]``, and check all of it the same way, whether or not the
+command uses a section (the generator's sections are checked against
+:mod:`pipeline.synthetic.scenario`, then left out of what is stored). An unknown section or key
+is an error naming the file, the section and the key (with the closest known name), never a
+warning that a typo'd key was dropped: ``layrs = 54`` would otherwise leave the model's default
+in place and every prediction silently wrong.
 
 The check is pure (no I/O except :func:`load_config_bytes` parsing bytes it is given), so the
 fuzz tests can call it on any structure.
@@ -17,11 +24,12 @@ fuzz tests can call it on any structure.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
@@ -52,7 +60,8 @@ class _Key:
     """Type and range of one config key."""
 
     kind: str
-    """``int``, ``float``, ``bool``, ``str``, ``choice``, ``order`` or ``int_list``."""
+    """``int``, ``float``, ``bool``, ``str``, ``choice``, ``order``, ``int_list``,
+    ``choice_list`` or ``float_or_list``."""
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
@@ -129,9 +138,54 @@ SCHEMA: dict[str, dict[str, _Key]] = {
 range. Optional keys are ``nullable`` where the model's dataclasses accept ``None`` (a config
 written by ``config_to_dict`` keeps them as ``null``)."""
 
-GENERATOR_SECTIONS = frozenset({"generate", "scenario"})
-"""Sections only the synthetic generator reads (``configs/synthetic_*.toml``): accepted without
-a warning, not stored with the run (the model does not know them)."""
+_ANY_FLOAT = _Key("float", -MAX_RATE, MAX_RATE)
+_FRACTION = _Key("float", 0.0, 1.0)
+
+GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
+    "generate": {
+        "iterations": _int(1, 1 << 20),
+        "seed": _int(0, (1 << 63) - 1),
+        "formats": _Key("choice_list", choices=("nccl", "deepspeed", "kineto", "nsys")),
+        "nccl_version": _STR,
+        "deepspeed_version": _STR,
+        "torch_version": _STR,
+        "nsys_version": _STR,
+        "start_time": _STR,
+        "compute_jitter": _Key("float", 0.0, 0.25),
+        "comm_jitter": _Key("float", 0.0, 0.25),
+        "kineto_compress": _Key("choice", choices=("gz", "none")),
+        "profile_iterations": _Key("int_list", 0, 1 << 20),
+        "jobs": _int(1, 1 << 10),
+        "run_name": _Key("str", nullable=True),
+    },
+    "scenario": {
+        "straggler_rank": _int(0, MAX_WORLD, nullable=True),
+        "straggler_factor": _pos_float(1e6),
+        "slow_node": _int(0, MAX_WORLD, nullable=True),
+        "slow_link_factor": _Key("float", 0.0, 1.0, lo_open=True),
+        "network": _Key("choice", choices=("roce", "tcp")),
+        "missing_ranks": _Key("int_list", 0, MAX_WORLD),
+        "clock_skew_us": _Key("float_or_list", -MAX_RATE, MAX_RATE),
+        "truncate_rank": _int(0, MAX_WORLD, nullable=True),
+        "truncate_fraction": _Key("float", 0.0, 1.0, lo_open=True),
+        "moe_routing": _Key("choice", choices=("routed", "capacity")),
+        "moe_skew_start": _ANY_FLOAT,
+        "moe_skew_end": _ANY_FLOAT,
+        "moe_second_start": _FRACTION,
+        "moe_second_end": _FRACTION,
+        "moe_decay_iterations": _pos_float(MAX_RATE),
+    },
+}
+"""Types and ranges of the generator's sections (``configs/synthetic_*.toml``); the key names are
+those of :class:`pipeline.synthetic.scenario.GenerateOptions` and ``Scenario`` (a test keeps
+them equal), whose own checks (versions, dates, formats, ranks against the world) run after
+these. Checked by every command, stored by none (the model does not read them)."""
+
+GENERATOR_SECTIONS = frozenset(GENERATOR_SCHEMA)
+"""Sections only the synthetic generator reads."""
+
+KNOWN_SECTIONS = tuple(sorted({*SCHEMA, *GENERATOR_SCHEMA}))
+"""Every section a config may hold."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +193,9 @@ class Checked:
     """A validated config: what to store, and the warnings to show."""
 
     config: dict[str, Any]
-    warnings: tuple[str, ...] = ()
+    """The model's sections (what is stored with a run)."""
+    generator: dict[str, Any] = field(default_factory=dict)
+    """The ``[generate]``/``[scenario]`` sections, checked (what ``generate`` reads)."""
 
 
 def _show(value: Any) -> str:
@@ -213,6 +269,22 @@ def _check_value(value: Any, key: _Key, where: str) -> None:
             _check_number(item, key, f"{where}[{i}]")
     elif key.kind == "order":
         _check_order(value, where)
+    elif key.kind == "choice_list":
+        if not isinstance(value, list) or len(value) > len(key.choices) * 4:
+            raise ConfigError(f"{where}: expected a list of names, got {_show(value)}")
+        for i, item in enumerate(value):
+            if item not in key.choices:
+                raise ConfigError(
+                    f"{where}[{i}]: expected one of {', '.join(key.choices)}, got {_show(item)}"
+                )
+    elif key.kind == "float_or_list":
+        if isinstance(value, list):
+            if len(value) > MAX_PARALLEL:
+                raise ConfigError(f"{where}: expected a number or a list, got {_show(value)}")
+            for i, item in enumerate(value):
+                _check_number(item, key, f"{where}[{i}]")
+        else:
+            _check_number(value, key, where)
 
 
 def _check_order(value: Any, where: str) -> None:
@@ -261,6 +333,36 @@ def _check_consistency(cfg: dict[str, Any], origin: str) -> None:
             raise ConfigError(f"{origin}: {exc}") from None
 
 
+def _name(name: Any) -> str:
+    """A section or key name for a message: as written when plain, else quoted and cut."""
+    if isinstance(name, str) and name.replace("_", "").replace("-", "").isalnum():
+        return name if len(name) <= 40 else name[:37] + "..."
+    return _show(name)
+
+
+def _unknown(origin: str, what: str, name: Any, known: Any) -> ConfigError:
+    """The error for an unknown section or key: names the file, the name, and the close ones."""
+    names = sorted(str(k) for k in known)
+    close = difflib.get_close_matches(str(name), names, n=1) if isinstance(name, str) else []
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return ConfigError(f"{origin}: unknown {what}{hint}; known: {', '.join(names)}")
+
+
+def _check_generator(generator: dict[str, Any], model: dict[str, Any], origin: str) -> None:
+    """The generator's own checks on its (typed) sections: versions, start time, profiled
+    iterations, and the scenario's ranks and nodes against the run's size."""
+    from pipeline.synthetic.scenario import options_from_dict
+
+    try:
+        opts = options_from_dict(generator.get("generate"), generator.get("scenario"))
+        if "model" in model and "parallel" in model:
+            from reports.model.config import config_from_dict
+
+            opts.scenario.check(config_from_dict(model))
+    except (ValueError, TypeError, ArithmeticError) as exc:
+        raise ConfigError(f"{origin}: {exc}") from None
+
+
 def validate(data: Any, origin: str) -> Checked:
     """Check a config (the parsed TOML, or a manifest's ``config`` object) against :data:`SCHEMA`.
 
@@ -270,39 +372,36 @@ def validate(data: Any, origin: str) -> Checked:
             ``run/manifest.json: config``.
 
     Returns:
-        The config to store (known sections and keys only, values unchanged) and one warning
-        per unknown section or key.
+        The model's sections (what is stored; values unchanged) and the generator's sections.
 
     Raises:
-        ConfigError: the first value of the wrong type or out of range, or keys that
-            contradict each other; the message names ``origin`` and the key.
+        ConfigError: an unknown section or key, the first value of the wrong type or out of
+            range, or keys that contradict each other; the message names ``origin``, the
+            section and the key.
     """
     if not isinstance(data, Mapping):
         raise ConfigError(f"{origin}: expected a table of sections, got {_show(data)}")
     out: dict[str, Any] = {}
-    warnings: list[str] = []
+    generator: dict[str, Any] = {}
     for section, body in data.items():
         if not isinstance(section, str):
             raise ConfigError(f"{origin}: section names must be strings, got {_show(section)}")
-        if section in GENERATOR_SECTIONS:
-            continue
-        spec = SCHEMA.get(section)
+        spec = SCHEMA.get(section) or GENERATOR_SCHEMA.get(section)
         if spec is None:
-            warnings.append(f"{origin}: unknown section {_show(section)} ignored")
-            continue
+            raise _unknown(origin, f"section [{_name(section)}]", section, KNOWN_SECTIONS)
         if not isinstance(body, Mapping):
             raise ConfigError(f"{origin}: {section}: expected a table, got {_show(body)}")
         clean: dict[str, Any] = {}
         for key, value in body.items():
-            where = f"{origin}: {section}.{key}"
             if key not in spec:
-                warnings.append(f"{origin}: unknown key {section}.{_show(key)} ignored")
-                continue
-            _check_value(value, spec[key], where)
+                raise _unknown(origin, f"key {section}.{_name(key)} in [{section}]", key, spec)
+            _check_value(value, spec[key], f"{origin}: {section}.{key}")
             clean[key] = value
-        out[section] = clean
+        (generator if section in GENERATOR_SECTIONS else out)[section] = clean
     _check_consistency(out, origin)
-    return Checked(out, tuple(warnings))
+    if generator:
+        _check_generator(generator, out, origin)
+    return Checked(out, generator)
 
 
 def load_config_bytes(raw: bytes, origin: str, *, json_format: bool) -> Any:

@@ -7,8 +7,10 @@ what they can from the communicators. The chosen configuration is stored with th
 (``<store>/runs/<run_id>/config.json``) and shown in reports.
 
 Every config is validated (:mod:`pipeline.config_schema`) where it is read, before anything is
-written: a bad one is one :class:`~pipeline.config_schema.ConfigError` naming the file and the
-key. A manifest is read under the symlink and file-type policy of :mod:`pipeline.fs_policy`. A
+written: a bad one, an unknown section or key included, is one
+:class:`~pipeline.config_schema.ConfigError` naming the file, the section and the key. One file
+serves every command: the generator's ``[generate]``/``[scenario]`` are checked here too and
+left out of what is stored. A manifest is read under the symlink and file-type policy of :mod:`pipeline.fs_policy`. A
 stored config that no longer validates (written by an older commscope) is ignored with one
 warning, so ``derive`` and ``report`` still run.
 """
@@ -22,7 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pipeline.config_schema import MAX_CONFIG_BYTES, ConfigError, load_config_bytes, validate
+from pipeline.config_schema import (
+    MAX_CONFIG_BYTES,
+    Checked,
+    ConfigError,
+    load_config_bytes,
+    validate,
+)
 from pipeline.fs_policy import not_regular, read_checked
 from pipeline.store import Store, validate_run_id
 
@@ -55,13 +63,21 @@ class StoredConfig:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """Read and validate a TOML (or JSON) config file in the model's layout.
-
-    Unknown sections and keys are logged as warnings and left out of the result.
+    """Read and validate a TOML (or JSON) config file; return the model's sections.
 
     Raises:
-        ConfigError: unreadable, not a regular file, not TOML/JSON, or a key of the wrong
-            type or out of range (the message names the file and the key).
+        ConfigError: unreadable, not a regular file, not TOML/JSON, an unknown section or
+            key, or a key of the wrong type or out of range (the message names the file and
+            the key).
+    """
+    return check_config_file(path).config
+
+
+def check_config_file(path: Path) -> Checked:
+    """Read and validate a config file: the model's sections and the generator's.
+
+    Raises:
+        ConfigError: as :func:`read_config_file`.
     """
     try:
         mode = path.stat().st_mode
@@ -76,15 +92,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
     data = load_config_bytes(raw, str(path), json_format=path.suffix == ".json")
-    return _checked(data, str(path))
-
-
-def _checked(data: Any, origin: str) -> dict[str, Any]:
-    """Validate a parsed config, log its warnings, return what is stored."""
-    checked = validate(data, origin)
-    for warning in checked.warnings:
-        log.warning("%s", warning)
-    return checked.config
+    return validate(data, str(path))
 
 
 def read_manifest(folder: Path) -> tuple[dict[str, Any], bool] | None:
@@ -109,7 +117,7 @@ def read_manifest(folder: Path) -> tuple[dict[str, Any], bool] | None:
         raise ConfigError(f"{path}: expected a JSON object, got {type(data).__name__}")
     if "config" not in data:
         return None
-    cfg = _checked(data["config"], f"{path}: config")
+    cfg = validate(data["config"], f"{path}: config").config
     synthetic = data.get("synthetic", False)
     if not isinstance(synthetic, bool):
         raise ConfigError(f"{path}: synthetic: expected true or false, got {synthetic!r:.40}")

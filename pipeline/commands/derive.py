@@ -8,6 +8,7 @@ from pathlib import Path
 
 import duckdb
 
+from pipeline import run_config as rc
 from pipeline.commands._format import table
 from pipeline.derive import derive_run
 from pipeline.sql_modules import SqlModuleError
@@ -29,6 +30,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def _warn_without_model(store: Store, run_id: str) -> None:
+    """A config without ``[model]``/``[parallel]`` gives no predictions: say so, never silently.
+
+    (A config the model cannot evaluate is logged by :func:`pipeline.derive.predictions`.)
+    """
+    stored = rc.load(store, run_id)
+    if stored is None:
+        return
+    missing = [s for s in ("model", "parallel") if s not in stored.config]
+    if missing:
+        print(
+            f"commscope: warning: run {run_id}: the config ({stored.source}) has no "
+            f"{' and '.join(f'[{s}]' for s in missing)} section: no predictions "
+            "(predicted_* are empty; model_vs_measured has no model side)",
+            file=sys.stderr,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     """Derive each run and print mart sizes."""
     try:
@@ -42,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
                 f"run {run_id} (config: {res.config_source or 'none, inferred'}; "
                 f"from {res.batches} committed batches)"
             )
+            _warn_without_model(store, run_id)
             print(
                 table(
                     ("mart", "rows", "seconds"),

@@ -175,18 +175,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace, out: Path, run_id: str) -> int:
-    from pipeline.commands.ingest import render_results
+    from pipeline import run_config as rc
+    from pipeline.commands.ingest import print_config_note, render_results
     from pipeline.ingest import ingest_paths
     from pipeline.store import Store, StoreError
 
     try:
         store = Store.open(args.store)
-        results = ingest_paths(store, [out], run_id=run_id)
+        # The generated folder's manifest holds the run's config (the model's sections of
+        # --config, --mapping applied): recorded, so derive computes the model's predictions.
+        read = rc.from_inputs(run_id, [out])
+        results = ingest_paths(store, [out], run_id=run_id, checked_config=read)
     except (StoreError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2
     print(render_results(results))
     print(f"ingested as run {run_id} into {store.root}")
+    if any(r.ok for r in results):
+        print_config_note(store, run_id, read)
+        print(f"derive with: commscope derive {run_id} --store {store.root}")
     return 0 if any(r.ok for r in results) else 1
 
 

@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"commscope: error: {sanitize(str(exc))}", file=sys.stderr)
         return 2
     print(render_results(results))
+    if any(r.ok for r in results):
+        print_config_note(store, args.run_id, checked)
     for r in results:
         if r.status == "error":
             print(f"commscope: error: {sanitize(f'{r.path}: {r.message}')}", file=sys.stderr)
@@ -89,6 +91,44 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0 if any(r.ok for r in results) and not unusable else 1
+
+
+def print_config_note(store: Store, run_id: str, read: rc.StoredConfig | None) -> None:
+    """Say which config the run now has and whether derive can predict from it.
+
+    Why: a config that reaches no prediction must not pass silently (issue 17): one without
+    ``[model]``, or a manifest not recorded because the run already has a config. Nothing is
+    printed for a run without any config (derive says "config: none, inferred").
+    """
+    stored = rc.load(store, run_id)
+    if stored is None:
+        return
+    cfg = stored.config
+    par = cfg.get("parallel", {})
+    layout = " ".join(f"{k}={par[k]}" for k in ("pp", "tp", "dp") if k in par)
+    if "model" in cfg and "parallel" in cfg:
+        name = cfg["model"].get("name", "model")
+        what = f"{name}, {layout}; derive computes the model's predictions"
+    else:
+        what = f"{layout or 'no [parallel]'}; no [model]"
+    print(sanitize(f"run config: {stored.source} ({what})"))
+    if "model" not in cfg or "parallel" not in cfg:
+        missing = " and ".join(f"[{s}]" for s in ("model", "parallel") if s not in cfg)
+        print(
+            sanitize(
+                f"commscope: warning: run {run_id}: the config has no {missing} section: "
+                "derive computes no predictions (predicted_* stay empty)"
+            ),
+            file=sys.stderr,
+        )
+    if read is not None and read.source != stored.source:
+        print(
+            sanitize(
+                f"commscope: note: {read.source} was not recorded: run {run_id} already has "
+                f"{stored.source} (ingest --config or derive --config replaces it)"
+            ),
+            file=sys.stderr,
+        )
 
 
 def nothing_usable(r: FileResult) -> bool:

@@ -4,7 +4,12 @@ Why: one TOML file describes a synthetic run completely. The model's sections (`
 ``[parallel]``, ``[platform]``, ``[mapping]``) go to :func:`reports.model.config.config_from_dict`
 unchanged, so the generated run, the analytical model and ``commscope ingest --config`` all read
 the same description; the two extra sections below say how to simulate and what to perturb.
-Command-line flags override them (see ``pipeline/commands/generate.py``).
+Every command accepts them (``predict``, ``ingest``, ``derive``, ... check and ignore them) and
+checks their key names and value types against ``pipeline/config_schema.py``
+(``GENERATOR_SCHEMA``, kept equal to the fields below by a test); the checks on values that
+need more than a type (versions, dates, ranks against the world size) are the dataclasses'
+own, run by :func:`options_from_dict` for every command. Command-line flags override them
+(see ``pipeline/commands/generate.py``).
 
 TOML layout of the extra sections (every key optional)::
 
@@ -42,7 +47,6 @@ TOML layout of the extra sections (every key optional)::
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
@@ -287,14 +291,17 @@ def split_config(data: Mapping[str, Any]) -> tuple[RunConfig, GenerateOptions]:
 def load_generate_config(path: str | Path) -> tuple[RunConfig, GenerateOptions]:
     """Read a generator config (model sections + ``[generate]`` + ``[scenario]``) from TOML.
 
+    The file is read and checked as every command reads it
+    (:func:`pipeline.run_config.check_config_file`): an unknown section or key, or a bad value,
+    is one :class:`~pipeline.config_schema.ConfigError` naming the file and the key.
+
     Raises:
-        OSError: unreadable file.
-        tomllib.TOMLDecodeError: invalid TOML.
-        ValueError: invalid content.
+        ConfigError: (a ``ValueError``) unreadable, not TOML, or invalid content.
     """
-    with Path(path).open("rb") as fh:
-        data = tomllib.load(fh)
-    return split_config(data)
+    from pipeline.run_config import check_config_file
+
+    checked = check_config_file(Path(path))
+    return split_config({**checked.config, **checked.generator})
 
 
 def with_overrides(opts: GenerateOptions, **changes: Any) -> GenerateOptions:

@@ -18,7 +18,10 @@ Shapes, by ``deepspeed_version``:
   ``f"{x: <20}"``; record names in first-seen order; rows by byte size; Total = sum, Avg /
   tput_avg / busbw_avg = ``trim_mean(.., 0.1)``), then the second barrier's verbose line.
 
-``asctime`` is the wall clock (UTC, node clock of rank 0, skew included) when the op finished.
+``asctime`` is the wall clock (UTC, node clock of rank 0, skew included) when the op finished,
+cut to the millisecond as ``logging`` does: DeepSpeed logs a verbose line after ``timed_op``
+synchronized and stopped the op's timer (source facts in ``parsers/deepspeed_comms.py``), so
+the op started ``time (ms)`` before it.
 """
 
 from __future__ import annotations

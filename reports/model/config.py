@@ -37,6 +37,12 @@ TOML layout (every section but ``[model]`` and ``[parallel]`` is optional)::
 
     [mapping]      # rank numbering
     order = ["pipe", "data", "model"]   # outermost axis first; or preset = "customized"
+
+The same file may carry the synthetic generator's ``[generate]`` and ``[scenario]`` sections
+(``pipeline/synthetic/scenario.py``): the model ignores them (``GENERATOR_SECTIONS``), so one
+file serves ``predict``, ``advise``, ``generate``, ``ingest`` and ``derive``. The commands check
+those sections, and every key, with the file's name in the message
+(``pipeline/config_schema.py``); here an unknown section or key is a ``ValueError``.
 """
 
 from __future__ import annotations
@@ -416,6 +422,9 @@ class RunConfig:
 
 _KNOWN_SECTIONS = frozenset({"model", "parallel", "platform", "mapping"})
 
+GENERATOR_SECTIONS = frozenset({"generate", "scenario"})
+"""Sections of the same file that only the synthetic generator reads; the model ignores them."""
+
 
 def _section(cls: type, raw: Mapping[str, Any], section: str) -> Any:
     """Build one dataclass from a TOML/JSON section, refusing unknown keys."""
@@ -437,6 +446,7 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     Args:
         data: mapping with sections ``model`` and ``parallel`` (required) and ``platform``
             and ``mapping`` (optional). ``mapping`` holds ``order`` (axis list) or ``preset``.
+            ``generate`` and ``scenario`` (the generator's) are ignored.
 
     Returns:
         The validated configuration.
@@ -444,8 +454,8 @@ def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     Raises:
         ValueError: missing or unknown sections/keys, or an inconsistent configuration.
     """
-    unknown = sorted(set(data) - _KNOWN_SECTIONS)
-    _require(not unknown, f"unknown section(s): {', '.join(unknown)}")
+    unknown = sorted(set(data) - _KNOWN_SECTIONS - GENERATOR_SECTIONS)
+    _require(not unknown, f"unknown section(s): {', '.join(map(str, unknown))}")
     _require("model" in data and "parallel" in data, "config needs [model] and [parallel]")
     model = _section(ModelConfig, data["model"], "model")
     parallel = _section(ParallelConfig, data["parallel"], "parallel")
@@ -503,4 +513,7 @@ def load_config(path: str | Path) -> RunConfig:
     """
     with Path(path).open("rb") as handle:
         data = tomllib.load(handle)
-    return config_from_dict(data)
+    try:
+        return config_from_dict(data)
+    except ValueError as exc:
+        raise ValueError(f"{path}: {exc}") from None

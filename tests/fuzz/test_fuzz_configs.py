@@ -29,13 +29,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline import run_config as rc
-from pipeline.config_schema import SCHEMA, ConfigError, load_config_bytes, validate
+from pipeline.config_schema import (
+    GENERATOR_SCHEMA,
+    SCHEMA,
+    ConfigError,
+    load_config_bytes,
+    validate,
+)
 from pipeline.derive import run_config_frame
 from pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))
-KEYS = sorted({k for section in SCHEMA.values() for k in section} | set(SCHEMA))
+LAYOUT = {**SCHEMA, **GENERATOR_SCHEMA}
+KEYS = sorted({k for section in LAYOUT.values() for k in section} | set(LAYOUT))
 ORIGIN = "fuzz.toml"
 EXAMPLES = int(os.environ.get("COMMSCOPE_FUZZ_EXAMPLES", "1") or "1")
 
@@ -78,6 +85,8 @@ def check(data: Any, origin: str, tmp: Path) -> None:
     assert frame.height == 1
     for section, body in checked.config.items():
         assert section in SCHEMA and set(body) <= set(SCHEMA[section])
+    for section, body in checked.generator.items():  # checked, never stored
+        assert section in GENERATOR_SCHEMA and set(body) <= set(GENERATOR_SCHEMA[section])
     store = Store(tmp)
     rc.save(store, stored)
     back = rc.load(store, "fz")

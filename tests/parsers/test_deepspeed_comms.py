@@ -147,6 +147,17 @@ STRAG_HEADER = cells(
 )
 
 
+ASCTIME = re.compile(r"\[(\d{4})-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d),(\d{3})\] \[[A-Z]+\] ")
+
+
+def asctime_ns(line: str) -> int:
+    """Independent reading of a line's logging ``asctime`` as naive UTC, epoch ns."""
+    m = ASCTIME.search(line)
+    assert m is not None, line
+    y, mo, d, h, mi, sec, ms = (int(g) for g in m.groups())
+    return int(datetime(y, mo, d, h, mi, sec, tzinfo=UTC).timestamp()) * 10**9 + ms * 10**6
+
+
 def sample_files(shared_samples: Path) -> list[Path]:
     files = sorted(
         p
@@ -242,9 +253,12 @@ def test_pr2012_verbose_old_format(shared_samples: Path) -> None:
     assert ops["dur_ns"].to_list() == [9_460_000, 110_000, 80_000]
     assert ops["algbw_gbps"].to_list() == [1204.52, 954.41, 1293.47]
     assert ops["busbw_gbps"].to_list() == [1129.23, 894.76, 1212.63]
-    # asctime is naive local time, read as if it were UTC
-    first = datetime(2022, 6, 26, 1, 39, 55, 722000, tzinfo=UTC)
-    assert ops["ts_ns"][0] == int(first.timestamp()) * 10**9 + 722 * 10**6
+    # asctime is naive local time, read as if it were UTC; it is the op's END (logged after
+    # the timer stopped), so the start is asctime minus the op's latency
+    first = datetime(2022, 6, 26, 1, 39, 55, tzinfo=UTC)
+    assert ops["ts_ns"][0] == int(first.timestamp()) * 10**9 + 722 * 10**6 - 9_460_000
+    ends = [asctime_ns(ln) for ln in text_lines(path)]
+    assert (ops["ts_ns"] + ops["dur_ns"]).to_list() == ends
 
 
 def test_polaris_ansi_summary(shared_samples: Path) -> None:
@@ -282,7 +296,81 @@ def test_thetagpu_verbose_tqdm_and_latencies(shared_samples: Path) -> None:
     assert len(tqdm_lines) == 9
     assert tqdm_lines <= set(ops["source_line"].to_list())
     assert ops["ts_ns"].null_count() == 0
-    assert ops["ts_ns"].is_sorted()
+    # the logged times (the ends) are in file order; starts may not be (millisecond cut)
+    assert (ops["ts_ns"] + ops["dur_ns"]).is_sorted()
+
+
+ASCTIME_TRUNCATION_NS = 1_000_000
+"""``asctime`` shows the logging time cut (not rounded) to the millisecond."""
+
+
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [
+        ("shared", "deepspeed_comms/mlprof_thetagpu_2node_16gpu_verbose_run1.log"),  # 0.9.2
+        ("shared", "deepspeed_comms/ds_pr2012_docs_verbose_v0.7_format.log"),  # 0.7 dev
+        ("bundled", "ds_pipe_pp2_dp2_cpu/deepspeed/rank0.log"),  # 0.19.8, cumulative
+    ],
+)
+def test_real_calls_of_rank0_do_not_overlap(
+    folder: str, name: str, shared_samples: Path, sample_traces: Path
+) -> None:
+    """DeepSpeed's ``timed_op`` blocks (synchronize) before it logs, so rank 0's calls run
+    one after another: each parsed [ts_ns, ts_ns + dur_ns] starts after the previous one
+    ended, up to the millisecond ``asctime`` cut. Reading the logged time as the start
+    (the old parser) makes 11 thetagpu calls and 25 recorded ones overlap their successor."""
+    path = (shared_samples if folder == "shared" else sample_traces) / name
+    if not path.exists():
+        pytest.skip(f"{path} not present")
+    ops = run(path).get("comm_ops").sort("source_line")
+    assert ops.height >= 3
+    lines = [ln for ln in text_lines(path) if "comm op:" in ln]
+    assert (ops["ts_ns"] + ops["dur_ns"]).to_list() == [asctime_ns(ln) for ln in lines]
+    gap = ops["ts_ns"].slice(1) - (ops["ts_ns"] + ops["dur_ns"]).slice(0, ops.height - 1)
+    assert gap.min() >= -ASCTIME_TRUNCATION_NS - 10_000  # + 10 us: time (ms) has 2 decimals
+
+
+def test_recorded_rank0_calls_enclose_kineto_ranges(sample_traces: Path) -> None:
+    """Independent clock: the same run's Kineto trace of rank 0 (gloo:* CPU ranges, steps
+    2-4). DeepSpeed's timer starts before the call and stops after it (and a sync), so every
+    parsed DeepSpeed call of the same op and size, nearest by end, encloses its Kineto range
+    within the millisecond ``asctime`` cut."""
+    from parsers import kineto
+
+    run_dir = sample_traces / "ds_pipe_pp2_dp2_cpu"
+    ds_log, trace = (
+        run_dir / "deepspeed" / "rank0.log",
+        run_dir / "kineto" / "rank0.pt.trace.json.gz",
+    )
+    if not (ds_log.exists() and trace.exists()):
+        pytest.skip("recorded sample not present")
+    frames = [
+        c.tables["comm_ops"]
+        for c in kineto.KinetoParser().parse(Source(trace), run_id="t", rank=0)
+        if "comm_ops" in c.tables
+    ]
+    ki = (
+        pl.concat(frames)
+        .select(
+            "op", "msg_bytes", pl.col("ts_ns").alias("k_start"), pl.col("dur_ns").alias("k_dur")
+        )
+        .with_columns((pl.col("k_start") + pl.col("k_dur")).alias("k_end"))
+        .sort("k_end")
+    )
+    ds = (
+        run(ds_log)
+        .get("comm_ops")
+        .select("op", "msg_bytes", "ts_ns", (pl.col("ts_ns") + pl.col("dur_ns")).alias("end"))
+        .sort("end")
+    )
+    j = ki.join_asof(
+        ds, left_on="k_end", right_on="end", by=["op", "msg_bytes"], strategy="nearest"
+    )
+    assert j.height == 36 and j["ts_ns"].null_count() == 0  # 3 steps x 12 calls
+    assert j.filter(pl.col("k_dur") > 5_000_000).height >= 5  # long calls tell start from end
+    slack = ASCTIME_TRUNCATION_NS + 10_000
+    assert (j["ts_ns"] <= j["k_start"] + slack).all()
+    assert (j["end"] >= j["k_end"] - slack).all()
 
 
 def test_sniff_samples(shared_samples: Path) -> None:
@@ -452,6 +540,45 @@ def test_synthetic_cumulative_detected_from_data(tmp_path: Path) -> None:
         expect = [ns[0]] + [b - a for a, b in itertools.pairwise(ns)]
         assert ops.filter(pl.col("raw_op") == rec)["dur_ns"].to_list() == expect
         assert sum(expect) == ns[-1]
+
+
+VERSION_LINE = (
+    "[2026-01-02 03:04:05,000] [INFO] [logging.py:123:log_dist] [Rank 0] "
+    "DeepSpeed info: version={}, git-hash=unknown, git-branch=unknown"
+)
+
+
+@pytest.mark.parametrize(
+    ("version", "old", "logged_ms", "expect_dur_ms"),
+    [
+        # < 0.10.1: "rank=0 | comm op: ..." shape, per-op latencies
+        ("0.9.2", True, ["2.50", "1.25", "4.00"], ["2.50", "1.25", "4.00"]),
+        # 0.10.1 - 0.18.2: current shape, per-op latencies
+        ("0.14.4", False, ["2.50", "1.25", "4.00"], ["2.50", "1.25", "4.00"]),
+        # >= 0.18.3: the running sum per record name, differenced
+        ("0.19.8", False, ["2.50", "3.75", "7.75"], ["2.50", "1.25", "4.00"]),
+    ],
+)
+def test_synthetic_timestamp_is_the_end_of_the_op(
+    tmp_path: Path, version: str, old: bool, logged_ms: list[str], expect_dur_ms: list[str]
+) -> None:
+    """Given three calls logged at 03:04:05.010/.020/.030, expect each to start at its
+    logged time minus its own latency (DeepSpeed logs after the timer stopped)."""
+    stamps = ["2026-01-02 03:04:05,010", "2026-01-02 03:04:05,020", "2026-01-02 03:04:05,030"]
+    lines = [VERSION_LINE.format(version)]
+    lines += [
+        vline("all_reduce", ms, "4.0 MB", ts=ts, old=old)
+        for ms, ts in zip(logged_ms, stamps, strict=True)
+    ]
+    ops = run(write(tmp_path, f"synthetic_end_{version}.log", lines)).get("comm_ops")
+    base = int(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()) * 10**9
+    dur = [int(Decimal(ms) * 10**6) for ms in expect_dur_ms]
+    ends = [base + k * 10_000_000 for k in (1, 2, 3)]
+    assert ops.sort("source_line")["dur_ns"].to_list() == dur
+    assert ops.sort("source_line")["ts_ns"].to_list() == [
+        e - d for e, d in zip(ends, dur, strict=True)
+    ]
+    assert set(ops["timing_source"]) == {"logged"}
 
 
 def test_synthetic_cumulative_from_version_hint_with_few_lines(tmp_path: Path) -> None:

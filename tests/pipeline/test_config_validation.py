@@ -3,8 +3,14 @@
 A manifest of ``[]``, deep nesting, a list where a table belongs, ``pp = "two"``, ``pp = 1e30``,
 ``pp = 0`` or a negative size used to end in a Python traceback (in ingest after the logs were
 committed). Each is now one line naming the file and the key, a non-zero exit, and a store
-left exactly as it was. Unknown keys are warnings. A stored config that no longer validates is
-ignored with one line, so derive and report still run.
+left exactly as it was. A stored config that no longer validates is ignored with one line, so
+derive and report still run.
+
+One file for every command (issue 17, item 8): ``predict``, ``advise``, ``generate``,
+``ingest``, ``derive`` and ``collect`` accept ``configs/synthetic_*.toml`` (its ``[generate]``
+and ``[scenario]`` included) and refuse, each the same way, an unknown section or key (also in
+the generator's sections: one line naming the file, the section and the key); a config from
+which derive can compute no prediction is said so, never silently.
 """
 
 from __future__ import annotations
@@ -156,20 +162,165 @@ def test_the_documented_example_message() -> None:
     assert str(exc.value).endswith('got "two"')
 
 
-def test_unknown_keys_are_warnings_and_are_not_stored(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_unknown_keys_in_a_manifest_are_errors_and_nothing_is_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     folder = _input_folder(tmp_path)
-    cfg = {"parallel": {**GOOD["parallel"], "pipeline_magic": 3}, "extras": {"a": 1}}
+    cfg = {"parallel": {**GOOD["parallel"], "pipeline_magic": 3}}
     (folder / "manifest.json").write_text(json.dumps({"config": cfg}))
-    with caplog.at_level(logging.WARNING):
-        code = _ingest(tmp_path)
-    assert code == 0
-    warned = " ".join(r.getMessage() for r in caplog.records)
-    assert "pipeline_magic" in warned and "extras" in warned
+    Store.open(tmp_path / "store")
+    before = snapshot(tmp_path / "store")
+    assert _ingest(tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert str(folder / "manifest.json") in err and "parallel.pipeline_magic" in err, err
+    assert snapshot(tmp_path / "store") == before
+
+
+SYNTHETIC = ROOT / "configs" / "synthetic_gpt3b_4x2x4.toml"
+
+UNKNOWN: dict[str, tuple[str, str, str]] = {
+    # name: (old text, new text, what the one-line message must contain)
+    "section": ("\n[mapping]\n", "\n[mapings]\nx = 1\n\n[mapping]\n", "section [mapings]"),
+    "model_key": ("layers = 54", "layers = 54\nlayrs = 54", "model.layrs in [model]"),
+    "generate_key": ("seed = 7", "seed = 7\niteratons = 2", "generate.iteratons in [generate]"),
+    "scenario_key": (
+        "\n[generate]\n",
+        "\n[scenario]\nstragler_rank = 3\n\n[generate]\n",
+        "scenario.stragler_rank in [scenario]",
+    ),
+    "generate_type": ("seed = 7", 'seed = "seven"', "generate.seed: expected an integer"),
+    "scenario_rank": (
+        "\n[generate]\n",
+        "\n[scenario]\nstraggler_rank = 32\n\n[generate]\n",
+        "scenario.straggler_rank outside 0..31",
+    ),
+}
+"""Mistakes in a copy of configs/synthetic_gpt3b_4x2x4.toml that every command must refuse."""
+
+
+def _command(name: str, cfg: Path, tmp_path: Path) -> list[str]:
+    """The command line of ``name`` run with ``--config cfg`` (inputs under ``tmp_path``)."""
+    store = ["--store", str(tmp_path / "store")]
+    if name == "ingest":
+        return ["ingest", str(tmp_path / "in"), "--run", RUN, "--format", "test_lines", *store]
+    if name == "derive":
+        return ["derive", RUN, *store]
+    if name == "report":  # its config flag is --model (re-derives the run)
+        return ["report", RUN, "-o", str(tmp_path / "r.html"), *store, "--model", str(cfg)]
+    if name == "generate":
+        return ["generate", "--out", str(tmp_path / "gen"), "--formats", "deepspeed", *store]
+    if name == "advise":
+        return ["advise", "--gpus", "8"]
+    if name == "collect":  # the wrapped command comes last
+        return ["collect", "--out", str(tmp_path / "collected"), "--config", str(cfg), "--", "true"]
+    return [name]
+
+
+COMMANDS = ("predict", "advise", "generate", "ingest", "derive", "report", "collect")
+
+
+@pytest.mark.parametrize("mistake", sorted(UNKNOWN))
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_refuses_an_unknown_section_or_key_naming_file_and_key(
+    command: str, mistake: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    old, new, expected = UNKNOWN[mistake]
+    text = SYNTHETIC.read_text()
+    assert old in text
+    cfg = tmp_path / "run.toml"
+    cfg.write_text(text.replace(old, new, 1))
+    _input_folder(tmp_path)
+    if command in {"derive", "report"}:
+        assert _ingest(tmp_path) == 0
+        capsys.readouterr()
+    before = snapshot(tmp_path)
+    args = _command(command, cfg, tmp_path)
+    code = main(args if command in {"collect", "report"} else [*args, "--config", str(cfg)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1, err
+    assert str(cfg) in err and expected in err, err
+    assert "Traceback" not in err
+    assert snapshot(tmp_path) == before  # nothing generated, ingested, stored or collected
+
+
+def test_the_synthetic_config_serves_predict_advise_ingest_and_derive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One file, its [generate] section included: no error, and what ingest and derive
+    record from it is the model's sections, from which the model's predictions are made."""
+    import tomllib
+
+    from pipeline.derive import input_frames
+    from reports.model.config import config_from_dict
+
+    raw = tomllib.loads(SYNTHETIC.read_text())
+    assert "generate" in raw
+    assert config_from_dict(raw).world == 32  # the model ignores the generator's sections
+    for command in ("predict", "advise"):
+        assert main([*_command(command, SYNTHETIC, tmp_path), "--config", str(SYNTHETIC)]) == 0
+    _input_folder(tmp_path)
+    assert _ingest(tmp_path, "--config", str(SYNTHETIC)) == 0
+    out = capsys.readouterr()
+    assert f"run config: config:{SYNTHETIC}" in out.out and "predictions" in out.out
+    assert "warning" not in out.err
     stored = rc.load(Store.open(tmp_path / "store"), RUN)
     assert stored is not None
-    assert stored.config == GOOD
+    assert set(stored.config) == {"model", "parallel", "platform", "mapping"}
+    assert input_frames(stored, RUN)["predicted_traffic"].height > 0  # what derive stores
+
+
+def test_a_config_without_a_model_is_said_to_give_no_predictions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "run.toml"
+    cfg.write_text("[parallel]\npp = 2\ntp = 1\ndp = 2\n")
+    _input_folder(tmp_path)
+    assert _ingest(tmp_path, "--config", str(cfg)) == 0
+    err = capsys.readouterr().err
+    assert "no [model] section" in err and "no predictions" in err, err
+    assert main(["derive", RUN, "--store", str(tmp_path / "store")]) == 0
+    err = capsys.readouterr().err
+    assert "no [model] section" in err and "no predictions" in err, err
+
+
+def test_a_manifest_not_recorded_over_an_existing_config_is_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = _input_folder(tmp_path)
+    assert _ingest(tmp_path, "--config", str(SYNTHETIC)) == 0
+    (folder / "b.log").write_text(LOG + "more\n")
+    (folder / "manifest.json").write_text(json.dumps({"config": GOOD}))
+    capsys.readouterr()
+    assert _ingest(tmp_path) == 0
+    err = capsys.readouterr().err
+    assert "manifest.json was not recorded" in err and str(SYNTHETIC) in err, err
+
+
+def test_generator_schema_names_the_generators_own_keys() -> None:
+    """config_schema's types for [generate]/[scenario] cover exactly the generator's fields."""
+    from dataclasses import fields
+
+    from pipeline.config_schema import GENERATOR_SCHEMA, GENERATOR_SECTIONS
+    from pipeline.synthetic.scenario import GenerateOptions, Scenario
+    from reports.model import config as model_config
+
+    gen = {f.name for f in fields(GenerateOptions)} - {"scenario"}
+    assert set(GENERATOR_SCHEMA["generate"]) == gen
+    assert set(GENERATOR_SCHEMA["scenario"]) == {f.name for f in fields(Scenario)}
+    assert model_config.GENERATOR_SECTIONS == GENERATOR_SECTIONS
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
+def test_every_shipped_config_serves_generate_and_predict(path: Path) -> None:
+    """Every shipped file, the paper's and the synthetic ones, reads for both sides."""
+    from pipeline.synthetic.scenario import load_generate_config
+
+    run, opts = load_generate_config(path)
+    assert run.world >= 1 and opts.iterations >= 1
+    checked = rc.check_config_file(path)
+    assert set(checked.generator) <= {"generate", "scenario"}
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
@@ -256,3 +407,23 @@ def test_predict_and_advise_validate_their_config(
     err = capsys.readouterr().err
     assert code != 0
     assert len(err.strip().splitlines()) == 1 and str(cfg) in err and expected in err, err
+
+
+@pytest.mark.slow
+def test_generate_ingest_records_the_config_and_derive_predicts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``generate --ingest`` with the synthetic file, then derive: the store has predictions."""
+    store = str(tmp_path / "store")
+    gen = ["generate", "--config", str(SYNTHETIC), "--out", str(tmp_path / "gen")]
+    gen += ["--formats", "deepspeed", "--iterations", "1", "--ingest", "--store", store]
+    assert main(gen) == 0
+    out = capsys.readouterr().out
+    assert "run config: manifest:" in out and "derive computes the model's predictions" in out
+    run_id = next(iter(Store.open(tmp_path / "store").runs()))
+    assert main(["derive", run_id, "--store", store]) == 0
+    capsys.readouterr()
+    sql = "select count(*) as n from predicted_traffic"
+    assert main(["query", sql, "--store", store, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["n"] > 0
