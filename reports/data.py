@@ -508,25 +508,72 @@ def onoff_timeline(data: RunData) -> pl.DataFrame:
 
 
 def message_sizes(data: RunData) -> pl.DataFrame:
-    """Calls per message-size bucket and op/class (per-call logs preferred over summaries)."""
+    """Calls per exact message size and op/class, with the CDF of calls (Fig. 1).
+
+    Per-call logs are preferred over DeepSpeed summaries. The message_sizes mart groups sizes
+    into power-of-two buckets and keeps each bucket's smallest and largest size: where those
+    agree (one size per bucket, the usual case) the size is exact; otherwise the per-call sizes
+    are read from int_comm_ops_classified (counted calls that move data, as the mart counts).
+    Summary buckets holding several sizes keep their mean size (``size_exact`` false).
+    ``size_bytes`` is never floored to a power of two: 125 MiB is 131,072,000 bytes.
+    """
     ms = data.mart("message_sizes")
     if ms.is_empty():
         raise Unavailable("no communication calls with message sizes in this run")
     src = "comm_ops" if (ms["source"] == "comm_ops").any() else "comm_summaries"
+    sel = ms.filter(pl.col("source") == src)
+    single = pl.col("min_bytes") == pl.col("max_bytes")
+    if "min_bytes" in sel.columns and sel.select(single.all()).item():
+        exact = sel.select(
+            "op", "traffic_class", pl.col("min_bytes").alias("size_bytes"), "calls", "total_bytes"
+        ).with_columns(size_exact=pl.lit(True))
+    elif src == "comm_ops":
+        exact = _query(
+            data,
+            "SELECT op, traffic_class, msg_bytes AS size_bytes, count(*) AS calls, "
+            "sum(msg_bytes) AS total_bytes FROM int_comm_ops_classified "
+            "WHERE run_id = $run_id AND is_traffic AND counted AND msg_bytes IS NOT NULL "
+            "GROUP BY op, traffic_class, msg_bytes",
+        ).with_columns(size_exact=pl.lit(True))
+    else:
+        exact = sel.select(
+            "op",
+            "traffic_class",
+            pl.when(single)
+            .then(pl.col("min_bytes"))
+            .otherwise(pl.col("total_bytes") // pl.col("calls"))
+            .alias("size_bytes"),
+            "calls",
+            "total_bytes",
+            single.alias("size_exact"),
+        )
     return (
-        ms.filter(pl.col("source") == src)
-        .with_columns(series=pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")))
+        exact.with_columns(
+            pl.col("size_bytes").cast(pl.Int64).clip(lower_bound=1),
+            pl.col("calls").cast(pl.Int64),
+            pl.col("total_bytes").cast(pl.Int64),
+        )
+        .sort("op", "traffic_class", "size_bytes")
+        .with_columns(
+            source=pl.lit(src),
+            series=pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")),
+            size_mib=pl.col("size_bytes") / 2**20,
+            cdf_calls=pl.col("calls").cum_sum().over("op", "traffic_class")
+            / pl.col("calls").sum().over("op", "traffic_class"),
+        )
         .select(
             "source",
             "series",
             "op",
             "traffic_class",
-            pl.col("size_bucket_bytes").clip(lower_bound=1),
+            "size_bytes",
+            "size_mib",
+            "size_exact",
             "calls",
             "total_bytes",
             "cdf_calls",
         )
-        .sort("series", "size_bucket_bytes")
+        .sort("series", "size_bytes")
     )
 
 

@@ -55,7 +55,8 @@ def test_size_axes_use_si_prefixes() -> None:
     sizes = pl.DataFrame(
         {
             "series": ["x (DP)"],
-            "size_bucket_bytes": [1024],
+            "size_bytes": [1024],
+            "size_mib": [1024 / 2**20],
             "cdf_calls": [1.0],
             "calls": [1],
             "total_bytes": [1024],
