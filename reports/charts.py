@@ -411,8 +411,9 @@ def busbw_vs_size(
     *,
     title: str = "Fig. 7: bus bandwidth vs message size",
 ) -> alt.LayerChart:
-    """Per-call busbw as one line per op/class; DeepSpeed summary rows as separate points with
-    no line, so no line joins a summary to per-call points; the model's C_* as dashed rules."""
+    """Per-call busbw as one line per op/class (filled points); DeepSpeed summary rows as
+    hollow diamonds with no line, so no line joins a summary to per-call points; the model's
+    C_* as dashed rules."""
     both = pl.concat([per_call, summary], how="vertical_relaxed")
     lo = float(both["busbw_gb_s"].min() or 0) if both.height else 0.0  # type: ignore[arg-type]
     hi = float(both["busbw_gb_s"].max() or 0) if both.height else 0.0  # type: ignore[arg-type]
@@ -436,14 +437,8 @@ def busbw_vs_size(
     if summary.height:
         layers.append(
             alt.Chart(_data(summary))
-            .mark_point(shape="diamond", size=80, filled=False)
-            .encode(
-                x=x,
-                y=y,
-                color=alt.Color("series:N", title="op (class)"),
-                shape=alt.Shape("source:N", title="measured from"),
-                tooltip=tip,
-            )
+            .mark_point(shape="diamond", size=90, filled=False, strokeWidth=2)
+            .encode(x=x, y=y, color=alt.Color("series:N", title="op (class)"), tooltip=tip)
         )
     if not rules.is_empty():
         layers.append(
@@ -482,15 +477,17 @@ def model_vs_measured(
 
 
 def normalised(df: pl.DataFrame, *, title: str = "Fig. 8a: B normalised to A") -> alt.Chart:
-    """Communication and iteration time of each run over run A's (tidy run, metric, value)."""
+    """Communication and iteration time of each run over run A's (tidy run, metric, value;
+    runs in the frame's order, A first)."""
+    runs = df["run"].unique(maintain_order=True).to_list()
     return (
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_bar()
         .encode(
             x=alt.X("metric:N", title=None),
-            xOffset="run:N",
+            xOffset=alt.XOffset("run:N", sort=runs),
             y=alt.Y("value:Q", title="time / run A's time"),
-            color=alt.Color("run:N", title="run"),
+            color=alt.Color("run:N", title="run", sort=runs),
             tooltip=["run:N", "metric:N", alt.Tooltip("value:Q", format=".3f")],
         )
     )

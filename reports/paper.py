@@ -56,6 +56,7 @@ RATIO_TERMS = [
     ("t_dp_ns", "DP"),
     ("t_ep_ns", "EP"),
     ("t_emb_ns", "EmbTableSyn"),
+    ("t_other_comm_ns", "other comm"),
     ("t_bubble_ns", "bubble"),
 ]
 # Fig. 10's four quantities (model_vs_measured terms).
@@ -170,17 +171,18 @@ def predicted_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFram
     From the ``predicted_signatures`` relation when the store has it, else from the pure model
     (:func:`reports.model.rank_items`) on the run's stored config.
     """
-    try:
-        df = _sql(
-            d,
-            "SELECT traffic_class, op, group_size, msg_bytes, count AS per_iteration "
-            "FROM predicted_signatures WHERE run_id = $run_id AND rank = $rank",
-            {"rank": rank},
-        )
-        if not df.is_empty():
-            return df.cast(SIGNATURE_SCHEMA)  # type: ignore[arg-type]
-    except duckdb.Error:  # a store derived before the relation existed
-        pass
+    if d.con is not None:
+        try:
+            df = _sql(
+                d,
+                "SELECT traffic_class, op, group_size, msg_bytes, count AS per_iteration "
+                "FROM predicted_signatures WHERE run_id = $run_id AND rank = $rank",
+                {"rank": rank},
+            )
+            if not df.is_empty():
+                return df.cast(SIGNATURE_SCHEMA)  # type: ignore[arg-type]
+        except duckdb.Error:  # a store derived before the relation existed
+            pass
     if d.stored is None or "model" not in d.stored.config:
         return None
     from reports import model as m
@@ -210,6 +212,36 @@ def predicted_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFram
     )
 
 
+def _count_text(x: pl.Expr) -> pl.Expr:
+    """A per-iteration count as text: whole numbers without decimals ("8"), else 2 decimals."""
+    whole = (x - x.round(0)).abs() < 1e-6  # sums of fractional per-iteration counts
+    return (
+        pl.when(whole)
+        .then(x.round(0).cast(pl.Int64).cast(pl.Utf8))
+        .otherwise(x.round(2).cast(pl.Utf8))
+    )
+
+
+def display(df: pl.DataFrame) -> pl.DataFrame:
+    """A table for the page: float columns as text with thousands separators, whole numbers
+    without decimals (85,000 MiB rather than 8.5e+04), others to 2 decimals."""
+    out = []
+    for name, dtype in df.schema.items():
+        if not dtype.is_float():
+            out.append(pl.col(name))
+            continue
+        x = pl.col(name)
+        out.append(
+            pl.when(x.is_null())
+            .then(pl.lit(None, pl.Utf8))
+            .when((x - x.round(0)).abs() < 1e-6)
+            .then(x.map_elements(lambda v: f"{v:,.0f}", return_dtype=pl.Utf8))
+            .otherwise(x.map_elements(lambda v: f"{v:,.2f}", return_dtype=pl.Utf8))
+            .alias(name)
+        )
+    return df.select(out)
+
+
 def _class_rows(sig: pl.DataFrame, source: str) -> pl.DataFrame:
     """Per traffic class: messages, dominant message size, volume and the op split."""
     s = sig.with_columns(volume=pl.col("per_iteration") * pl.col("msg_bytes"))
@@ -219,7 +251,7 @@ def _class_rows(sig: pl.DataFrame, source: str) -> pl.DataFrame:
         .sort("traffic_class", "op")
         .group_by("traffic_class", maintain_order=True)
         .agg(
-            pl.format("{} {}", pl.col("per_iteration").round(2), pl.col("op"))
+            pl.format("{} {}", _count_text(pl.col("per_iteration")), pl.col("op"))
             .str.join(" + ")
             .alias(f"ops {source}")
         )
@@ -295,8 +327,18 @@ def table3(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFra
     )
 
 
+MAX_SIZES_LISTED = 8
+"""Above this many distinct sizes of one (class, op) (all-to-all splits), Table 3's signature
+detail shows one row for them: count, mean size and the size range."""
+
+
 def signature_detail(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFrame:
-    """Table 3 by signature (class, op, group size, exact bytes): per-iteration counts."""
+    """Table 3 by signature (class, op, group size, exact bytes): per-iteration counts.
+
+    A (class, op) with more than :data:`MAX_SIZES_LISTED` distinct sizes (variable all-to-all
+    splits) is one row: its calls per iteration, ``message bytes`` null, ``MiB`` the mean size,
+    and ``sizes`` the number and range of its sizes.
+    """
     keys = ["traffic_class", "op", "msg_bytes"]
     m = measured.group_by(keys).agg(
         pl.col("group_size").max(), pl.col("per_iteration").sum().alias("measured / iteration")
@@ -311,15 +353,43 @@ def signature_detail(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> 
         )
     else:
         m = m.with_columns(pl.lit(None, pl.Float64).alias("predicted / iteration"))
+    m = m.with_columns(
+        pl.col("msg_bytes").n_unique().over("traffic_class", "op").alias("_n"),
+        (pl.col("msg_bytes") / MIB).alias("MiB"),
+        pl.lit(None, pl.Utf8).alias("sizes"),
+    )
+    many = m.filter(pl.col("_n") > MAX_SIZES_LISTED)
+    if many.height:
+        w = pl.col("measured / iteration").fill_null(0) + pl.col("predicted / iteration").fill_null(
+            0
+        )
+        collapsed = many.group_by("traffic_class", "op").agg(
+            pl.col("group_size").max(),
+            pl.lit(None, pl.Int64).alias("msg_bytes"),
+            pl.col("measured / iteration").sum(),
+            pl.col("predicted / iteration").sum(),
+            pl.col("_n").first(),
+            ((pl.col("msg_bytes") * w).sum() / w.sum() / MIB).alias("MiB"),
+            pl.format(
+                "{} sizes, {} to {} bytes",
+                pl.col("_n").first(),
+                pl.col("msg_bytes").min(),
+                pl.col("msg_bytes").max(),
+            ).alias("sizes"),
+        )
+        m = pl.concat(
+            [m.filter(pl.col("_n") <= MAX_SIZES_LISTED), collapsed], how="diagonal_relaxed"
+        )
     order = pl.col("traffic_class").replace_strict(CLASS_ORDER, default=99, return_dtype=pl.Int32)
-    return m.sort(order, "op", "msg_bytes").select(
+    return m.sort(order, "op", "msg_bytes", nulls_last=True).select(
         "traffic_class",
         "op",
         "group_size",
         pl.col("msg_bytes").alias("message bytes"),
-        (pl.col("msg_bytes") / MIB).alias("MiB"),
+        "MiB",
         "measured / iteration",
         "predicted / iteration",
+        "sizes",
     )
 
 
@@ -520,6 +590,21 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
         pred = predicted_signatures(d, rank)
         if pred is None:
             status["Table 3"] = "shown, measured only (the predicted side needs a model config)"
+        notes: list[Block] = []
+        p2p_ep = meas.filter(
+            (pl.col("traffic_class") == "EP") & pl.col("op").is_in(["send", "recv"])
+        )
+        if p2p_ep.height:
+            notes.append(
+                Block(
+                    "text",
+                    text="EP: the log records each all-to-all as NCCL's grouped send/recv (one "
+                    "per peer, the routed split sizes), the model one all_to_all of the "
+                    "capacity buffer: the EP rows differ in op, count and size by construction; "
+                    "the volume of the send rows (what the rank routed) compares with the "
+                    "model's all_to_all volume (its capacity bound).",
+                )
+            )
         return [
             Block(
                 "text",
@@ -529,9 +614,10 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
                 "bytes only, half of this). Measured: the rank's counted calls "
                 "(int_comm_ops_classified WHERE counted) over its iterations with traffic.",
             ),
-            Block("table", frame=table3(meas, pred)),
+            Block("table", frame=display(table3(meas, pred))),
+            *notes,
             Block("text", text="Table 3 by signature (exact message bytes):"),
-            Block("table", frame=signature_detail(meas, pred)),
+            Block("table", frame=display(signature_detail(meas, pred))),
         ]
 
     def f1() -> list[Block]:
@@ -619,7 +705,15 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
 
     def f7() -> list[Block]:
         per_call, summary, rules = busbw_points(d)
-        return [Block("chart", chart=charts.busbw_vs_size(per_call, summary, rules))]
+        return [
+            Block(
+                "text",
+                text="Fig. 7: lines with filled points are per-call medians per size; hollow "
+                "diamonds are DeepSpeed summary rows (rank 0, one per logged size), never joined "
+                "to them by a line; dashed: the model's C_*.",
+            ),
+            Block("chart", chart=charts.busbw_vs_size(per_call, summary, rules)),
+        ]
 
     def f10() -> list[Block]:
         return [Block("chart", chart=charts.model_vs_measured(fig10(d)))]
