@@ -494,6 +494,14 @@ def class_bandwidth(d: rd.RunData) -> pl.DataFrame:
     model_vs_measured's C_* rows, tidy (traffic_class, source, gb_s)."""
     mv = d.mart("model_vs_measured")
     c = mv.filter(pl.col("term").str.starts_with("C_"))
+    # a class the layout does not have (tp = 1: no TP) shows no bar, whatever the model lists
+    degree = {"TP": "tp", "PP": "pp", "DP": "dp", "EP": "ep"}
+    absent = [
+        f"C_{cls}"
+        for cls, key in degree.items()
+        if d.run_config.get(key) is not None and int(d.run_config[key]) <= 1
+    ]
+    c = c.filter(~pl.col("term").is_in(absent))
     if c.is_empty():
         raise Needs("needs timed calls with group sizes and a model config (C_* terms)")
     scale = pl.when(pl.col("unit") == "bytes/s").then(1e-9).otherwise(1.0)
@@ -559,19 +567,44 @@ def paper_map(status: dict[str, str]) -> pl.DataFrame:
     )
 
 
-def _attempt(item: str, status: dict[str, str], fn: Callable[[], list[Block]]) -> list[Block]:
-    """Build one item's blocks; record 'shown' or what it needs in ``status``."""
+# Items drawn from a view another section guards with a gap (reports.gaps): (view, section).
+ITEM_VIEW = {
+    "Fig. 1": ("sizes", "Message sizes"),
+    "Fig. 2": ("traffic", "Traffic matrices"),
+    "Fig. 5": ("moe", "MoE non-uniformity"),
+    "Fig. 6": ("breakdown", "Iteration breakdown"),
+    "Fig. 7": ("bandwidth", "Effective bandwidth"),
+    "Fig. 10": ("model", "Headline numbers"),
+}
+
+
+def _attempt(
+    item: str,
+    status: dict[str, str],
+    fn: Callable[[], list[Block]],
+    gaps: dict[str, Any] | None = None,
+) -> list[Block]:
+    """Build one item's blocks; record 'shown' or what it needs in ``status``.
+
+    An item whose view has a gap (:mod:`reports.gaps`, not partial) refers to the section
+    that states the cause and what to record, rather than repeating it.
+    """
     from reports.html import Block
 
+    view, title = ITEM_VIEW.get(item, ("", ""))
+    gap = (gaps or {}).get(view) if view else None
+    if gap is not None and gap.kind != "partial":
+        status[item] = f"not available: same cause as the '{title}' section"
+        return [Block("na", text=f"not available: {item}: same cause as the '{title}' section.")]
     try:
         blocks = fn()
     except rd.Unavailable as exc:
         status[item] = str(exc) if isinstance(exc, Needs) else f"not available: {exc}"
-        return [Block("na", text=f"{item}: {status[item]}")]
+        return [Block("na", text=f"not available: {item}: {status[item]}")]
     except Exception as exc:  # one item's bug must not lose the section
         log.exception("paper item %s failed", item)
         status[item] = f"failed: {type(exc).__name__}: {exc}"
-        return [Block("na", text=f"{item}: {status[item]}")]
+        return [Block("na", text=f"not available: {item}: {status[item]}")]
     status.setdefault(item, "shown")
     return blocks
 
@@ -700,7 +733,7 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
         try:
             out.append(Block("chart", chart=charts.class_bandwidth(class_bandwidth(d))))
         except rd.Unavailable as exc:
-            out.append(Block("na", text=f"Fig. 6b: {exc}"))
+            out.append(Block("na", text=f"not available: Fig. 6b: {exc}"))
         return out
 
     def f7() -> list[Block]:
@@ -728,7 +761,7 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
         ("Fig. 7", f7),
         ("Fig. 10", f10),
     ):
-        body += _attempt(item, status, fn)
+        body += _attempt(item, status, fn, d.gaps)
     return [
         Block("text", text="Paper map: every table and figure of APNet'24 and its status here."),
         Block("table", frame=paper_map(status)),
