@@ -73,6 +73,7 @@ class RunData:
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
+        paper_rank: the rank of the paper's Table 3 (reports.paper).
     """
 
     run_id: str
@@ -84,6 +85,7 @@ class RunData:
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
+    paper_rank: int = 0
 
     def mart(self, name: str) -> pl.DataFrame:
         """A mart's rows for this run, or raise Unavailable with the reason."""

@@ -398,7 +398,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
         "The paper: tables and figures (APNet 2024)",
         "Every table and figure of APNet'24 (Li et al.) this run's data supports, titled with "
         "the paper's number, measured beside predicted; the paper map says what the others need.",
-        lambda d: rp.section(d),
+        lambda d: rp.section(d, d.paper_rank),
     ),
     # ---- end of the paper's section ----
     (
@@ -648,7 +648,9 @@ def _write(out: Path, text: str) -> Path:
     return out
 
 
-def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = None) -> Path:
+def build_report(
+    store: Store, run_id: str, out: Path, *, config: Path | None = None, paper_rank: int = 0
+) -> Path:
     """Write the HTML report of one run and return its path.
 
     Args:
@@ -657,6 +659,7 @@ def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = 
         out: the HTML file to write (atomically).
         config: a model/parallel config that overrides the stored one; the run is re-derived
             with it. Without it, the run is derived only when marts are missing.
+        paper_rank: the rank of the paper's Table 3 (default 0, the paper's rank_0).
     """
     from pipeline.store import validate_run_id
 
@@ -666,6 +669,7 @@ def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = 
         raise ValueError(f"run {run_id!r} not in {store.root}")
     _ensure_derived(store, run_id, config)
     d = rd.load_run(store, run_id)
+    d.paper_rank = paper_rank
     try:
         sections = run_sections(d)
     finally:

@@ -115,6 +115,7 @@ def test_table3_equals_raw_log_count_and_model(runs: dict[str, Any]) -> None:
     try:
         meas = rp.measured_signatures(d, 0)
         pred = rp.predicted_signatures(d, 0)
+        last = rp.measured_signatures(d, 24)  # a last-stage rank: any rank, not only rank 0
     finally:
         assert d.con is not None
         d.con.close()
@@ -122,6 +123,11 @@ def test_table3_equals_raw_log_count_and_model(runs: dict[str, Any]) -> None:
         (r["traffic_class"], r["op"], r["msg_bytes"]): r["per_iteration"] for r in meas.to_dicts()
     }
     assert got == raw_rank_signatures(runs["dir"] / "roce", 0)
+    got_last = {
+        (r["traffic_class"], r["op"], r["msg_bytes"]): r["per_iteration"] for r in last.to_dicts()
+    }
+    assert got_last == raw_rank_signatures(runs["dir"] / "roce", 24)
+    assert ("EmbTableSyn", "all_reduce", 100_864_000) in got_last
     assert pred is not None
     t3 = rp.table3(meas, pred)
     rows = {r["traffic type"]: r for r in t3.to_dicts()}
