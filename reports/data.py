@@ -36,6 +36,8 @@ MAX_AXIS = 128
 MAX_TIMELINE_ROWS = 5_000
 # Rows shown in data-quality tables.
 MAX_TABLE_ROWS = 200
+# Above this many calls, message sizes of mixed power-of-two buckets are not re-read per call.
+MAX_EXACT_SIZE_CALLS = 5_000_000
 # Traffic classes in display order.
 CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
 
@@ -516,7 +518,9 @@ def message_sizes(data: RunData) -> pl.DataFrame:
     into power-of-two buckets and keeps each bucket's smallest and largest size: where those
     agree (one size per bucket, the usual case) the size is exact; otherwise the per-call sizes
     are read from int_comm_ops_classified (counted calls that move data, as the mart counts).
-    Summary buckets holding several sizes keep their mean size (``size_exact`` false).
+    Summary buckets holding several sizes, and mixed buckets of runs above
+    :data:`MAX_EXACT_SIZE_CALLS` calls (a bounded report time), keep their mean size
+    (``size_exact`` false).
     ``size_bytes`` is never floored to a power of two: 125 MiB is 131,072,000 bytes.
     """
     ms = data.mart("message_sizes")
@@ -529,7 +533,7 @@ def message_sizes(data: RunData) -> pl.DataFrame:
         exact = sel.select(
             "op", "traffic_class", pl.col("min_bytes").alias("size_bytes"), "calls", "total_bytes"
         ).with_columns(size_exact=pl.lit(True))
-    elif src == "comm_ops":
+    elif src == "comm_ops" and int(sel["calls"].sum()) <= MAX_EXACT_SIZE_CALLS:
         exact = _query(
             data,
             "SELECT op, traffic_class, msg_bytes AS size_bytes, count(*) AS calls, "
@@ -537,7 +541,7 @@ def message_sizes(data: RunData) -> pl.DataFrame:
             "WHERE run_id = $run_id AND is_traffic AND counted AND msg_bytes IS NOT NULL "
             "GROUP BY op, traffic_class, msg_bytes",
         ).with_columns(size_exact=pl.lit(True))
-    else:
+    else:  # summaries, or too many calls to re-read: a mixed bucket keeps its mean size
         exact = sel.select(
             "op",
             "traffic_class",

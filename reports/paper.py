@@ -655,14 +655,20 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
 
     def f1() -> list[Block]:
         df = rd.message_sizes(d)
-        return [
-            Block(
-                "chart",
-                chart=charts.message_sizes(
-                    df, title="Fig. 1: message size distribution (exact sizes, CDF of calls)"
-                ),
-            )
-        ]
+        approx = df.filter(~pl.col("size_exact"))
+        note = (
+            [
+                Block(
+                    "text",
+                    text=f"Fig. 1: {approx.height} points are the mean size of a power-of-two "
+                    "bucket holding several sizes (summary rows, or too many calls to re-read).",
+                )
+            ]
+            if approx.height
+            else []
+        )
+        title = "Fig. 1: message size distribution (exact sizes, CDF of calls)"
+        return [*note, Block("chart", chart=charts.message_sizes(df, title=title))]
 
     def f2() -> list[Block]:
         t = rd.traffic(d)

@@ -217,3 +217,26 @@ def test_fig8_normalises_b_to_a() -> None:
     assert norm[("roce", "iteration time")] == 0.8
     ratio = df.filter((pl.col("panel") == "ratio") & (pl.col("run") == "tcp"))
     assert dict(zip(ratio["metric"], ratio["value"], strict=True))["TP"] == 0.2
+
+
+def test_fig1_mixed_bucket_of_a_huge_run_keeps_its_mean_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # two DP sizes in one 2^29 bucket: re-read per call, unless the run is too large to
+    ms = pl.DataFrame(
+        {
+            "source": ["comm_ops"],
+            "op": ["all_reduce"],
+            "traffic_class": ["DP"],
+            "size_bucket_bytes": [2**29],
+            "min_bytes": [672_532_000],
+            "max_bytes": [777_492_000],
+            "calls": [2],
+            "total_bytes": [672_532_000 + 777_492_000],
+            "cdf_calls": [1.0],
+        }
+    )
+    monkeypatch.setattr(rd, "MAX_EXACT_SIZE_CALLS", 1)
+    df = rd.message_sizes(rd.RunData("r", None, {}, marts={"message_sizes": ms}))
+    assert df["size_bytes"].to_list() == [(672_532_000 + 777_492_000) // 2]
+    assert df["size_exact"].to_list() == [False]
