@@ -459,6 +459,11 @@ def moe_nf(d: rd.RunData) -> pl.DataFrame:
         raise Needs("needs all-to-all (EP) traffic")
     if "nf_abs" not in mo.columns or mo["nf_abs"].drop_nulls().is_empty():
         raise Needs("needs all-to-all split sizes (per-pair volumes)")
+    if "pair_sizes" in mo.columns and (mo["pair_sizes"] == "uniform_split").all():
+        raise Needs(
+            "needs all-to-all split sizes (the logs hold each all-to-all's total only, spread "
+            "as S/n per peer: NF is not the routing's; NCCL debug logs hold the splits)"
+        )
     return (
         mo.select(
             pl.col("iteration").cast(pl.Int32),
@@ -723,7 +728,11 @@ def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
         return out
 
     def f5() -> list[Block]:
-        return [Block("chart", chart=charts.moe_nf(moe_nf(d)))]
+        df = moe_nf(d)
+        mo = d.mart("moe_nonuniform")
+        notes = mo["case_note"].drop_nulls().unique().to_list() if "case_note" in mo.columns else []
+        text = [Block("text", text=f"Fig. 5: {notes[0]}.")] if len(notes) == 1 else []
+        return [*text, Block("chart", chart=charts.moe_nf(df))]
 
     def f6() -> list[Block]:
         out = [

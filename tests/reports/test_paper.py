@@ -240,3 +240,18 @@ def test_fig1_mixed_bucket_of_a_huge_run_keeps_its_mean_size(
     df = rd.message_sizes(rd.RunData("r", None, {}, marts={"message_sizes": ms}))
     assert df["size_bytes"].to_list() == [(672_532_000 + 777_492_000) // 2]
     assert df["size_exact"].to_list() == [False]
+
+
+def test_fig5_needs_split_sizes_when_every_all_to_all_was_spread_uniformly() -> None:
+    mo = pl.DataFrame(
+        {
+            "iteration": [0, 1],
+            "nf_abs": [3e6, 1e6],
+            "nf_rel": [0.1, 0.05],
+            "pair_sizes": ["uniform_split", "uniform_split"],
+        }
+    )
+    with pytest.raises(rp.Needs, match="needs all-to-all split sizes"):
+        rp.moe_nf(rd.RunData("r", None, {}, marts={"moe_nonuniform": mo}))
+    logged = mo.with_columns(pair_sizes=pl.lit("logged"))
+    assert rp.moe_nf(rd.RunData("r", None, {}, marts={"moe_nonuniform": logged})).height == 4
