@@ -148,6 +148,36 @@ def test_table3_equals_raw_log_count_and_model(runs: dict[str, Any]) -> None:
     assert rows["EmbTableSyn"]["message size (MiB), measured"] == pytest.approx(96.19, abs=0.005)
 
 
+def test_table3_from_the_rank0_deepspeed_log_alone(
+    runs: dict[str, Any], project_root: Path
+) -> None:
+    # the paper's own instrument: rank 0's DeepSpeed comms log + the run config; calls carry op
+    # and size but no group, so their class comes from the model's signatures (issue 17 item 1)
+    from pipeline import derive
+
+    if "predicted_signatures" not in derive.PREDICTION_COLUMNS:
+        pytest.skip("signature classification (predicted_signatures) not in this version")
+    store = runs["store"]
+    cfg = project_root / "configs" / "synthetic_gpt3b_4x2x4.toml"
+    ingest_paths(store, [runs["dir"] / "roce" / "deepspeed"], run_id="ds_only", config=cfg)
+    derive_run(store, "ds_only")
+    d = rd.load_run(store, "ds_only")
+    try:
+        meas = rp.measured_signatures(d, 0)
+        pred = rp.predicted_signatures(d, 0)
+    finally:
+        assert d.con is not None
+        d.con.close()
+    t3 = {r["traffic type"]: r for r in rp.table3(meas, pred).to_dicts()}
+    assert {c: t3[c]["messages / iteration, measured"] for c in t3} == {
+        "TP": 680,
+        "PP": 16,
+        "DP": 1,
+        "EmbTableSyn": 1,
+    }
+    assert all(t3[c]["match"] for c in t3)
+
+
 def test_report_shows_table3_paper_map_and_exact_fig1(runs: dict[str, Any], tmp_path: Path) -> None:
     from reports.html import build_report
 
