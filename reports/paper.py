@@ -137,20 +137,31 @@ SIGNATURE_SCHEMA = {
 }
 
 
+MEASURED_SQL = (
+    "SELECT traffic_class, op, max(group_size)::INTEGER AS group_size, msg_bytes, "
+    "count(*) AS calls, {tol} AS tol_bytes FROM int_comm_ops_classified "
+    "WHERE run_id = $run_id AND rank = $rank AND counted AND is_traffic "
+    "AND msg_bytes IS NOT NULL GROUP BY traffic_class, op, msg_bytes"
+)
+
+
 def measured_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFrame:
     """Calls per iteration of ``rank`` per (traffic_class, op, group_size, msg_bytes).
 
     Counts the calls of ``int_comm_ops_classified WHERE counted`` (one source per rank, so no
     call is counted twice) that move data, and divides by :func:`rank_iterations`.
+    ``tol_bytes`` is how far the logged size may lie from the true one (the SQL macro
+    ``logged_size_tolerance``: DeepSpeed prints sizes rounded; 0 for exact sources, and 0 in a
+    store without the macro).
     """
-    df = _sql(
-        d,
-        "SELECT traffic_class, op, max(group_size)::INTEGER AS group_size, msg_bytes, "
-        "count(*) AS calls FROM int_comm_ops_classified "
-        "WHERE run_id = $run_id AND rank = $rank AND counted AND is_traffic "
-        "AND msg_bytes IS NOT NULL GROUP BY traffic_class, op, msg_bytes",
-        {"rank": rank},
-    )
+    try:
+        df = _sql(
+            d,
+            MEASURED_SQL.format(tol="max(logged_size_tolerance(source_format, msg_bytes))"),
+            {"rank": rank},
+        )
+    except duckdb.Error:  # a version without the macro: sizes compare exactly
+        df = _sql(d, MEASURED_SQL.format(tol="0.0"), {"rank": rank})
     if df.is_empty():
         raise Needs(f"needs communication calls of rank {rank} with message sizes")
     n_iter = rank_iterations(d, rank)
@@ -162,6 +173,33 @@ def measured_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFrame
         pl.col("group_size").cast(pl.Int32),
         pl.col("msg_bytes").cast(pl.Int64),
         (pl.col("calls") / n_iter).alias("per_iteration"),
+        pl.col("tol_bytes").cast(pl.Float64).fill_null(0.0),
+    )
+
+
+def snap_to_predicted(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFrame:
+    """``measured`` with ``size_key``: the predicted size of the same class and op that lies
+    within the measured size's ``tol_bytes`` (the nearest), else the measured size itself.
+    Matching measured with predicted compares ``size_key``; the logged size stays in
+    ``msg_bytes``."""
+    m = measured if "tol_bytes" in measured.columns else measured.with_columns(tol_bytes=0.0)
+    m = m.with_row_index("_i")
+    if predicted is None or predicted.is_empty():
+        return m.drop("_i").with_columns(size_key=pl.col("msg_bytes"))
+    cand = (
+        m.join(
+            predicted.select("traffic_class", "op", pl.col("msg_bytes").alias("_p")).unique(),
+            on=["traffic_class", "op"],
+        )
+        .filter((pl.col("_p") - pl.col("msg_bytes")).abs() <= pl.col("tol_bytes"))
+        .sort((pl.col("_p") - pl.col("msg_bytes")).abs())
+        .group_by("_i")
+        .agg(pl.col("_p").first())
+    )
+    return (
+        m.join(cand, on="_i", how="left")
+        .with_columns(size_key=pl.coalesce("_p", "msg_bytes"))
+        .drop("_i", "_p")
     )
 
 
@@ -291,12 +329,15 @@ def table3(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFra
     )
     out = meas.join(pred, on="traffic_class", how="full", coalesce=True)
     if predicted is not None:
-        keys = ["traffic_class", "op", "msg_bytes"]
+        keys = ["traffic_class", "op", "size_key"]
         both = (
-            measured.group_by(keys)
+            snap_to_predicted(measured, predicted)
+            .group_by(keys)
             .agg(pl.col("per_iteration").sum().alias("m"))
             .join(
-                predicted.group_by(keys).agg(pl.col("per_iteration").sum().alias("p")),
+                predicted.with_columns(size_key=pl.col("msg_bytes"))
+                .group_by(keys)
+                .agg(pl.col("per_iteration").sum().alias("p")),
                 on=keys,
                 how="full",
                 coalesce=True,
@@ -335,13 +376,24 @@ detail shows one row for them: count, mean size and the size range."""
 def signature_detail(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFrame:
     """Table 3 by signature (class, op, group size, exact bytes): per-iteration counts.
 
+    ``message bytes`` is the predicted size a measured signature matched within its logged
+    size's tolerance (:func:`snap_to_predicted`), else the logged size; ``logged bytes`` is
+    the size as logged (DeepSpeed prints it rounded to 0.01 of its unit).
+
     A (class, op) with more than :data:`MAX_SIZES_LISTED` distinct sizes (variable all-to-all
     splits) is one row: its calls per iteration, ``message bytes`` null, ``MiB`` the mean size,
     and ``sizes`` the number and range of its sizes.
     """
     keys = ["traffic_class", "op", "msg_bytes"]
-    m = measured.group_by(keys).agg(
-        pl.col("group_size").max(), pl.col("per_iteration").sum().alias("measured / iteration")
+    m = (
+        snap_to_predicted(measured, predicted)
+        .group_by("traffic_class", "op", "size_key")
+        .agg(
+            pl.col("group_size").max(),
+            pl.col("msg_bytes").min().alias("logged bytes"),
+            pl.col("per_iteration").sum().alias("measured / iteration"),
+        )
+        .rename({"size_key": "msg_bytes"})
     )
     if predicted is not None:
         p = predicted.group_by(keys).agg(
@@ -386,6 +438,7 @@ def signature_detail(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> 
         "op",
         "group_size",
         pl.col("msg_bytes").alias("message bytes"),
+        "logged bytes",
         "MiB",
         "measured / iteration",
         "predicted / iteration",

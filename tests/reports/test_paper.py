@@ -255,3 +255,23 @@ def test_fig5_needs_split_sizes_when_every_all_to_all_was_spread_uniformly() -> 
         rp.moe_nf(rd.RunData("r", None, {}, marts={"moe_nonuniform": mo}))
     logged = mo.with_columns(pair_sizes=pl.lit("logged"))
     assert rp.moe_nf(rd.RunData("r", None, {}, marts={"moe_nonuniform": logged})).height == 4
+
+
+def test_rounded_deepspeed_sizes_match_within_their_tolerance() -> None:
+    # DeepSpeed prints 741.47 MB for 777,492,000 B; the parser stores 777,487,647 B, and
+    # logged_size_tolerance gives 5,243.38 B at that size (sql/macros/logged_size_tolerance.sql)
+    logged = TABLE3.with_columns(
+        pl.when(pl.col("traffic_class") == "DP")
+        .then(777_487_647)
+        .otherwise(pl.col("msg_bytes"))
+        .alias("msg_bytes"),
+        tol_bytes=pl.when(pl.col("traffic_class") == "DP").then(5_243.38).otherwise(0.0),
+    )
+    t = rp.table3(logged, TABLE3)
+    assert _row(t, "DP")["match"] is True
+    det = rp.signature_detail(logged, TABLE3).filter(pl.col("traffic_class") == "DP")
+    assert det["message bytes"].to_list() == [777_492_000]
+    assert det["logged bytes"].to_list() == [777_487_647]
+    assert det["predicted / iteration"].to_list() == [1.0]
+    exact = logged.with_columns(tol_bytes=pl.lit(0.0))
+    assert _row(rp.table3(exact, TABLE3), "DP")["match"] is False
