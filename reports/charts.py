@@ -207,23 +207,29 @@ def onoff_timeline(
     )
 
 
-def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls)") -> alt.Chart:
-    """Cumulative share of calls by exact message size, one line per op and class (Fig. 1).
+def message_sizes(
+    df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls)"
+) -> alt.LayerChart:
+    """Cumulative share of all calls by exact message size (Fig. 1), with each op/class's
+    sizes as points on it.
 
     ``size_bytes`` is the size itself (a 125 MiB message plots at 131,072,000 bytes, not at a
-    power-of-two bucket); the step line rises at each size by that size's share of calls.
+    power-of-two bucket); the step line (``cdf_all``) rises at each size by that size's share
+    of all calls; a point per op/class and size sits on it, its tooltip giving the op/class's
+    calls and own CDF (``cdf_calls``).
     """
-    return (
-        alt.Chart(_data(df), title=title, width=WIDTH)
-        .mark_line(interpolate="step-after", point=True)
+    x = alt.X("size_bytes:Q", title=SIZE_TITLE, scale=alt.Scale(type="log"), axis=SIZE_AXIS)
+    y = alt.Y("cdf_all:Q", title="share of all calls <= size", scale=alt.Scale(domain=[0, 1]))
+    steps = df.group_by("size_bytes").agg(pl.col("cdf_all").first()).sort("size_bytes")
+    line = (
+        alt.Chart(_data(steps)).mark_line(interpolate="step-after", color="#444").encode(x=x, y=y)
+    )
+    points = (
+        alt.Chart(_data(df))
+        .mark_point(filled=True, size=60)
         .encode(
-            x=alt.X(
-                "size_bytes:Q",
-                title=SIZE_TITLE,
-                scale=alt.Scale(type="log"),
-                axis=SIZE_AXIS,
-            ),
-            y=alt.Y("cdf_calls:Q", title="share of calls <= size", scale=alt.Scale(domain=[0, 1])),
+            x=x,
+            y=y,
             color=alt.Color("series:N", title="op (class)"),
             tooltip=[
                 "series:N",
@@ -231,10 +237,12 @@ def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls
                 alt.Tooltip("size_mib:Q", title="MiB", format=".2f"),
                 "calls:Q",
                 "total_bytes:Q",
-                alt.Tooltip("cdf_calls:Q", format=".1%"),
+                alt.Tooltip("cdf_calls:Q", title="CDF within op (class)", format=".1%"),
+                alt.Tooltip("cdf_all:Q", title="CDF of all calls", format=".1%"),
             ],
         )
     )
+    return alt.layer(line, points, title=title, width=WIDTH, height=HEIGHT)
 
 
 def bandwidth(

@@ -522,6 +522,8 @@ def message_sizes(data: RunData) -> pl.DataFrame:
     :data:`MAX_EXACT_SIZE_CALLS` calls (a bounded report time), keep their mean size
     (``size_exact`` false).
     ``size_bytes`` is never floored to a power of two: 125 MiB is 131,072,000 bytes.
+    ``cdf_calls`` is the share of the op/class's calls of this size or smaller, ``cdf_all`` the
+    share of all calls (every op and class).
     """
     ms = data.mart("message_sizes")
     if ms.is_empty():
@@ -553,7 +555,7 @@ def message_sizes(data: RunData) -> pl.DataFrame:
             "total_bytes",
             single.alias("size_exact"),
         )
-    return (
+    out = (
         exact.with_columns(
             pl.col("size_bytes").cast(pl.Int64).clip(lower_bound=1),
             pl.col("calls").cast(pl.Int64),
@@ -567,6 +569,16 @@ def message_sizes(data: RunData) -> pl.DataFrame:
             cdf_calls=pl.col("calls").cum_sum().over("op", "traffic_class")
             / pl.col("calls").sum().over("op", "traffic_class"),
         )
+    )
+    per_size = (
+        out.group_by("size_bytes")
+        .agg(pl.col("calls").sum().alias("_c"))
+        .sort("size_bytes")
+        .with_columns(cdf_all=pl.col("_c").cum_sum() / pl.col("_c").sum())
+        .drop("_c")
+    )
+    return (
+        out.join(per_size, on="size_bytes", how="left")
         .select(
             "source",
             "series",
@@ -578,6 +590,7 @@ def message_sizes(data: RunData) -> pl.DataFrame:
             "calls",
             "total_bytes",
             "cdf_calls",
+            "cdf_all",
         )
         .sort("series", "size_bytes")
     )

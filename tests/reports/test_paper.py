@@ -147,10 +147,12 @@ def test_fig1_plots_exact_sizes_not_power_of_two_buckets() -> None:
     df = rd.message_sizes(rd.RunData("r", None, {}, marts={"message_sizes": ms}))
     assert sorted(df["size_bytes"].to_list()) == [A, 777_492_000]
     assert df["size_exact"].all()
+    assert sorted(df["cdf_all"].to_list()) == [680 / 681, 1.0]  # share of all calls <= size
     spec = charts.message_sizes(df).to_dict()
-    assert spec["encoding"]["x"]["field"] == "size_bytes"
-    rows = next(iter(spec["datasets"].values()))
-    assert A in [r["size_bytes"] for r in rows] and 2**26 not in [r["size_bytes"] for r in rows]
+    assert all(layer["encoding"]["x"]["field"] == "size_bytes" for layer in spec["layer"])
+    for rows in spec["datasets"].values():
+        sizes = [r["size_bytes"] for r in rows]
+        assert A in sizes and 2**26 not in sizes
 
 
 def test_fig7_summary_rows_are_points_never_joined_by_a_line() -> None:
