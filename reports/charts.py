@@ -97,6 +97,7 @@ def traffic_heatmap(
     unit: str,
     size: int,
     title: str,
+    domain: tuple[float, float] | None = None,
 ) -> alt.LayerChart:
     """One rank x rank (or node/block) heatmap of bytes per iteration, with node boundaries.
 
@@ -106,14 +107,18 @@ def traffic_heatmap(
         unit: what one axis step is ("rank", "node", "block of N ranks").
         size: number of axis steps (the domain is [0, size]).
         title: chart title.
+        domain: (min, max) bytes of the colour scale, for heatmaps drawn side by side on one
+            scale (measured vs predicted, two iterations, two runs); default: this one's cells.
     """
     side = 260
     # log colours only where volumes span a decade or more; a near-uniform matrix (ring shares
     # of one buffer) would otherwise look bimodal over a 1 % spread
     lo = float(cells["bytes"].min() or 0) if cells.height else 0.0  # type: ignore[arg-type]
     hi = float(cells["bytes"].max() or 0) if cells.height else 0.0  # type: ignore[arg-type]
+    if domain is not None:
+        lo, hi = domain
     color_scale = (
-        alt.Scale(type="log", scheme="viridis")
+        alt.Scale(type="log", scheme="viridis", domain=[lo, hi])
         if lo > 0 and hi / lo >= 10
         else alt.Scale(scheme="viridis", domain=[0, hi or 1])
     )
@@ -202,29 +207,42 @@ def onoff_timeline(
     )
 
 
-def message_sizes(df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls)") -> alt.Chart:
-    """Cumulative share of calls by message size, one line per op and class (Fig. 1)."""
-    return (
-        alt.Chart(_data(df), title=title, width=WIDTH)
-        .mark_line(interpolate="step-after", point=True)
+def message_sizes(
+    df: pl.DataFrame, *, title: str = "Message sizes (CDF of calls)"
+) -> alt.LayerChart:
+    """Cumulative share of all calls by exact message size (Fig. 1), with each op/class's
+    sizes as points on it.
+
+    ``size_bytes`` is the size itself (a 125 MiB message plots at 131,072,000 bytes, not at a
+    power-of-two bucket); the step line (``cdf_all``) rises at each size by that size's share
+    of all calls; a point per op/class and size sits on it, its tooltip giving the op/class's
+    calls and own CDF (``cdf_calls``).
+    """
+    x = alt.X("size_bytes:Q", title=SIZE_TITLE, scale=alt.Scale(type="log"), axis=SIZE_AXIS)
+    y = alt.Y("cdf_all:Q", title="share of all calls <= size", scale=alt.Scale(domain=[0, 1]))
+    steps = df.group_by("size_bytes").agg(pl.col("cdf_all").first()).sort("size_bytes")
+    line = (
+        alt.Chart(_data(steps)).mark_line(interpolate="step-after", color="#444").encode(x=x, y=y)
+    )
+    points = (
+        alt.Chart(_data(df))
+        .mark_point(filled=True, size=60)
         .encode(
-            x=alt.X(
-                "size_bucket_bytes:Q",
-                title=f"{SIZE_TITLE}, bucket",
-                scale=alt.Scale(type="log"),
-                axis=SIZE_AXIS,
-            ),
-            y=alt.Y("cdf_calls:Q", title="share of calls <= size", scale=alt.Scale(domain=[0, 1])),
+            x=x,
+            y=y,
             color=alt.Color("series:N", title="op (class)"),
             tooltip=[
                 "series:N",
-                "size_bucket_bytes:Q",
+                alt.Tooltip("size_bytes:Q", title="message bytes", format=","),
+                alt.Tooltip("size_mib:Q", title="MiB", format=".2f"),
                 "calls:Q",
                 "total_bytes:Q",
-                alt.Tooltip("cdf_calls:Q", format=".1%"),
+                alt.Tooltip("cdf_calls:Q", title="CDF within op (class)", format=".1%"),
+                alt.Tooltip("cdf_all:Q", title="CDF of all calls", format=".1%"),
             ],
         )
     )
+    return alt.layer(line, points, title=title, width=WIDTH, height=HEIGHT)
 
 
 def bandwidth(
@@ -331,5 +349,153 @@ def moe(df: pl.DataFrame, *, title: str = "MoE all-to-all non-uniformity") -> al
             y=alt.Y("value:Q", title="value"),
             color=alt.Color("metric:N", title="metric"),
             tooltip=["iteration:O", "metric:N", alt.Tooltip("value:Q", format=".4f")],
+        )
+    )
+
+
+# ---------------------------------------------------------------------------- the paper's figures
+# (reports.paper prepares the frames; each chart is titled with the paper's figure number)
+
+
+def moe_nf(df: pl.DataFrame, *, title: str = "Fig. 5: MoE non-uniform factor") -> alt.HConcatChart:
+    """NF_abs over iterations as the paper plots it (bytes: max - min pair volume), NF_rel
+    ((max - min) / mean) beside it, from a tidy (iteration, metric, value) frame."""
+    panels = []
+    for metric, y_title, fmt in (
+        ("NF_abs (bytes)", "NF_abs = max - min pair bytes (k = 1e3, M = 1e6, G = 1e9)", "~s"),
+        ("NF_rel", "NF_rel = (max - min) / mean", "~g"),
+    ):
+        panels.append(
+            alt.Chart(
+                _data(df.filter(pl.col("metric") == metric)), title=metric, width=WIDTH // 2 + 60
+            )
+            .mark_line(point=True)
+            .encode(
+                x=alt.X("iteration:Q", title="iteration", axis=alt.Axis(format="d", tickMinStep=1)),
+                y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=fmt)),
+                tooltip=["iteration:Q", alt.Tooltip("value:Q", format=".4~s")],
+            )
+        )
+    return alt.hconcat(*panels, title=title)
+
+
+def comm_ratio(df: pl.DataFrame, *, group_title: str, title: str) -> alt.Chart:
+    """Stacked bars of each communication term (and the bubble) over iteration time, one bar
+    per group (pipeline stage, or run), from a tidy (group, component, ratio) frame (Figs. 6, 8)."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_bar()
+        .encode(
+            x=alt.X("group:N", title=group_title, sort=None),
+            y=alt.Y("ratio:Q", title="share of iteration time", axis=alt.Axis(format="%")),
+            color=alt.Color("component:N", title="term"),
+            tooltip=["group:N", "component:N", alt.Tooltip("ratio:Q", format=".2%")],
+        )
+    )
+
+
+def class_bandwidth(
+    df: pl.DataFrame, *, title: str = "Fig. 6b: bandwidth utilisation C per class"
+) -> alt.Chart:
+    """Each class's bus bandwidth C (GB/s), measured beside the model's (tidy traffic_class,
+    source, gb_s)."""
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_bar()
+        .encode(
+            x=alt.X("traffic_class:N", title="traffic class"),
+            xOffset="source:N",
+            y=alt.Y("gb_s:Q", title=BW_TITLE),
+            color=alt.Color("source:N", title=None, scale=SOURCE_SCALE),
+            tooltip=["traffic_class:N", "source:N", alt.Tooltip("gb_s:Q", format=".3f")],
+        )
+    )
+
+
+def busbw_vs_size(
+    per_call: pl.DataFrame,
+    summary: pl.DataFrame,
+    rules: pl.DataFrame,
+    *,
+    title: str = "Fig. 7: bus bandwidth vs message size",
+) -> alt.LayerChart:
+    """Per-call busbw as one line per op/class (filled points); DeepSpeed summary rows as
+    hollow diamonds with no line, so no line joins a summary to per-call points; the model's
+    C_* as dashed rules."""
+    both = pl.concat([per_call, summary], how="vertical_relaxed")
+    lo = float(both["busbw_gb_s"].min() or 0) if both.height else 0.0  # type: ignore[arg-type]
+    hi = float(both["busbw_gb_s"].max() or 0) if both.height else 0.0  # type: ignore[arg-type]
+    y_scale = alt.Scale(type="log") if lo > 0 and hi / lo >= 100 else alt.Scale()
+    x = alt.X("size_bytes:Q", title=SIZE_TITLE, scale=alt.Scale(type="log"), axis=SIZE_AXIS)
+    y = alt.Y("busbw_gb_s:Q", title=BW_TITLE, scale=y_scale, axis=alt.Axis(format="~g"))
+    tip = [
+        "series:N",
+        "source:N",
+        alt.Tooltip("size_bytes:Q", format=","),
+        alt.Tooltip("busbw_gb_s:Q", format=".3f"),
+        "calls:Q",
+    ]
+    layers: list[alt.Chart] = []
+    if per_call.height:
+        layers.append(
+            alt.Chart(_data(per_call))
+            .mark_line(point=True)
+            .encode(x=x, y=y, color=alt.Color("series:N", title="op (class)"), tooltip=tip)
+        )
+    if summary.height:
+        layers.append(
+            alt.Chart(_data(summary))
+            .mark_point(shape="diamond", size=90, filled=False, strokeWidth=2)
+            .encode(x=x, y=y, color=alt.Color("series:N", title="op (class)"), tooltip=tip)
+        )
+    if not rules.is_empty():
+        layers.append(
+            alt.Chart(_data(rules)).mark_rule(strokeDash=[4, 3], color="#666").encode(y="gb_s:Q")
+        )
+        layers.append(
+            alt.Chart(_data(rules))
+            .mark_text(align="left", dx=4, dy=-6, color="#666")
+            .encode(y="gb_s:Q", x=alt.value(0), text="traffic_class:N")
+        )
+    return alt.layer(*layers, title=title, width=WIDTH, height=HEIGHT)
+
+
+def model_vs_measured(
+    df: pl.DataFrame, *, title: str = "Fig. 10: analytical model vs measured"
+) -> alt.HConcatChart:
+    """T_comp and T_comm (s) and R_bubble and R_comm (ratios), measured beside predicted, from
+    a tidy (term, unit, source, value) frame."""
+    panels = []
+    for unit, y_title, fmt in (("s", "time per iteration (s)", "~g"), ("ratio", "ratio", "%")):
+        part = df.filter(pl.col("unit") == unit)
+        if part.is_empty():
+            continue
+        panels.append(
+            alt.Chart(_data(part), width=WIDTH // 2)
+            .mark_bar()
+            .encode(
+                x=alt.X("term:N", title=None, sort=None),
+                xOffset="source:N",
+                y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=fmt)),
+                color=alt.Color("source:N", title=None, scale=SOURCE_SCALE),
+                tooltip=["term:N", "source:N", alt.Tooltip("value:Q", format=".4g")],
+            )
+        )
+    return alt.hconcat(*panels, title=title)
+
+
+def normalised(df: pl.DataFrame, *, title: str = "Fig. 8a: B normalised to A") -> alt.Chart:
+    """Communication and iteration time of each run over run A's (tidy run, metric, value;
+    runs in the frame's order, A first)."""
+    runs = df["run"].unique(maintain_order=True).to_list()
+    return (
+        alt.Chart(_data(df), title=title, width=WIDTH)
+        .mark_bar()
+        .encode(
+            x=alt.X("metric:N", title=None),
+            xOffset=alt.XOffset("run:N", sort=runs),
+            y=alt.Y("value:Q", title="time / run A's time"),
+            color=alt.Color("run:N", title="run", sort=runs),
+            tooltip=["run:N", "metric:N", alt.Tooltip("value:Q", format=".3f")],
         )
     )

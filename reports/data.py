@@ -36,6 +36,8 @@ MAX_AXIS = 128
 MAX_TIMELINE_ROWS = 5_000
 # Rows shown in data-quality tables.
 MAX_TABLE_ROWS = 200
+# Above this many calls, message sizes of mixed power-of-two buckets are not re-read per call.
+MAX_EXACT_SIZE_CALLS = 5_000_000
 # Traffic classes in display order.
 CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
 
@@ -73,6 +75,7 @@ class RunData:
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
+        paper_rank: the rank of the paper's Table 3 (reports.paper).
     """
 
     run_id: str
@@ -84,6 +87,7 @@ class RunData:
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
+    paper_rank: int = 0
 
     def mart(self, name: str) -> pl.DataFrame:
         """A mart's rows for this run, or raise Unavailable with the reason."""
@@ -508,25 +512,87 @@ def onoff_timeline(data: RunData) -> pl.DataFrame:
 
 
 def message_sizes(data: RunData) -> pl.DataFrame:
-    """Calls per message-size bucket and op/class (per-call logs preferred over summaries)."""
+    """Calls per exact message size and op/class, with the CDF of calls (Fig. 1).
+
+    Per-call logs are preferred over DeepSpeed summaries. The message_sizes mart groups sizes
+    into power-of-two buckets and keeps each bucket's smallest and largest size: where those
+    agree (one size per bucket, the usual case) the size is exact; otherwise the per-call sizes
+    are read from int_comm_ops_classified (counted calls that move data, as the mart counts).
+    Summary buckets holding several sizes, and mixed buckets of runs above
+    :data:`MAX_EXACT_SIZE_CALLS` calls (a bounded report time), keep their mean size
+    (``size_exact`` false).
+    ``size_bytes`` is never floored to a power of two: 125 MiB is 131,072,000 bytes.
+    ``cdf_calls`` is the share of the op/class's calls of this size or smaller, ``cdf_all`` the
+    share of all calls (every op and class).
+    """
     ms = data.mart("message_sizes")
     if ms.is_empty():
         raise Unavailable("no communication calls with message sizes in this run")
     src = "comm_ops" if (ms["source"] == "comm_ops").any() else "comm_summaries"
+    sel = ms.filter(pl.col("source") == src)
+    single = pl.col("min_bytes") == pl.col("max_bytes")
+    if "min_bytes" in sel.columns and sel.select(single.all()).item():
+        exact = sel.select(
+            "op", "traffic_class", pl.col("min_bytes").alias("size_bytes"), "calls", "total_bytes"
+        ).with_columns(size_exact=pl.lit(True))
+    elif src == "comm_ops" and int(sel["calls"].sum()) <= MAX_EXACT_SIZE_CALLS:
+        exact = _query(
+            data,
+            "SELECT op, traffic_class, msg_bytes AS size_bytes, count(*) AS calls, "
+            "sum(msg_bytes) AS total_bytes FROM int_comm_ops_classified "
+            "WHERE run_id = $run_id AND is_traffic AND counted AND msg_bytes IS NOT NULL "
+            "GROUP BY op, traffic_class, msg_bytes",
+        ).with_columns(size_exact=pl.lit(True))
+    else:  # summaries, or too many calls to re-read: a mixed bucket keeps its mean size
+        exact = sel.select(
+            "op",
+            "traffic_class",
+            pl.when(single)
+            .then(pl.col("min_bytes"))
+            .otherwise(pl.col("total_bytes") // pl.col("calls"))
+            .alias("size_bytes"),
+            "calls",
+            "total_bytes",
+            single.alias("size_exact"),
+        )
+    out = (
+        exact.with_columns(
+            pl.col("size_bytes").cast(pl.Int64).clip(lower_bound=1),
+            pl.col("calls").cast(pl.Int64),
+            pl.col("total_bytes").cast(pl.Int64),
+        )
+        .sort("op", "traffic_class", "size_bytes")
+        .with_columns(
+            source=pl.lit(src),
+            series=pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")),
+            size_mib=pl.col("size_bytes") / 2**20,
+            cdf_calls=pl.col("calls").cum_sum().over("op", "traffic_class")
+            / pl.col("calls").sum().over("op", "traffic_class"),
+        )
+    )
+    per_size = (
+        out.group_by("size_bytes")
+        .agg(pl.col("calls").sum().alias("_c"))
+        .sort("size_bytes")
+        .with_columns(cdf_all=pl.col("_c").cum_sum() / pl.col("_c").sum())
+        .drop("_c")
+    )
     return (
-        ms.filter(pl.col("source") == src)
-        .with_columns(series=pl.format("{} ({})", pl.col("op"), pl.col("traffic_class")))
+        out.join(per_size, on="size_bytes", how="left")
         .select(
             "source",
             "series",
             "op",
             "traffic_class",
-            pl.col("size_bucket_bytes").clip(lower_bound=1),
+            "size_bytes",
+            "size_mib",
+            "size_exact",
             "calls",
             "total_bytes",
             "cdf_calls",
+            "cdf_all",
         )
-        .sort("series", "size_bucket_bytes")
+        .sort("series", "size_bytes")
     )
 
 

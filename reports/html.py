@@ -43,6 +43,7 @@ import polars as pl
 from reports import charts
 from reports import data as rd
 from reports import gaps as rg
+from reports import paper as rp
 
 if TYPE_CHECKING:
     import altair as alt
@@ -391,6 +392,15 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
         _predictability,
     ),
     ("moe", "MoE non-uniformity", "All-to-all imbalance over iterations (Fig. 5).", _moe),
+    # ---- the paper's tables and figures (reports.paper; issue 17 item 7) ----
+    (
+        "paper",
+        "The paper: tables and figures (APNet 2024)",
+        "Every table and figure of APNet'24 (Li et al.) this run's data supports, titled with "
+        "the paper's number, measured beside predicted; the paper map says what the others need.",
+        lambda d: rp.section(d, d.paper_rank),
+    ),
+    # ---- end of the paper's section ----
     (
         "quality",
         "Data quality",
@@ -638,7 +648,9 @@ def _write(out: Path, text: str) -> Path:
     return out
 
 
-def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = None) -> Path:
+def build_report(
+    store: Store, run_id: str, out: Path, *, config: Path | None = None, paper_rank: int = 0
+) -> Path:
     """Write the HTML report of one run and return its path.
 
     Args:
@@ -647,6 +659,7 @@ def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = 
         out: the HTML file to write (atomically).
         config: a model/parallel config that overrides the stored one; the run is re-derived
             with it. Without it, the run is derived only when marts are missing.
+        paper_rank: the rank of the paper's Table 3 (default 0, the paper's rank_0).
     """
     from pipeline.store import validate_run_id
 
@@ -656,6 +669,7 @@ def build_report(store: Store, run_id: str, out: Path, *, config: Path | None = 
         raise ValueError(f"run {run_id!r} not in {store.root}")
     _ensure_derived(store, run_id, config)
     d = rd.load_run(store, run_id)
+    d.paper_rank = paper_rank
     try:
         sections = run_sections(d)
     finally:
@@ -694,6 +708,7 @@ def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
     try:
         sa, sb = run_sections(da), run_sections(db)
         diff = _guard(lambda: [Block("table", frame=_compare_table(da, db))])
+        paper_pair = rp.compare_blocks(da, db)  # the paper's Figs. 8 and 11 (reports.paper)
     finally:
         for d in (da, db):
             if d.con is not None:
@@ -702,7 +717,11 @@ def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
     parts = [
         '<section id="diff"><h2>Differences</h2><p class="note">'
         f"{esc(f'Headline numbers of {run_a} (A) and {run_b} (B); diff = B - A.')}</p>"
-        f"{page.blocks(diff)}</section>"
+        f"{page.blocks(diff)}</section>",
+        # the paper's two-run figures (reports.paper.compare_blocks)
+        '<section id="paper-pair"><h2>The paper\'s two-run figures</h2><p class="note">'
+        f"{esc(f'APNet 2024 Figs. 8 and 11 from {run_a} (A) and {run_b} (B).')}</p>"
+        f"{page.blocks(paper_pair)}</section>",
     ]
     for x, y in zip(sa, sb, strict=True):
         parts.append(
@@ -711,5 +730,7 @@ def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
             f"<div><h3>{esc(run_b)}</h3>{page.blocks(y.blocks)}</div></div></section>"
         )
     title = f"commscope compare: {run_a} vs {run_b}"
-    nav = _nav([Section("diff", "Differences", ""), *sa])
+    nav = _nav(
+        [Section("diff", "Differences", ""), Section("paper-pair", "Paper Figs. 8, 11", ""), *sa]
+    )
     return _write(out, render_page(title, _header(title, [da, db]), nav + "".join(parts)))

@@ -29,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--model", type=Path, default=None, help="model/parallel config (TOML); re-derives the run"
     )
+    p.add_argument(
+        "--rank",
+        type=int,
+        default=0,
+        help="rank of the paper's Table 3 (traffic per type at one rank; default 0, the paper's)",
+    )
     p.set_defaults(func=run)
 
 
@@ -40,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         store = Store.open(args.store, create=False)
         t0 = time.perf_counter()
-        path = build_report(store, args.run_id, out, config=args.model)
+        path = build_report(store, args.run_id, out, config=args.model, paper_rank=args.rank)
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2

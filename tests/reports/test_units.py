@@ -55,15 +55,18 @@ def test_size_axes_use_si_prefixes() -> None:
     sizes = pl.DataFrame(
         {
             "series": ["x (DP)"],
-            "size_bucket_bytes": [1024],
+            "size_bytes": [1024],
+            "size_mib": [1024 / 2**20],
             "cdf_calls": [1.0],
+            "cdf_all": [1.0],
             "calls": [1],
             "total_bytes": [1024],
         }
     )
     spec = charts.message_sizes(sizes).to_dict()
-    assert spec["encoding"]["x"]["axis"]["format"] == "~s"  # 1k = 1e3: the title's prefixes
-    assert spec["encoding"]["x"]["title"].startswith("message size (bytes; k = 1e3")
+    for layer in spec["layer"]:
+        assert layer["encoding"]["x"]["axis"]["format"] == "~s"  # 1k = 1e3: the title's prefixes
+        assert layer["encoding"]["x"]["title"].startswith("message size (bytes; k = 1e3")
     cells = pl.DataFrame({"src": [0], "dst": [1], "src_end": [1], "dst_end": [2], "bytes": [5e5]})
     heat = charts.traffic_heatmap(
         cells, pl.DataFrame({"pos": []}, schema={"pos": pl.Int32}), unit="rank", size=2, title="t"
