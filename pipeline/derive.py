@@ -2,7 +2,7 @@
 
 The SQL runs in an in-memory DuckDB over the store's committed Parquet, with the run's
 configuration (``run_config``) and the analytical model's predictions (``predicted_traffic``,
-``predicted_matrix``, ``predicted_times``) registered as tables beside it.
+``predicted_matrix``, ``predicted_times``, ``predicted_stage_times``) registered as tables beside it.
 
 Atomicity: every mart and model input of one derive is written as a new *generation*
 (``<store>/marts/<mart>/<run_id>/<generation>.parquet``) beside the published one, and the set
@@ -129,6 +129,12 @@ PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "intra_node": pl.Boolean(),
     },
     "predicted_times": {"run_id": pl.Utf8(), "term": pl.Utf8(), "value": pl.Float64()},
+    "predicted_stage_times": {
+        "run_id": pl.Utf8(),
+        "stage": pl.Int32(),
+        "term": pl.Utf8(),
+        "value": pl.Float64(),
+    },
 }
 
 INPUT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
@@ -140,7 +146,10 @@ the run's configuration and the analytical model's predictions, with their colum
 
 
 def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
-    """The model's per-rank traffic, matrix and time terms for the run's config (or empty)."""
+    """The model's per-rank traffic, matrix, time terms (rank 0) and per-stage time terms
+    (``predicted_stage_times``: every stage within one common iteration, its bubble by eqs.
+    5-7 per stage, :func:`reports.model.predict.pipeline_stage_times`) for the run's config
+    (or empty)."""
     empty = {name: pl.DataFrame(schema=cols) for name, cols in PREDICTION_COLUMNS.items()}
     if stored is None or "model" not in stored.config:
         return empty
@@ -166,6 +175,10 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
         times: dict[str, Any] = m.time_terms(run, "stage_exact", 0)
         terms = pl.DataFrame([{"term": k, "value": float(v)} for k, v in times.items()])
         terms = terms.with_columns(run_id=pl.lit(run_id))
+        # every stage within one common iteration: per-stage bubble (eqs. 5-7 per stage)
+        stage_terms = pl.DataFrame(m.stage_time_rows(run, "stage_exact")).with_columns(
+            run_id=pl.lit(run_id)
+        )
     except Exception as exc:  # a config the model cannot evaluate: derive without predictions
         log.warning("%s: model predictions unavailable: %s", run_id, exc)
         return empty
@@ -174,6 +187,7 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
         ("predicted_traffic", traffic),
         ("predicted_matrix", matrix),
         ("predicted_times", terms),
+        ("predicted_stage_times", stage_terms),
     ):
         cols = empty[name].columns
         out[name] = df.select([c for c in cols if c in df.columns]).cast(
