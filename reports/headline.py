@@ -411,12 +411,12 @@ def _calibration(rows: list[dict[str, Any]], plat: ModelPlatform) -> tuple[bool 
             continue
         checks.append((name.split()[-1], m / p, m, r["unit"]))
     if not checks:
-        return None, "no quantity set by the platform's constants is both measured and predicted"
+        return None, "No quantity set by the platform's constants is both measured and predicted"
     lo, hi = 1.0 / CALIBRATION_FACTOR, CALIBRATION_FACTOR
     off = [(n, ratio, m, u) for n, ratio, m, u in checks if not lo <= ratio <= hi]
     if not off:
         return True, (
-            "the model's platform constants apply: T_comp and every C_* measured are within "
+            "The model's platform constants apply: T_comp and every C_* measured are within "
             f"a factor of {CALIBRATION_FACTOR:g} of the prediction"
         )
     parts = ", ".join(f"{n} measured {ratio:,.4g} x the prediction" for n, ratio, _, _ in off)
@@ -433,7 +433,7 @@ def _calibration(rows: list[dict[str, Any]], plat: ModelPlatform) -> tuple[bool 
         elif u == "GB/s":
             suggest.append(f"c_{n[2:].lower()} = {m * 1e9:.3g}")
     return False, (
-        "the model's platform constants do not apply to this run "
+        "The model's platform constants do not apply to this run "
         f"({parts}; rule: a factor beyond {CALIBRATION_FACTOR:g} on T_comp or a C_*), so no "
         "relative errors are shown. To calibrate, set this platform's [platform] constants "
         f"in the run's config (from this run: {'; '.join(suggest)}) and re-derive with "

@@ -159,7 +159,7 @@ def _headline(d: rd.RunData) -> list[Block]:
     h = rd.run_headline(d)
     blocks: list[Block] = []
     if h.calibrated is False:
-        blocks.append(Block("na", text="Model constants do not apply: " + h.verdict + "."))
+        blocks.append(Block("na", text=h.verdict + "."))
     blocks.append(Block("table", frame=h.rows))
     df = h.rows
     if df["rel_error"].is_not_null().any():

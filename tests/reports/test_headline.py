@@ -210,7 +210,11 @@ def test_same_numbers_in_report_summary_json_and_compare(
     page = tmp_path / "sample.html"
     assert cli_main(["report", sample, "-o", str(page), "--store", str(store.root)]) == 0
     text = page.read_text()
-    assert "Model constants do not apply" in text
+    assert "constants do not apply to this run" in text
+    section = text.split('<section id="headline">')[1].split("</section>")[0]
+    assert 'class="n bad"' not in section  # no error in red: the constants do not apply
     cmp_page = tmp_path / "cmp.html"
-    assert cli_main(["compare", sample, synth, "-o", str(cmp_page), "--store", str(store.root)]) == 0
+    assert (
+        cli_main(["compare", sample, synth, "-o", str(cmp_page), "--store", str(store.root)]) == 0
+    )
     assert "communication time T_comm" in cmp_page.read_text()
