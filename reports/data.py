@@ -72,6 +72,8 @@ class RunData:
         missing: marts that could not be read, with the reason.
         predicted_times: the model's time terms (seconds, ratios), empty without a model.
         predicted_matrix: the model's rank x rank bytes per iteration and class.
+        predicted_stage_times: the model's terms per stage (stage, term, value; seconds),
+            every stage within one common iteration (its bubble by eqs. 5-7 per stage).
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
@@ -84,6 +86,7 @@ class RunData:
     missing: dict[str, str] = field(default_factory=dict)
     predicted_times: dict[str, float] = field(default_factory=dict)
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
+    predicted_stage_times: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
 
@@ -179,6 +182,7 @@ def load_run(store: Store, run_id: str) -> RunData:
         str(r["term"]): float(r["value"]) for r in preds["predicted_times"].iter_rows(named=True)
     }
     data.predicted_matrix = preds["predicted_matrix"]
+    data.predicted_stage_times = preds.get("predicted_stage_times", pl.DataFrame())
     data.con = store.connect(read_only=True)
     return data
 
@@ -267,7 +271,8 @@ def breakdown(data: RunData) -> pl.DataFrame:
     """Iteration time split into compute/TP/PP/DP/EP/bubble, per stage, measured vs predicted.
 
     Measured: per pipeline stage, the median over ranks and iterations of each term of
-    iteration_breakdown. Predicted: the model's terms for stage 0 (predicted_times).
+    iteration_breakdown. Predicted: the model's terms of every stage within one common
+    iteration (predicted_stage_times; before it existed, stage 0's predicted_times).
     Returns a tidy frame (bar, source, component, order, seconds).
     """
     bd = data.mart("iteration_breakdown")
@@ -289,12 +294,32 @@ def breakdown(data: RunData) -> pl.DataFrame:
         )
         .select("bar", "source", "component", "seconds")
     )
-    pt = data.predicted_times
-    pred_rows = [
-        {"bar": "stage 0 predicted", "source": "predicted", "component": lbl, "seconds": pt[key]}
-        for _, key, lbl in BREAKDOWN_COMPONENTS
-        if key is not None and key in pt
-    ]
+    labels = {key: lbl for _, key, lbl in BREAKDOWN_COMPONENTS if key is not None}
+    pst = data.predicted_stage_times
+    if not pst.is_empty() and {"stage", "term", "value"} <= set(pst.columns):
+        # every stage within one common iteration, its own bubble (eqs. 5-7 per stage)
+        pred_rows = [
+            {
+                "bar": f"stage {int(r['stage'])} predicted",
+                "source": "predicted",
+                "component": labels[r["term"]],
+                "seconds": float(r["value"]),
+            }
+            for r in pst.iter_rows(named=True)
+            if r["term"] in labels
+        ]
+    else:
+        pt = data.predicted_times
+        pred_rows = [
+            {
+                "bar": "stage 0 predicted",
+                "source": "predicted",
+                "component": lbl,
+                "seconds": pt[key],
+            }
+            for key, lbl in labels.items()
+            if key in pt
+        ]
     pred = pl.DataFrame(
         pred_rows,
         schema={"bar": pl.Utf8, "source": pl.Utf8, "component": pl.Utf8, "seconds": pl.Float64},

@@ -135,3 +135,15 @@ def test_predict_cli_prints_the_per_stage_bubble(capsys: pytest.CaptureFixture[s
     rows = {line.split()[0]: line.split() for line in table}
     assert rows["0"][-2:] == ["23.760", f"{23.76 / 35.416:.4f}"]
     assert rows["1"][-2:] == ["11.472", f"{11.472 / 35.416:.4f}"]
+
+
+def test_report_breakdown_shows_every_stage_predicted() -> None:
+    from reports import data as rd
+
+    bd = pl.DataFrame({"stage": [0, 1], "t_comp_ns": [6e9, 19e9], "t_bubble_ns": [24e9, 11e9]})
+    preds = predictions(StoredConfig("toy", TOY, "test"), "toy")
+    d = rd.RunData("toy", None, {}, marts={"iteration_breakdown": bd})
+    d.predicted_stage_times = preds["predicted_stage_times"]
+    out = rd.breakdown(d).filter(pl.col("source") == "predicted")
+    bubble = {b: v for b, c, v in out.select("bar", "component", "seconds").rows() if c == "bubble"}
+    assert bubble == pytest.approx({"stage 0 predicted": 23.76, "stage 1 predicted": 11.472})
