@@ -2,7 +2,7 @@
 
 The SQL runs in an in-memory DuckDB over the store's committed Parquet, with the run's
 configuration (``run_config``) and the analytical model's predictions (``predicted_traffic``,
-``predicted_matrix``, ``predicted_times``, ``predicted_stage_times``) registered as tables beside it.
+``predicted_matrix``, ``predicted_times``) registered as tables beside it.
 
 Atomicity: every mart and model input of one derive is written as a new *generation*
 (``<store>/marts/<mart>/<run_id>/<generation>.parquet``) beside the published one, and the set
