@@ -79,14 +79,16 @@ SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.Utf8(),
     "unit": pl.Utf8(),
     "includes": pl.Utf8(),
+    "model": pl.Utf8(),
     "measured": pl.Float64(),
     "predicted": pl.Float64(),
     "rel_error": pl.Float64(),
     "status": pl.Utf8(),
     "measured_from": pl.Utf8(),
 }
-"""Columns of :attr:`Headline.rows` (``status``: ok | off by > 15 % | constants do not apply |
-not predicted | not measured)."""
+"""Columns of :attr:`Headline.rows`: ``includes`` = what the number includes, the same on the
+measured and predicted side; ``model`` = how the model predicts it; ``status``: ok | off by
+> 15 % | constants do not apply | not predicted | not measured."""
 
 
 @dataclass(frozen=True)
@@ -249,6 +251,7 @@ def headline(
         metric: str,
         unit: str,
         includes: str,
+        model: str,
         measured: float | None,
         predicted: float | None,
         measured_from: str,
@@ -259,6 +262,7 @@ def headline(
                 "metric": metric,
                 "unit": unit,
                 "includes": includes,
+                "model": model,
                 "measured": measured,
                 "predicted": predicted,
                 "rel_error": _rel(measured, predicted),
@@ -276,7 +280,8 @@ def headline(
     add(
         "iteration time T_iter",
         "s",
-        f"one training step ({sample}); model: eq. 6 at rank 0",
+        f"one training step ({sample})",
+        "eq. 6 at rank 0",
         meas["T_iter"],
         pred["T_iter"],
         src["T_iter"],
@@ -284,7 +289,8 @@ def headline(
     add(
         "compute time T_comp",
         "s",
-        "compute kernels of the step (optimizer step included); model: stage FLOPs / (mu F)",
+        "compute kernels of the step (optimizer step included)",
+        "the stage's FLOPs / (mu F) (eqs. 8-9, stage-exact)",
         meas["T_comp"],
         pred["T_comp"],
         src["T_comp"],
@@ -294,7 +300,8 @@ def headline(
         "s",
         f"TP+PP+DP+EP+EmbTableSyn: TP, DP, EP whole calls (waiting for a peer of the same "
         f"stage included), PP transfer only, {emb}; bubble and unclassified calls excluded, "
-        f"on both sides{legacy}; model: bus bytes / C per class (eqs. 2-4)",
+        f"on both sides{legacy}",
+        "bus bytes / C per class (eqs. 2-4)",
         comm_meas,
         comm_pred,
         comm_src,
@@ -308,7 +315,8 @@ def headline(
     add(
         "bubble T_bubble",
         "s",
-        f"{bubble_what}; model: eq. 5 at rank 0",
+        bubble_what,
+        "eq. 5 at rank 0",
         meas["T_bubble"],
         pred["T_bubble"],
         src["T_bubble"],
@@ -317,6 +325,7 @@ def headline(
         "R_comm",
         "ratio",
         "T_comm / T_iter of the rows above, on both sides",
+        "the same quotient of the predicted rows",
         _ratio(comm_meas, meas["T_iter"]),
         _ratio(comm_pred, pred["T_iter"]),
         comm_src,
@@ -324,7 +333,8 @@ def headline(
     add(
         "R_bubble",
         "ratio",
-        "T_bubble / T_iter of the rows above, on both sides (eq. 7 with T_DP kept)",
+        "T_bubble / T_iter of the rows above, on both sides",
+        "the same quotient of the predicted rows (eq. 7 with T_DP kept)",
         _ratio(meas["T_bubble"], meas["T_iter"]),
         _ratio(pred["T_bubble"], pred["T_iter"]),
         src["T_bubble"],
@@ -334,8 +344,9 @@ def headline(
         add(
             "R_bubble (eq. 7)",
             "ratio",
-            "the measured R_bubble above against the paper's closed form (p-1)/(p-1+m), which "
-            "needs no platform constant (the paper's Fig. 10 uses it)",
+            "the measured R_bubble above",
+            "the paper's closed form (p-1)/(p-1+m), which needs no platform constant (the "
+            "paper's Fig. 10 uses it)",
             _ratio(meas["T_bubble"], meas["T_iter"]),
             eq7,
             src["T_bubble"],
@@ -347,7 +358,8 @@ def headline(
             "exposed communication",
             "s",
             "union of the step's communication intervals not under compute (waiting "
-            "included); mean over all ranks and iterations; the model has no such term",
+            "included); mean over all ranks and iterations",
+            "no such term (the model assumes no overlap)",
             exposed,
             None,
             "iteration_breakdown",
@@ -377,7 +389,8 @@ def headline(
         add(
             f"bus bandwidth C_{cls}",
             "GB/s",
-            f"{how}, nccl-tests bus factors; model: {model_c}",
+            f"{how}, nccl-tests bus factors",
+            model_c,
             None if m is None else m / 1e9,
             None if p is None else p / 1e9,
             from_,

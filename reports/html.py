@@ -686,16 +686,27 @@ def _compare_table(a: rd.RunData, b: rd.RunData) -> pl.DataFrame:
     return compare_headlines(rd.run_headline(a), rd.run_headline(b))
 
 
+COMPARE_SKIP = ("R_bubble (eq. 7)",)
+"""Headline rows whose measured value another row already shows (compare shows measured only)."""
+
+
 def compare_headlines(ha: Headline, hb: Headline) -> pl.DataFrame:
     """Measured headline rows of two runs side by side with the difference B - A.
 
     ``includes`` is A's; where B's rows include something else (marts of another commscope
     version), B's text is appended so the two numbers are never silently unlike.
     """
-    ra = ha.rows.select("metric", "unit", pl.col("includes"), pl.col("measured").alias("A"))
-    rb = hb.rows.select("metric", pl.col("includes").alias("_inc_b"), pl.col("measured").alias("B"))
-    out = ra.join(rb, on="metric", how="full", coalesce=True)
+    skip = pl.col("metric").is_in(COMPARE_SKIP)
+    ra = ha.rows.filter(~skip).select("metric", "unit", "includes", pl.col("measured").alias("A"))
+    rb = hb.rows.filter(~skip).select(
+        "metric",
+        pl.col("unit").alias("_unit_b"),
+        pl.col("includes").alias("_inc_b"),
+        pl.col("measured").alias("B"),
+    )
+    out = ra.join(rb, on="metric", how="full", coalesce=True, maintain_order="left_right")
     return out.with_columns(
+        unit=pl.coalesce("unit", "_unit_b"),
         includes=pl.when(pl.col("includes").is_null())
         .then(pl.col("_inc_b"))
         .when(pl.col("_inc_b").is_null() | (pl.col("_inc_b") == pl.col("includes")))

@@ -63,6 +63,7 @@ def test_rows_like_with_like_from_the_model_table() -> None:
     assert comm["predicted"] == pytest.approx(1.8 + 0.5 + 0.2 + 0.1)
     assert comm["rel_error"] == pytest.approx(3.0 / 2.6 - 1)
     assert "bubble and unclassified calls excluded" in comm["includes"]
+    assert comm["model"] == "bus bytes / C per class (eqs. 2-4)"
     r_comm = rows["R_comm"]
     assert r_comm["measured"] == pytest.approx(3.0 / 10.0)
     assert r_comm["predicted"] == pytest.approx(2.6 / 9.0)
@@ -164,6 +165,25 @@ def test_no_prediction_no_verdict() -> None:
     assert h.calibrated is None
     assert set(h.rows["status"]) == {"not predicted"}
     assert json.loads(json.dumps(h.to_json()))["rows"][0]["predicted"] is None
+
+
+def test_compare_puts_measured_rows_side_by_side() -> None:
+    from reports.html import compare_headlines
+
+    a_rows = [(t, u, m, p) for t, u, m, p in MVM if t != "C_TP"]
+    ha = headline({"model_vs_measured": mvm_frame(a_rows)}, {}, PLATFORM)
+    bd = pl.DataFrame({"t_sync_wait_ns": [0]})  # B's marts split transfer from waiting
+    hb = headline({"model_vs_measured": mvm_frame(), "iteration_breakdown": bd}, {}, PLATFORM)
+    table = compare_headlines(ha, hb)
+    rows = {r["metric"]: r for r in table.iter_rows(named=True)}
+    assert "R_bubble (eq. 7)" not in rows  # the same measured value as R_bubble
+    assert rows["iteration time T_iter"]["A"] == rows["iteration time T_iter"]["B"] == 10.0
+    assert rows["iteration time T_iter"]["diff"] == 0.0
+    c_tp = rows["bus bandwidth C_TP"]
+    assert (c_tp["unit"], c_tp["A"], c_tp["B"]) == ("GB/s", None, 5.0)
+    comm = rows["communication time T_comm"]["includes"]
+    assert comm.startswith("A: ") and "; B: " in comm  # unlike definitions are named, not hidden
+    assert "model" not in table.columns  # compare is measured against measured
 
 
 # ---------------------------------------------------------------------------- one set of numbers
