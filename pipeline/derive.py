@@ -144,6 +144,12 @@ PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "intra_node": pl.Boolean(),
     },
     "predicted_times": {"run_id": pl.Utf8(), "term": pl.Utf8(), "value": pl.Float64()},
+    "predicted_stage_times": {
+        "run_id": pl.Utf8(),
+        "stage": pl.Int32(),
+        "term": pl.Utf8(),
+        "value": pl.Float64(),
+    },
 }
 
 INPUT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
@@ -155,7 +161,10 @@ the run's configuration and the analytical model's predictions, with their colum
 
 
 def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
-    """The model's per-rank traffic, call signatures, matrix and time terms (or empty)."""
+    """The model's per-rank traffic, call signatures, matrix, time terms (rank 0) and per-stage
+    time terms (``predicted_stage_times``: every stage within one common iteration, its bubble by
+    eqs. 5-7 per stage, :func:`reports.model.predict.pipeline_stage_times`) for the run's config
+    (or empty)."""
     empty = {name: pl.DataFrame(schema=cols) for name, cols in PREDICTION_COLUMNS.items()}
     if stored is None or "model" not in stored.config:
         return empty
@@ -188,6 +197,10 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
         times: dict[str, Any] = m.time_terms(run, "stage_exact", 0)
         terms = pl.DataFrame([{"term": k, "value": float(v)} for k, v in times.items()])
         terms = terms.with_columns(run_id=pl.lit(run_id))
+        # every stage within one common iteration: per-stage bubble (eqs. 5-7 per stage)
+        stage_terms = pl.DataFrame(m.stage_time_rows(run, "stage_exact")).with_columns(
+            run_id=pl.lit(run_id)
+        )
     except Exception as exc:  # a config the model cannot evaluate: derive without predictions
         log.warning("%s: model predictions unavailable: %s", run_id, exc)
         return empty
@@ -197,6 +210,7 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
         ("predicted_signatures", signatures),
         ("predicted_matrix", matrix),
         ("predicted_times", terms),
+        ("predicted_stage_times", stage_terms),
     ):
         cols = empty[name].columns
         out[name] = df.select([c for c in cols if c in df.columns]).cast(

@@ -33,6 +33,7 @@ MODEL_INPUTS: frozenset[str] = frozenset(
         "predicted_signatures",
         "predicted_matrix",
         "predicted_times",
+        "predicted_stage_times",
     }
 )
 """The run's config and the model's outputs (pipeline.derive.INPUT_COLUMNS gives their columns)."""

@@ -15,6 +15,7 @@ Calls are counted two ways, never mixed:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -101,3 +102,26 @@ def summarize(
         if own:
             con.close()
     return RunSummary(run_id, files, ops, tables, by_source)
+
+
+# ---------------------------------------------------------------------------- headline (issue 17)
+
+
+def run_headline(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's headline rows as JSON (:func:`reports.headline.headline`, the same numbers as
+    the report and ``compare``); ``{"available": false, "reason": ...}`` when the run's marts
+    cannot be read."""
+    from reports import data as rd
+
+    try:
+        data = rd.load_run(store, run_id)
+    except Exception as exc:  # no marts yet, an unreadable store: say why, keep the summary
+        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    try:
+        out: dict[str, Any] = {"available": True, **rd.run_headline(data).to_json()}
+        if data.missing:
+            out["marts_missing"] = sorted(data.missing)
+        return out
+    finally:
+        if data.con is not None:
+            data.con.close()

@@ -26,6 +26,8 @@ import polars as pl
 
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
+from reports.headline import Headline, model_platform
+from reports.headline import headline as compute_headline
 
 if TYPE_CHECKING:
     from pipeline.store import Store
@@ -72,6 +74,8 @@ class RunData:
         missing: marts that could not be read, with the reason.
         predicted_times: the model's time terms (seconds, ratios), empty without a model.
         predicted_matrix: the model's rank x rank bytes per iteration and class.
+        predicted_stage_times: the model's terms per stage (stage, term, value; seconds),
+            every stage within one common iteration (its bubble by eqs. 5-7 per stage).
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
@@ -85,6 +89,7 @@ class RunData:
     missing: dict[str, str] = field(default_factory=dict)
     predicted_times: dict[str, float] = field(default_factory=dict)
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
+    predicted_stage_times: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
     paper_rank: int = 0
@@ -181,6 +186,7 @@ def load_run(store: Store, run_id: str) -> RunData:
         str(r["term"]): float(r["value"]) for r in preds["predicted_times"].iter_rows(named=True)
     }
     data.predicted_matrix = preds["predicted_matrix"]
+    data.predicted_stage_times = preds.get("predicted_stage_times", pl.DataFrame())
     data.con = store.connect(read_only=True)
     return data
 
@@ -192,111 +198,44 @@ def _query(data: RunData, sql: str, params: dict[str, Any] | None = None) -> pl.
     return data.con.sql(sql, params={"run_id": data.run_id, **(params or {})}).pl()
 
 
-def _median(s: pl.Series) -> float | None:
-    v = s.drop_nulls().median()
-    return None if v is None else float(v)  # type: ignore[arg-type]
-
-
-def _rel_error(measured: float | None, predicted: float | None) -> float | None:
-    if measured is None or predicted is None or predicted == 0:
-        return None
-    return (measured - predicted) / abs(predicted)
-
-
 # ---------------------------------------------------------------------------- headline
 
 
-def headline(data: RunData) -> pl.DataFrame:
-    """Headline numbers, measured beside the model's prediction and the relative error.
-
-    Measured: median iteration duration (iterations), median R_comm, R_bubble and exposed
-    communication per iteration (iteration_breakdown; R_comm falls back to the on/off duty
-    cycle), and C_TP/C_PP/C_DP/C_EP (effective_bandwidth). Predicted: the model's
-    t_iter_critical, r_comm, r_bubble and t_comm (predicted_times) and the config's c_* link
-    bandwidths.
-    """
-    pt = data.predicted_times
-    rows: list[dict[str, Any]] = []
-
-    def add(
-        metric: str, unit: str, measured: float | None, predicted: float | None, how: str
-    ) -> None:
-        rows.append(
-            {
-                "metric": metric,
-                "unit": unit,
-                "measured": measured,
-                "predicted": predicted,
-                "rel_error": _rel_error(measured, predicted),
-                "measured_from": how,
-            }
-        )
-
-    it = data.marts.get("iterations")
-    t_iter = None
-    if it is not None and not it.is_empty():
-        med = _median(it["duration_ns"])
-        t_iter = None if med is None else med / 1e9
-    add("iteration time", "s", t_iter, pt.get("t_iter_critical", pt.get("t_iter")), "iterations")
-    bd = data.marts.get("iteration_breakdown")
-    if bd is not None and not bd.is_empty():
-        add("R_comm", "ratio", _median(bd["r_comm"]), pt.get("r_comm"), "iteration_breakdown")
-        add("R_bubble", "ratio", _median(bd["r_bubble"]), pt.get("r_bubble"), "iteration_breakdown")
-        exp = _median(bd["exposed_comm_ns"])
-        add(
-            "exposed communication",
-            "s",
-            None if exp is None else exp / 1e9,
-            None,
-            "iteration_breakdown",
-        )
-        comm = _median(bd["comm_ns"])
-        add(
-            "communication time",
-            "s",
-            None if comm is None else comm / 1e9,
-            pt.get("t_comm"),
-            "iteration_breakdown",
-        )
-    else:
-        oo = data.marts.get("on_off")
-        duty = _median(oo["duty_cycle"]) if oo is not None and not oo.is_empty() else None
-        add("R_comm (on/off duty cycle)", "ratio", duty, pt.get("r_comm"), "on_off")
-        add("R_bubble", "ratio", None, pt.get("r_bubble"), "iteration_breakdown (no rows)")
-    eb = data.marts.get("effective_bandwidth")
-    plat = data.platform
-    for cls, col, key in (
-        ("TP", "c_tp_bytes_s", "c_tp"),
-        ("PP", "c_pp_bytes_s", "c_pp"),
-        ("DP", "c_dp_bytes_s", "c_dp"),
-        ("EP", "c_ep_bytes_s", "c_ep"),
-    ):
-        measured = None
-        if eb is not None and col in eb.columns and not eb.is_empty():
-            v = eb[col].drop_nulls()
-            measured = float(v[0]) / 1e9 if len(v) else None
-        predicted = float(plat[key]) / 1e9 if plat.get(key) else None
-        if measured is None and predicted is None:
-            continue
-        add(f"busbw C_{cls}", "GB/s", measured, predicted, "effective_bandwidth")
-    return pl.DataFrame(
-        rows,
-        schema={
-            "metric": pl.Utf8,
-            "unit": pl.Utf8,
-            "measured": pl.Float64,
-            "predicted": pl.Float64,
-            "rel_error": pl.Float64,
-            "measured_from": pl.Utf8,
-        },
+def run_headline(data: RunData) -> Headline:
+    """The run's headline (:func:`reports.headline.headline`: the one computation the report,
+    ``summary --json`` and ``compare`` share)."""
+    return compute_headline(
+        data.marts,
+        data.predicted_times,
+        model_platform(data.stored.config if data.stored else None),
     )
 
 
-def model_vs_measured(data: RunData) -> pl.DataFrame:
-    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors)."""
+def headline(data: RunData) -> pl.DataFrame:
+    """Headline rows, measured beside predicted (see :mod:`reports.headline`)."""
+    return run_headline(data).rows
+
+
+HEADLINE_TERMS = ("T_comm", "R_comm", "R_bubble", "R_bubble_eq7")
+"""model_vs_measured terms the headline states with its own, like-with-like definition."""
+
+
+def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.DataFrame:
+    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors).
+
+    T_comm, R_comm, R_bubble and R_bubble_eq7 are left out: the headline (:mod:`reports.headline`) states
+    them with one definition on both sides, so the page shows one number per quantity. With
+    ``calibrated`` False (the platform's constants do not apply) the errors are blanked.
+    """
     df = data.mart("model_vs_measured")
     if df.is_empty():
         raise Unavailable("the run has no model prediction to compare with (no model config)")
+    if "term" in df.columns:
+        df = df.filter(~pl.col("term").is_in(HEADLINE_TERMS))
+    if calibrated is False:
+        df = df.with_columns(
+            [pl.lit(None, pl.Float64).alias(c) for c in ("abs_error", "rel_error") if c in df]
+        )
     cols = [
         c
         for c in ("term", "unit", "measured", "predicted", "abs_error", "rel_error", "n_samples")
@@ -336,7 +275,8 @@ def breakdown(data: RunData) -> pl.DataFrame:
     """Iteration time split into compute/TP/PP/DP/EP/bubble, per stage, measured vs predicted.
 
     Measured: per pipeline stage, the median over ranks and iterations of each term of
-    iteration_breakdown. Predicted: the model's terms for stage 0 (predicted_times).
+    iteration_breakdown. Predicted: the model's terms of every stage within one common
+    iteration (predicted_stage_times; before it existed, stage 0's predicted_times).
     Returns a tidy frame (bar, source, component, order, seconds).
     """
     bd = data.mart("iteration_breakdown")
@@ -358,12 +298,32 @@ def breakdown(data: RunData) -> pl.DataFrame:
         )
         .select("bar", "source", "component", "seconds")
     )
-    pt = data.predicted_times
-    pred_rows = [
-        {"bar": "stage 0 predicted", "source": "predicted", "component": lbl, "seconds": pt[key]}
-        for _, key, lbl in BREAKDOWN_COMPONENTS
-        if key is not None and key in pt
-    ]
+    labels = {key: lbl for _, key, lbl in BREAKDOWN_COMPONENTS if key is not None}
+    pst = data.predicted_stage_times
+    if not pst.is_empty() and {"stage", "term", "value"} <= set(pst.columns):
+        # every stage within one common iteration, its own bubble (eqs. 5-7 per stage)
+        pred_rows = [
+            {
+                "bar": f"stage {int(r['stage'])} predicted",
+                "source": "predicted",
+                "component": labels[r["term"]],
+                "seconds": float(r["value"]),
+            }
+            for r in pst.iter_rows(named=True)
+            if r["term"] in labels
+        ]
+    else:
+        pt = data.predicted_times
+        pred_rows = [
+            {
+                "bar": "stage 0 predicted",
+                "source": "predicted",
+                "component": lbl,
+                "seconds": pt[key],
+            }
+            for key, lbl in labels.items()
+            if key in pt
+        ]
     pred = pl.DataFrame(
         pred_rows,
         schema={"bar": pl.Utf8, "source": pl.Utf8, "component": pl.Utf8, "seconds": pl.Float64},

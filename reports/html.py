@@ -44,6 +44,7 @@ from reports import charts
 from reports import data as rd
 from reports import gaps as rg
 from reports import paper as rp
+from reports.headline import Headline
 
 if TYPE_CHECKING:
     import altair as alt
@@ -156,15 +157,19 @@ def _guard(
 
 
 def _headline(d: rd.RunData) -> list[Block]:
-    df = rd.headline(d)
-    blocks = [Block("table", frame=df)]
+    h = rd.run_headline(d)
+    blocks: list[Block] = []
+    if h.calibrated is False:
+        blocks.append(Block("na", text=h.verdict + "."))
+    blocks.append(Block("table", frame=h.rows))
+    df = h.rows
     if df["rel_error"].is_not_null().any():
         blocks.append(
             Block(
                 "chart", chart=charts.headline_errors(df.filter(pl.col("rel_error").is_not_null()))
             )
         )
-    elif df["predicted"].is_not_null().any():
+    elif df["predicted"].is_not_null().any() and h.calibrated is not False:
         why = d.gaps.get("breakdown") or d.gaps.get("bandwidth")
         blocks.append(
             Block(
@@ -176,8 +181,12 @@ def _headline(d: rd.RunData) -> list[Block]:
 
     def mvm() -> list[Block]:
         return [
-            Block("text", text="Model vs measured (model_vs_measured mart):"),
-            Block("table", frame=rd.model_vs_measured(d)),
+            Block(
+                "text",
+                text="Model vs measured per term (model_vs_measured mart; T_comm, R_comm and "
+                "R_bubble, eq. 7 included, are the headline rows above):",
+            ),
+            Block("table", frame=rd.model_vs_measured(d, calibrated=h.calibrated)),
         ]
 
     return blocks + _guard(mvm, d.gaps, "model")
@@ -344,8 +353,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
     (
         "headline",
         "Headline numbers",
-        "Measured medians beside the model's prediction; relative error = (measured - predicted) "
-        "/ predicted. Times in s, bandwidths in GB/s (1 GB = 1e9 bytes).",
+        "Measured beside the model's prediction, each row including the same things on both "
+        "sides (column 'includes'); relative error = (measured - predicted) / predicted. Times "
+        "in s, bandwidths in GB/s (1 GB = 1e9 bytes).",
         _headline,
     ),
     (
@@ -686,13 +696,39 @@ def build_report(
 
 
 def _compare_table(a: rd.RunData, b: rd.RunData) -> pl.DataFrame:
-    """Headline numbers of two runs side by side with the difference B - A."""
-    ha = rd.headline(a).select("metric", "unit", pl.col("measured").alias("A"))
-    hb = rd.headline(b).select("metric", pl.col("measured").alias("B"))
-    return ha.join(hb, on="metric", how="full", coalesce=True).with_columns(
+    """Headline numbers (:mod:`reports.headline`) of two runs side by side, B - A."""
+    return compare_headlines(rd.run_headline(a), rd.run_headline(b))
+
+
+COMPARE_SKIP = ("R_bubble (eq. 7)",)
+"""Headline rows whose measured value another row already shows (compare shows measured only)."""
+
+
+def compare_headlines(ha: Headline, hb: Headline) -> pl.DataFrame:
+    """Measured headline rows of two runs side by side with the difference B - A.
+
+    ``includes`` is A's; where B's rows include something else (marts of another commscope
+    version), B's text is appended so the two numbers are never silently unlike.
+    """
+    skip = pl.col("metric").is_in(COMPARE_SKIP)
+    ra = ha.rows.filter(~skip).select("metric", "unit", "includes", pl.col("measured").alias("A"))
+    rb = hb.rows.filter(~skip).select(
+        "metric",
+        pl.col("unit").alias("_unit_b"),
+        pl.col("includes").alias("_inc_b"),
+        pl.col("measured").alias("B"),
+    )
+    out = ra.join(rb, on="metric", how="full", coalesce=True, maintain_order="left_right")
+    return out.with_columns(
+        unit=pl.coalesce("unit", "_unit_b"),
+        includes=pl.when(pl.col("includes").is_null())
+        .then(pl.col("_inc_b"))
+        .when(pl.col("_inc_b").is_null() | (pl.col("_inc_b") == pl.col("includes")))
+        .then(pl.col("includes"))
+        .otherwise(pl.format("A: {}; B: {}", pl.col("includes"), pl.col("_inc_b"))),
         diff=pl.col("B") - pl.col("A"),
         rel_diff=(pl.col("B") - pl.col("A")) / pl.col("A").abs(),
-    )
+    ).select("metric", "unit", "includes", "A", "B", "diff", "rel_diff")
 
 
 def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:

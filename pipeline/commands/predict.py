@@ -177,7 +177,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=textwrap.fill(
             "Predict one rank's per-iteration traffic (TP, PP, DP, EmbTableSyn, EP: message "
             "count, size, volume, bytes sent) and the time terms of eqs. 1-9 (T_comp, T_TP, "
-            "T_PP, T_DP, T_bubble, T_iter, R_bubble, R_comm, MFU/HFU). Mode stage_exact uses "
+            "T_PP, T_DP, T_bubble, T_iter, R_bubble, R_comm, MFU/HFU), and every pipeline "
+            "stage's terms and bubble within one common iteration. Mode stage_exact uses "
             "DeepSpeed's real layer partition and reproduces the paper's Table 3; "
             "paper_uniform applies eqs. 2-4 literally. Sizes print in MiB (2^20 B), which is "
             "what DeepSpeed's comms logger labels MB."
@@ -252,11 +253,39 @@ def format_prediction(result: dict[str, Any]) -> str:
         f"{result['t_iter_critical']:.3f})",
         f"R_bubble (eq. 7) {result['r_bubble_eq7']:.4f}  R_bubble {result['r_bubble']:.4f}  "
         f"R_comm {result['r_comm']:.4f}  MFU {result['mfu']:.3f}  HFU {result['hfu']:.3f}",
+        *format_stages(result.get("stages", [])),
         f"N (eq. 10) {result['n_params']:,}  FLOPs/iteration (eq. 11) "
         f"{result['flops_per_iteration']:.4e}  memory estimate "
         f"{result['memory_bytes'] / 2**30:.2f} GiB",
     ]
     return "\n".join(lines)
+
+
+def format_stages(stages: list[dict[str, Any]]) -> list[str]:
+    """Lines of the per-stage table: every stage within one common iteration.
+
+    Args:
+        stages: ``predict_run(...)["stages"]``.
+
+    Returns:
+        A heading and one line per stage (times in s), or nothing without stages.
+    """
+    if not stages:
+        return []
+    head = "".join(f" {h:>9}" for h in ("T_comp", "T_TP", "T_PP", "T_DP", "T_Emb", "T_EP"))
+    lines = [
+        "",
+        "Per stage, one common iteration T_iter "
+        f"{stages[0]['t_iter']:.3f} s (the critical stage's eq. 6); bubble = T_iter - the "
+        "stage's own work (eqs. 5-7 per stage):",
+        f"{'stage':>5}{head} {'T_bubble':>9} {'R_bubble':>9}",
+    ]
+    for st in stages:
+        terms = "".join(
+            f" {st[k]:>9.3f}" for k in ("t_comp", "t_tp", "t_pp", "t_dp", "t_emb", "t_ep")
+        )
+        lines.append(f"{st['stage']:>5}{terms} {st['t_bubble']:>9.3f} {st['r_bubble']:>9.4f}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from typing import Any
 
 from pipeline.commands._format import table
 from pipeline.store import Store, StoreError
-from pipeline.summary import LOGICAL_CALLS_NOTE, PER_SOURCE_NOTE, RunSummary, summarize
+from pipeline.summary import (
+    LOGICAL_CALLS_NOTE,
+    PER_SOURCE_NOTE,
+    RunSummary,
+    run_headline,
+    summarize,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,6 +30,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "labelled: not to be added up across sources), and table sizes.",
     )
     p.add_argument("--run", dest="run_id", default=None, help="one run (default: all runs)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print JSON: per run its files, ops, table sizes and 'headline' (the report's "
+        "headline rows, measured beside predicted, each saying what it includes; GB/s and s)",
+    )
     p.set_defaults(func=run)
 
 
@@ -38,11 +52,27 @@ def run(args: argparse.Namespace) -> int:
         return 0
     con = store.connect(read_only=True)
     try:
-        for run_id in runs:
-            print(render(summarize(store, run_id, con)))
+        summaries = [summarize(store, run_id, con) for run_id in runs]
     finally:
         con.close()
+    if getattr(args, "json", False):
+        print(json.dumps({"runs": [as_json(store, s) for s in summaries]}, indent=2, default=str))
+        return 0
+    for s in summaries:
+        print(render(s))
     return 0
+
+
+def as_json(store: Store, s: RunSummary) -> dict[str, Any]:
+    """One run's summary as JSON; ``headline`` is :func:`pipeline.summary.run_headline`."""
+    return {
+        "run_id": s.run_id,
+        "files": s.files.to_dicts(),
+        "ops": s.ops.to_dicts(),
+        "ops_by_source": s.ops_by_source.to_dicts(),
+        "tables": s.tables,
+        "headline": run_headline(store, s.run_id),
+    }
 
 
 def render(s: RunSummary) -> str:

@@ -126,6 +126,41 @@ def t_iter(m: int, comp_mb: float, pp_mb: float, tp_mb: float, bubble: float, dp
     return m * (comp_mb + pp_mb + tp_mb) + bubble + dp
 
 
+def stage_bubble(
+    t_iteration: float,
+    m: int,
+    comp_mb: float,
+    pp_mb: float,
+    tp_mb: float,
+    dp: float,
+    emb: float = 0.0,
+    ep_mb: float = 0.0,
+) -> float:
+    """Eqs. (5)-(6) generalised per stage: the bubble of a stage that lives ``t_iteration``.
+
+    Every stage lives the same iteration (the critical stage's eq. 6). What a stage does not
+    spend on its own pipelined work, its DP all-reduce or its embedding all-reduce is bubble:
+    T_bubble_s = T_iter - m·(T_comp^mb_s + T_PP^mb_s + T_TP^mb_s + T_EP^mb_s) - T_DP_s
+    - T_Emb_s. On the critical stage this is eq. (5); on a faster stage it also holds the
+    time spent waiting for the critical one (warm-up, drain, end-of-iteration waits).
+
+    Args:
+        t_iteration: T_iter shared by all stages, s.
+        m: micro-batches per iteration.
+        comp_mb: the stage's compute per micro-batch, s.
+        pp_mb: the stage's PP transfer per micro-batch, s.
+        tp_mb: the stage's TP time per micro-batch, s.
+        dp: the stage's DP all-reduce per iteration, s.
+        emb: the stage's embedding all-reduce transfer per iteration, s (0 off the
+            first and last stage).
+        ep_mb: the stage's MoE all-to-all time per micro-batch, s (0 for a dense model).
+
+    Returns:
+        The stage's bubble per iteration, s.
+    """
+    return t_iteration - m * (comp_mb + pp_mb + tp_mb + ep_mb) - dp - emb
+
+
 def r_bubble(p: int, m: int) -> float:
     """Eq. (7): R_bubble = (p-1)/(p-1+m), exact under eqs. 5-6 once T_DP is left out."""
     return (p - 1) / (p - 1 + m)

@@ -23,7 +23,7 @@ HFU and the what-if ranking use that one.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +37,7 @@ from reports.model.equations import (
     parameter_count,
     r_bubble,
     r_comm,
+    stage_bubble,
 )
 from reports.model.mapping import group_spans_nodes, node_of
 from reports.model.traffic import (
@@ -153,6 +154,69 @@ def critical_stage(run: RunConfig, mode: str = "stage_exact") -> StageTimes:
     return max(all_times, key=lambda st: (st.t_iter, -st.stage))
 
 
+@lru_cache(maxsize=4096)
+def pipeline_stage_times(run: RunConfig, mode: str = "stage_exact") -> tuple[StageTimes, ...]:
+    """Every stage's time terms within one common iteration (per-stage bubble, issue 17).
+
+    Every stage lives the same iteration: T_iter is eq. 6 of the critical stage (the
+    largest over stages; stage 0 when it is the slowest, as the paper assumes). A stage's
+    T_comp, T_TP, T_PP, T_DP, T_EmbTableSyn and T_EP are its own (:func:`stage_times`); its
+    bubble is what is left, :func:`~reports.model.equations.stage_bubble` (eqs. 5/7
+    generalised per stage), so ``t_iter = t_comp + t_comm + t_bubble`` on every stage and the
+    critical stage's bubble is eq. 5's (p-1)·(T_comp + T_PP + T_TP + T_EP)/m.
+
+    Args:
+        run: the configuration.
+        mode: ``"stage_exact"`` or ``"paper_uniform"``.
+
+    Returns:
+        One :class:`StageTimes` per stage, in stage order, all with the same ``t_iter``.
+    """
+    m = run.micro_batches
+    own = [stage_times(run, s, mode) for s in range(run.parallel.pp)]
+    t_iteration = max(st.t_iter for st in own)
+    return tuple(
+        replace(
+            st,
+            t_iter=t_iteration,
+            t_bubble=stage_bubble(
+                t_iteration,
+                m,
+                st.t_comp / m,
+                st.t_pp / m,
+                st.t_tp / m,
+                st.t_dp,
+                st.t_emb,
+                st.t_ep / m,
+            ),
+        )
+        for st in own
+    )
+
+
+def stage_time_rows(run: RunConfig, mode: str = "stage_exact") -> list[dict[str, Any]]:
+    """:func:`pipeline_stage_times` as long rows (stage, term, value), ``r_bubble`` added.
+
+    Terms: ``t_iter, t_comp, t_tp, t_pp, t_dp, t_emb, t_ep, t_bubble`` (s) and ``r_bubble``
+    = t_bubble / t_iter; the relation ``predicted_stage_times`` of pipeline/derive.py.
+    """
+    rows: list[dict[str, Any]] = []
+    for st in pipeline_stage_times(run, mode):
+        values = {
+            "t_iter": st.t_iter,
+            "t_comp": st.t_comp,
+            "t_tp": st.t_tp,
+            "t_pp": st.t_pp,
+            "t_dp": st.t_dp,
+            "t_emb": st.t_emb,
+            "t_ep": st.t_ep,
+            "t_bubble": st.t_bubble,
+            "r_bubble": st.t_bubble / st.t_iter if st.t_iter > 0 else 0.0,
+        }
+        rows += [{"stage": st.stage, "term": k, "value": float(v)} for k, v in values.items()]
+    return rows
+
+
 def stage_memory_bytes(run: RunConfig, stage: int) -> float:
     """Estimated peak device memory of one rank of ``stage`` (bytes), for the what-if search.
 
@@ -249,7 +313,8 @@ def predict_run(run: RunConfig, mode: str = "stage_exact", rank: int = 0) -> dic
         micro_batches, padded_vocab, n_params`` (eq. 10), ``n_params_total`` (with experts),
         ``flops_per_iteration`` (eq. 11, B = gb), ``model_flops_per_iteration``,
         ``memory_bytes`` (the rank's estimate), ``coords``, ``layers_per_stage``,
-        ``bandwidths`` (B/s per class), ``traffic`` (per class: ``count, msg_bytes,
+        ``bandwidths`` (B/s per class), ``stages`` (every stage's terms within one common
+        iteration, :func:`pipeline_stage_times`, with ``r_bubble``), ``traffic`` (per class: ``count, msg_bytes,
         volume_bytes, sent_bytes, bus_bytes``), ``items`` (op-level detail) and ``config``.
     """
     model, par, pf = run.model, run.parallel, run.platform
@@ -282,6 +347,10 @@ def predict_run(run: RunConfig, mode: str = "stage_exact", rank: int = 0) -> dic
         "coords": {"pipe": stage_c, "data": data_c, "model": model_c},
         "layers_per_stage": list(stage_layers(run)),
         "bandwidths": effective_bandwidths(run),
+        "stages": [
+            {**asdict(st), "r_bubble": st.t_bubble / st.t_iter if st.t_iter > 0 else 0.0}
+            for st in pipeline_stage_times(run, mode)
+        ],
         "traffic": summarize(items),
         "items": [item_record(i) for i in items],
         "config": config_to_dict(run),

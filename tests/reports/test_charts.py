@@ -95,16 +95,18 @@ def test_moe_unavailable_without_all_to_all(runs: dict[str, rd.RunData]) -> None
         rd.moe(runs["sample"])
 
 
-def test_headline_iteration_time_is_median_of_mart(
+def test_headline_iteration_time_is_the_model_tables(
     report_store: Any, runs: dict[str, rd.RunData]
 ) -> None:
-    path = report_store.store.mart_files("synth")["iterations"]
-    ((median_ns,),) = duckdb.sql(
-        f"SELECT median(duration_ns) FROM read_parquet('{path}')"
+    # one number per quantity (issue 17): the headline's T_iter is model_vs_measured's
+    path = report_store.store.mart_files("synth")["model_vs_measured"]
+    ((measured, predicted),) = duckdb.sql(
+        f"SELECT measured, predicted FROM read_parquet('{path}') WHERE term = 'T_iter'"
     ).fetchall()
     head = rd.headline(runs["synth"])
-    row = head.filter(pl.col("metric") == "iteration time").row(0, named=True)
-    assert row["measured"] == pytest.approx(median_ns / 1e9)
+    row = head.filter(pl.col("metric") == "iteration time T_iter").row(0, named=True)
+    assert row["measured"] == pytest.approx(measured)
+    assert row["predicted"] == pytest.approx(predicted)
     assert row["predicted"] is not None and row["predicted"] > 0  # the manifest carries a model
 
 
