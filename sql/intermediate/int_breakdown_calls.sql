@@ -1,5 +1,5 @@
 -- Timed communication calls of each rank's one timeline source with their traffic class, each split into waiting (for the group's last member to post) and transfer (APNet'24 §4.1: the PP rule, applied to every class; model_spec §A.2).
--- One row per row of int_comm_ops_timed (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Inputs: int_comm_ops_timed, int_comm_ops_classified (class, group), int_groups_members, int_rank_nodes (stage). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. post = the call's ts_ns; xfer_start = the latest post among the group members' matching instances; wait = clamp(xfer_start - post, 0, dur); xfer = dur - wait. Matching (xfer_source 'peers'): collectives: the k-th call of (run, global_group, op) in time order on each member, used only when every member of the group has timed calls and all have the same count; PP send/recv: a send a->b and a recv on b from a, the k-th with the k-th when both ranks logged the same number. Elsewhere (no peer timing, e.g. one rank's DeepSpeed log; xfer_source 'estimated'): collectives: per (run, rank, op, msg_bytes, group_size) the transfer is the duration quantile 1/(2n) of the signature's calls (n = group size: the median of the calls on which the rank arrived last), wait = dur - xfer >= 0 (a group of one or of unknown size: no wait); PP: the fastest call of the rank with the same op and size. wait_kind: bubble when the group spans more than one pipeline stage (PP send/recv, EmbTableSyn, a collective whose members' stages differ), else sync (waiting for a slower peer of the same stage).
+-- One row per row of int_comm_ops_timed (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Inputs: int_comm_ops_timed, int_comm_ops_classified (class, group), int_groups_members, int_rank_nodes (stage), int_run_world (group sizes of calls that log none). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. post = the call's ts_ns; xfer_start = the latest post among the group members' matching instances; wait = clamp(xfer_start - post, 0, dur); xfer = dur - wait. Matching (xfer_source 'peers'): collectives: the k-th call of (run, global_group, op) in time order on each member, used only when every member of the group has timed calls and all have the same count; PP send/recv: a send a->b and a recv on b from a, the k-th with the k-th when both ranks logged the same number. Elsewhere (no peer timing, e.g. one rank's DeepSpeed log; xfer_source 'estimated'): collectives: per (run, rank, op, msg_bytes, group_size) the transfer is the duration quantile 1/(2n) of the signature's calls (n = group size: the median of the calls on which the rank arrived last), wait = dur - xfer >= 0 (a group of one or of unknown size: no wait); PP: the fastest call of the rank with the same op and size. wait_kind: bubble when the group spans more than one pipeline stage (PP send/recv, EmbTableSyn, a collective whose members' stages differ), else sync (waiting for a slower peer of the same stage).
 CREATE OR REPLACE VIEW int_breakdown_calls(
   -- Training run identifier.
   run_id,
@@ -19,7 +19,7 @@ CREATE OR REPLACE VIEW int_breakdown_calls(
   traffic_class,
   -- Message size in bytes (source semantics).
   msg_bytes,
-  -- Ranks in the communicator (null when unknown).
+  -- Ranks in the communicator (logged or from the group; a call that logs none: 2 for send/recv and EmbTableSyn, the config's tp/dp/ep for TP/DP (no EP)/EP; null when unknown).
   group_size,
   -- Global rank of the p2p peer (null when unknown or not p2p).
   peer_global,
@@ -65,7 +65,18 @@ WITH
         END
       ) AS traffic_class,
       t.msg_bytes,
-      coalesce(c.group_size, t.group_size) AS group_size,
+      coalesce(
+        c.group_size,
+        t.group_size,
+        -- a call that logs no group (DeepSpeed): the size its class has under the config
+        CASE
+          WHEN t.op IN ('send', 'recv') THEN 2
+          WHEN c.traffic_class = 'TP' THEN w.tp
+          WHEN c.traffic_class = 'DP' AND coalesce(w.ep, 1) = 1 THEN w.dp
+          WHEN c.traffic_class = 'EP' THEN w.ep
+          WHEN c.traffic_class = 'EmbTableSyn' THEN 2
+        END
+      ) AS group_size,
       coalesce(
         m.global_rank,
         CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN t.peer_rank END
@@ -84,6 +95,7 @@ WITH
       ON m.run_id = c.run_id AND m.global_group = c.global_group AND m.group_rank = t.peer_rank
       AND t.op IN ('send', 'recv')
     LEFT JOIN int_rank_nodes AS n ON n.run_id = t.run_id AND n.rank = t.rank
+    LEFT JOIN int_run_world AS w ON w.run_id = t.run_id
   ),
   -- PP send/recv: the k-th send a->b with the k-th recv on b from a
   pp AS (
