@@ -129,6 +129,12 @@ PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "intra_node": pl.Boolean(),
     },
     "predicted_times": {"run_id": pl.Utf8(), "term": pl.Utf8(), "value": pl.Float64()},
+    "predicted_stage_times": {
+        "run_id": pl.Utf8(),
+        "stage": pl.Int32(),
+        "term": pl.Utf8(),
+        "value": pl.Float64(),
+    },
 }
 
 INPUT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
@@ -169,7 +175,7 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
     except Exception as exc:  # a config the model cannot evaluate: derive without predictions
         log.warning("%s: model predictions unavailable: %s", run_id, exc)
         return empty
-    out = {}
+    out = dict(empty)  # relations the model does not fill here stay empty
     for name, df in (
         ("predicted_traffic", traffic),
         ("predicted_matrix", matrix),

@@ -86,7 +86,13 @@ def test_sql_case(obj: str, case: dict[str, Any]) -> None:
         df = _given_frame(name, rows or [])
         con.register(f"_g_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _g_{name}")
-    for rel in ("run_config", "predicted_traffic", "predicted_matrix", "predicted_times"):
+    for rel in (
+        "run_config",
+        "predicted_traffic",
+        "predicted_matrix",
+        "predicted_times",
+        "predicted_stage_times",
+    ):
         if rel not in given:
             con.register(f"_g_{rel}", _given_frame(rel, []).to_arrow())
             con.execute(f"CREATE TABLE {rel} AS SELECT * FROM _g_{rel}")
