@@ -204,7 +204,7 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
     except Exception as exc:  # a config the model cannot evaluate: derive without predictions
         log.warning("%s: model predictions unavailable: %s", run_id, exc)
         return empty
-    out = {}
+    out = dict(empty)  # relations the model does not fill here stay empty
     for name, df in (
         ("predicted_traffic", traffic),
         ("predicted_signatures", signatures),

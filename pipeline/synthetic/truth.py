@@ -9,12 +9,19 @@ the end of its own, and its calls tile that span exactly, so
 ``T_iter = T_comp + T_TP + T_PP + T_DP + T_EmbTableSyn + T_EP + T_bubble``):
 
 * ``T_comp``: compute segments (kernels on the compute stream), optimizer step included;
-* ``T_TP``, ``T_DP``, ``T_EmbTableSyn``, ``T_EP``: whole collective calls of that class, from the
-  rank's call to the end (what a per-rank trace shows; includes waiting for the group's last
-  member, reported separately as ``T_sync_wait``);
-* ``T_PP``: the active-transfer part of pipeline send/recv (paper §4.1);
-* ``T_bubble``: the waiting part of pipeline send/recv (a receive waiting for the previous stage,
-  or a send waiting for the next stage to post its receive);
+* a call's *wait* runs from the rank's post to the moment the group's last member posted (the
+  transfer start); the rest of the call is its *transfer* (paper §4.1's rule for PP, applied to
+  every class);
+* ``T_TP``, ``T_DP``, ``T_EP``: whole collective calls of that class, from the rank's call to the
+  end (what a per-rank trace shows); their waits (for a slower peer of the same stage) are
+  reported separately as ``T_sync_wait``, which they include;
+* ``T_PP``, ``T_EmbTableSyn``: the transfer part of the calls on groups that span pipeline
+  stages (pipeline send/recv; the tied-embedding all-reduce between the first and last stage);
+* ``T_bubble``: the waiting part of those cross-stage calls (a receive waiting for the previous
+  stage, a send waiting for the next stage to post its receive, the end-of-iteration
+  EmbTableSyn waiting for the other end stage): warm-up on early stages, drain and the
+  EmbTableSyn wait on later ones;
+* ``T_sync_wait``: the waiting part of same-stage collectives (included in T_TP/T_DP/T_EP);
 * ``R_bubble`` = T_bubble / T_iter.
 
 Traffic matrix convention (the analytical model's, :func:`reports.model.mapping.predicted_matrix`):
@@ -47,6 +54,9 @@ from reports.model.mapping import group_members
 TRUTH_SCHEMA = "commscope-synthetic-truth/1"
 
 TIME_COLUMNS = ("T_comp", "T_TP", "T_PP", "T_DP", "T_EmbTableSyn", "T_EP", "T_bubble")
+CROSS_STAGE_CLASSES = ("PP", "EmbTableSyn")
+"""Classes whose groups span pipeline stages in the generator (pp_next/pp_prev, emb): their
+waits are bubble and their time terms count only the transfer."""
 JSON_MATRIX_MAX_WORLD = 64
 """Worlds up to this size get dense per-class matrices in truth.json (bigger: Parquet only)."""
 
@@ -101,6 +111,7 @@ class LaneTruth:
         dur = pl.col("t_end") - pl.col("t_post")
         wait = pl.col("t_start") - pl.col("t_post")
         xfer = pl.col("t_end") - pl.col("t_start")
+        cross = pl.col("cls").is_in(CROSS_STAGE_CLASSES)
 
         def total(expr: pl.Expr, cond: pl.Expr) -> pl.Expr:
             return pl.when(cond).then(expr).otherwise(0).sum()
@@ -110,10 +121,10 @@ class LaneTruth:
             total(dur, pl.col("cls") == "TP").alias("T_TP"),
             total(xfer, pl.col("cls") == "PP").alias("T_PP"),
             total(dur, pl.col("cls") == "DP").alias("T_DP"),
-            total(dur, pl.col("cls") == "EmbTableSyn").alias("T_EmbTableSyn"),
+            total(xfer, pl.col("cls") == "EmbTableSyn").alias("T_EmbTableSyn"),
             total(dur, pl.col("cls") == "EP").alias("T_EP"),
-            total(wait, pl.col("cls") == "PP").alias("T_bubble"),
-            total(wait, comm & (pl.col("cls") != "PP")).alias("T_sync_wait"),
+            total(wait, cross).alias("T_bubble"),
+            total(wait, comm & ~cross).alias("T_sync_wait"),
             comm.sum().cast(pl.Int64).alias("comm_calls"),
         )
         bounds = pl.DataFrame(
@@ -454,13 +465,16 @@ def _summary(rank_iter: pl.DataFrame) -> dict[str, Any]:
 def _definitions() -> dict[str, str]:
     return {
         "T_comp": "sum of compute segments (optimizer step included), ns",
-        "T_TP": "sum of TP collective calls, call to end (includes waiting for the group), ns",
-        "T_PP": "active-transfer part of pipeline send/recv, ns",
-        "T_DP": "sum of data-parallel collective calls, call to end, ns",
-        "T_EmbTableSyn": "tied-embedding all-reduce between first and last stage, call to end, ns",
-        "T_EP": "MoE all-to-all calls, call to end, ns",
-        "T_bubble": "waiting part of pipeline send/recv (previous/next stage not ready), ns",
-        "T_sync_wait": "waiting part of collective calls (included in T_TP/T_DP/T_EmbTableSyn/T_EP), ns",
+        "T_TP": "sum of TP collective calls, call to end (sync wait included), ns",
+        "T_PP": "transfer part of pipeline send/recv (after both sides posted), ns",
+        "T_DP": "sum of data-parallel collective calls, call to end (sync wait included), ns",
+        "T_EmbTableSyn": "transfer part of the tied-embedding all-reduce between first and last "
+        "stage (after both members posted; its wait is T_bubble), ns",
+        "T_EP": "MoE all-to-all calls, call to end (sync wait included), ns",
+        "T_bubble": "waiting part of cross-stage calls: pipeline send/recv (previous/next stage "
+        "not ready) and EmbTableSyn (the other end stage not ready), ns",
+        "T_sync_wait": "waiting part of same-stage collective calls (waiting for a slower peer of "
+        "the stage; included in T_TP/T_DP/T_EP), ns",
         "T_iter": "end of the rank's optimizer step minus the end of its previous one; equals the sum of "
         "T_comp, T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP, T_bubble",
         "R_bubble": "T_bubble / T_iter",

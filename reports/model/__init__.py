@@ -18,7 +18,13 @@ The package is pure (no I/O except :func:`load_config`) and is organised one job
 from __future__ import annotations
 
 from reports.model.advise import Advice, Candidate, advise, mapping_orders
-from reports.model.calibrate import Calibration, Observation, calibrate, calibrate_run
+from reports.model.calibrate import (
+    Calibration,
+    Observation,
+    calibrate,
+    calibrate_run,
+    class_bandwidths,
+)
 from reports.model.config import (
     CUSTOMIZED_ORDER,
     DEFAULT_ORDER,
@@ -94,6 +100,7 @@ __all__ = [
     "advise",
     "calibrate",
     "calibrate_run",
+    "class_bandwidths",
     "config_from_dict",
     "config_to_dict",
     "critical_stage",

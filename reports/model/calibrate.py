@@ -12,12 +12,18 @@ Measured keys (seconds per iteration at the observed rank): ``comp``, ``tp``, ``
 active part of p2p only: a ``recv`` waiting for the previous stage is bubble, §4.1), ``dp``,
 ``emb`` (optional: when missing, the embedding all-reduce is taken to be inside ``dp``),
 ``ep``, ``bubble``, ``iter``. Any subset may be given.
+
+The bandwidths C are the bus bandwidth of the transfer (the part of a call after the group's
+last member posted), not of the whole call: a per-rank T_TP/T_DP includes waiting for a slower
+peer (sync wait), so a C fitted to those times would be the call-to-end figure. Where the run's
+marts give the one C per class (``int_class_bandwidth.busbw_transfer_Bps``, read by
+:func:`class_bandwidths`), :func:`calibrate` takes C from there and fits only what is left.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,6 +32,33 @@ from reports.model.predict import stage_flops_per_microbatch, stage_times
 from reports.model.traffic import stage_items, stage_of_rank
 
 MEASURED_KEYS: tuple[str, ...] = ("comp", "tp", "pp", "dp", "emb", "ep", "bubble", "iter")
+CLASS_CONSTANTS: dict[str, str] = {"TP": "c_tp", "PP": "c_pp", "DP": "c_dp", "EP": "c_ep"}
+"""Traffic class of ``int_class_bandwidth`` -> the platform constant it measures."""
+
+
+def class_bandwidths(rows: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """The constants c_tp/c_pp/c_dp/c_ep (bytes/s) from ``int_class_bandwidth`` rows.
+
+    Args:
+        rows: rows with ``traffic_class`` and ``busbw_transfer_Bps`` (bus bytes / transfer
+            time, bytes/s); other classes and rows without a positive value are skipped.
+
+    Returns:
+        Constant name -> bytes/s.
+
+    Raises:
+        ValueError: two rows give the same class (one C per class and run).
+    """
+    out: dict[str, float] = {}
+    for row in rows:
+        key = CLASS_CONSTANTS.get(str(row.get("traffic_class")))
+        value = row.get("busbw_transfer_Bps")
+        if key is None or value is None or not math.isfinite(value) or value <= 0:
+            continue
+        if key in out:
+            raise ValueError(f"two rows give {key}: one C per class and run")
+        out[key] = float(value)
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,7 +128,11 @@ def _unit_terms(obs: Observation, mode: str) -> dict[str, float]:
     }
 
 
-def calibrate(observations: Sequence[Observation], mode: str = "stage_exact") -> Calibration:
+def calibrate(
+    observations: Sequence[Observation],
+    mode: str = "stage_exact",
+    bandwidths: Mapping[str, float] | None = None,
+) -> Calibration:
     """Fit μ and the per-type bandwidths to measured times.
 
     Args:
@@ -103,6 +140,9 @@ def calibrate(observations: Sequence[Observation], mode: str = "stage_exact") ->
             gpus_per_node and memory are kept; constants with no usable data keep their
             values from it).
         mode: ``"stage_exact"`` or ``"paper_uniform"``.
+        bandwidths: measured C per constant (``c_tp``, ``c_pp``, ``c_dp``, ``c_ep``; bytes/s,
+            e.g. :func:`class_bandwidths` of ``int_class_bandwidth``): taken as they are
+            instead of fitted from the times, and listed in ``fitted``.
 
     Returns:
         The fitted platform, the fitted constants and the residuals of every measured term.
@@ -132,7 +172,14 @@ def calibrate(observations: Sequence[Observation], mode: str = "stage_exact") ->
         if mu > 1.0:
             raise ValueError(f"fitted mu = {mu:.3f} > 1: peak_flops is too low for these times")
         fitted["mu"] = mu
+    measured_c = dict(bandwidths or {})
+    unknown = sorted(set(measured_c) - set(CLASS_CONSTANTS.values()))
+    if unknown:
+        raise ValueError(f"unknown bandwidth constant(s): {unknown}")
     for key in ("tp", "pp", "dp", "ep"):
+        if f"c_{key}" in measured_c:
+            fitted[f"c_{key}"] = float(measured_c[f"c_{key}"])
+            continue
         slope = _fit_slope(points[key])
         if slope is not None and slope > 0:
             fitted[f"c_{key}"] = 1.0 / slope
@@ -173,7 +220,11 @@ def calibrate(observations: Sequence[Observation], mode: str = "stage_exact") ->
 
 
 def calibrate_run(
-    run: RunConfig, measured: Mapping[str, float], rank: int = 0, mode: str = "stage_exact"
+    run: RunConfig,
+    measured: Mapping[str, float],
+    rank: int = 0,
+    mode: str = "stage_exact",
+    bandwidths: Mapping[str, float] | None = None,
 ) -> Calibration:
     """Calibrate from a single run's measured times (see :func:`calibrate`)."""
-    return calibrate([Observation(run=run, measured=measured, rank=rank)], mode)
+    return calibrate([Observation(run=run, measured=measured, rank=rank)], mode, bandwidths)

@@ -1,5 +1,5 @@
--- Timed communication calls of each rank's one timeline source with their traffic class, and pipeline send/recv split into waiting (bubble) and active transfer (APNet'24 §4.1, model_spec §A.2).
--- One row per row of int_comm_ops_timed, the one timed list (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. PP split: a send a->b and a recv on b from a are paired in time order (the k-th with the k-th, when both ranks logged the same number); the transfer starts when the later side posts, so wait = max(0, later post - own post) and xfer = dur - wait. Unpaired PP calls: xfer = the fastest call of the rank with the same op and size (its least-waiting call), wait = dur - xfer.
+-- Timed communication calls of each rank's one timeline source with their traffic class, each split into waiting (for the group's last member to post) and transfer (APNet'24 §4.1: the PP rule, applied to every class; model_spec §A.2).
+-- One row per row of int_comm_ops_timed (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Inputs: int_comm_ops_timed, int_comm_ops_classified (class, group), int_groups_members, int_rank_nodes (stage), int_run_world (group sizes of calls that log none). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. post = the call's ts_ns; xfer_start = the latest post among the group members' matching instances; wait = clamp(xfer_start - post, 0, dur); xfer = dur - wait. Matching (xfer_source 'peers'): collectives: the k-th call of (run, global_group, op) in time order on each member, used only when every member of the group has timed calls and all have the same count; PP send/recv: a send a->b and a recv on b from a, the k-th with the k-th when both ranks logged the same number. Elsewhere (no peer timing, e.g. one rank's DeepSpeed log; xfer_source 'estimated'): collectives: per (run, rank, op, msg_bytes, group_size) the transfer is the duration quantile 1/(2n) of the signature's calls (n = group size: the median of the calls on which the rank arrived last), wait = dur - xfer >= 0 (a group of one or of unknown size: no wait); PP: the fastest call of the rank with the same op and size. wait_kind: bubble when the group spans more than one pipeline stage (PP send/recv, EmbTableSyn, a collective whose members' stages differ), else sync (waiting for a slower peer of the same stage).
 CREATE OR REPLACE VIEW int_breakdown_calls(
   -- Training run identifier.
   run_id,
@@ -19,7 +19,7 @@ CREATE OR REPLACE VIEW int_breakdown_calls(
   traffic_class,
   -- Message size in bytes (source semantics).
   msg_bytes,
-  -- Ranks in the communicator (null when unknown).
+  -- Ranks in the communicator (logged or from the group; a call that logs none: 2 for send/recv and EmbTableSyn, the config's tp/dp/ep for TP/DP (no EP)/EP; null when unknown).
   group_size,
   -- Global rank of the p2p peer (null when unknown or not p2p).
   peer_global,
@@ -29,14 +29,22 @@ CREATE OR REPLACE VIEW int_breakdown_calls(
   end_ns,
   -- Duration, ns (>= 0).
   dur_ns,
-  -- Waiting part at the start of the call, ns: PP calls only (pipeline bubble); 0 otherwise.
+  -- Waiting part at the start of the call, ns: clamp(xfer_start - post, 0, dur) (peers) or dur - estimated transfer.
   wait_ns,
-  -- dur_ns - wait_ns: the active part (PP transfer; the whole call for other classes), ns.
+  -- dur_ns - wait_ns: the transfer part (after the group's last member posted), ns.
   xfer_ns,
   -- How a PP call was split: paired | fastest_call; null for other classes.
   pp_split,
   -- Iteration whose work the call is (int_comm_ops_timed: launch step); null outside every iteration.
-  iteration
+  iteration,
+  -- Group of global ranks of the call (int_comm_ops_classified.global_group); null when unknown or a comm kernel.
+  global_group,
+  -- Pipeline stage of the rank (int_rank_nodes; null without config).
+  stage,
+  -- peers (matched with the members' timings) | estimated (no peer timing: quantile or fastest-call estimator).
+  xfer_source,
+  -- bubble (the group spans more than one pipeline stage) | sync (a same-stage group: waiting for a slower peer).
+  wait_kind
 ) AS
 WITH
   calls AS (
@@ -57,7 +65,18 @@ WITH
         END
       ) AS traffic_class,
       t.msg_bytes,
-      coalesce(c.group_size, t.group_size) AS group_size,
+      coalesce(
+        c.group_size,
+        t.group_size,
+        -- a call that logs no group (DeepSpeed): the size its class has under the config
+        CASE
+          WHEN t.op IN ('send', 'recv') THEN 2
+          WHEN c.traffic_class = 'TP' THEN w.tp
+          WHEN c.traffic_class = 'DP' AND coalesce(w.ep, 1) = 1 THEN w.dp
+          WHEN c.traffic_class = 'EP' THEN w.ep
+          WHEN c.traffic_class = 'EmbTableSyn' THEN 2
+        END
+      ) AS group_size,
       coalesce(
         m.global_rank,
         CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN t.peer_rank END
@@ -65,7 +84,9 @@ WITH
       t.ts_ns,
       t.end_ns,
       t.dur_ns,
-      t.iteration
+      t.iteration,
+      c.global_group,
+      n.stage
     FROM int_comm_ops_timed AS t
     LEFT JOIN int_comm_ops_classified AS c
       ON c.run_id = t.run_id AND c.rank = t.rank AND c.source_file = t.source_file
@@ -73,7 +94,10 @@ WITH
     LEFT JOIN int_groups_members AS m
       ON m.run_id = c.run_id AND m.global_group = c.global_group AND m.group_rank = t.peer_rank
       AND t.op IN ('send', 'recv')
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = t.run_id AND n.rank = t.rank
+    LEFT JOIN int_run_world AS w ON w.run_id = t.run_id
   ),
+  -- PP send/recv: the k-th send a->b with the k-th recv on b from a
   pp AS (
     SELECT
       *,
@@ -102,32 +126,121 @@ WITH
       AND r.n_side = s.n_side
     WHERE s.op = 'send'
   ),
+  -- collectives: the k-th call of (run, global_group, op) on each member
+  coll AS (
+    SELECT
+      run_id,
+      rank,
+      source_file,
+      source_line,
+      global_group,
+      op,
+      group_size,
+      ts_ns,
+      stage,
+      row_number() OVER (
+        PARTITION BY run_id, global_group, op, rank ORDER BY ts_ns, source_file, source_line
+      ) AS k,
+      count(*) OVER (PARTITION BY run_id, global_group, op, rank) AS n_rank
+    FROM calls
+    WHERE global_group IS NOT NULL AND op NOT IN ('send', 'recv')
+  ),
+  coll_groups AS (
+    -- matchable: every member timed (distinct ranks = group size), all with the same count
+    SELECT run_id, global_group, op
+    FROM coll
+    GROUP BY run_id, global_group, op
+    HAVING count(DISTINCT rank) = max(group_size) AND min(n_rank) = max(n_rank)
+  ),
+  coll_starts AS (
+    SELECT
+      c.run_id,
+      c.rank,
+      c.source_file,
+      c.source_line,
+      max(c.ts_ns) OVER (PARTITION BY c.run_id, c.global_group, c.op, c.k) AS xfer_start
+    FROM coll AS c
+    SEMI JOIN coll_groups AS g
+      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.op = c.op
+  ),
   starts AS (
     SELECT run_id, s_rank AS rank, s_file AS source_file, s_line AS source_line, xfer_start
     FROM paired
     UNION ALL
     SELECT run_id, r_rank, r_file, r_line, xfer_start
     FROM paired
+    UNION ALL
+    SELECT run_id, rank, source_file, source_line, xfer_start
+    FROM coll_starts
+  ),
+  -- stages a group spans: its known members (int_groups_members; 'world': every rank), else
+  -- the ranks seen calling on it
+  group_stages AS (
+    SELECT m.run_id, m.global_group, count(DISTINCT n.stage) AS stages
+    FROM int_groups_members AS m
+    JOIN int_rank_nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
+    GROUP BY m.run_id, m.global_group
+    UNION ALL
+    SELECT run_id, 'world' AS global_group, count(DISTINCT stage) AS stages
+    FROM int_rank_nodes
+    GROUP BY run_id
+    UNION ALL
+    SELECT run_id, global_group, count(DISTINCT stage) AS stages
+    FROM calls
+    WHERE global_group IS NOT NULL
+    GROUP BY run_id, global_group
+  ),
+  spans AS (
+    SELECT run_id, global_group, max(stages) AS stages
+    FROM group_stages
+    GROUP BY run_id, global_group
   ),
   fastest AS (
+    -- PP without a partner: the rank's fastest call of the same op and size
     SELECT run_id, rank, op, msg_bytes, min(dur_ns) AS min_dur
     FROM calls
     WHERE traffic_class = 'PP'
     GROUP BY run_id, rank, op, msg_bytes
   ),
+  ranked AS (
+    -- other calls without peer timing: position of the duration within its signature
+    SELECT
+      run_id,
+      rank,
+      op,
+      msg_bytes,
+      group_size,
+      dur_ns,
+      row_number() OVER (PARTITION BY run_id, rank, op, msg_bytes, group_size ORDER BY dur_ns)
+        AS pos,
+      count(*) OVER (PARTITION BY run_id, rank, op, msg_bytes, group_size) AS cnt
+    FROM calls
+    WHERE traffic_class <> 'PP' AND group_size > 1
+  ),
+  quantile AS (
+    -- the duration quantile 1/(2n) of the signature (lower, discrete)
+    SELECT run_id, rank, op, msg_bytes, group_size, dur_ns AS q_dur
+    FROM ranked
+    WHERE pos = greatest(1, CAST(ceil(cnt / (2.0 * group_size)) AS BIGINT))
+  ),
   split AS (
     SELECT
       c.*,
       CASE
-        WHEN c.traffic_class <> 'PP' THEN 0
         WHEN st.xfer_start IS NOT NULL THEN least(greatest(st.xfer_start - c.ts_ns, 0), c.dur_ns)
-        ELSE c.dur_ns - coalesce(f.min_dur, c.dur_ns)
+        WHEN c.traffic_class = 'PP' THEN c.dur_ns - coalesce(f.min_dur, c.dur_ns)
+        ELSE greatest(c.dur_ns - coalesce(q.q_dur, c.dur_ns), 0)
       END AS wait_ns,
       CASE
         WHEN c.traffic_class <> 'PP' THEN NULL
         WHEN st.xfer_start IS NOT NULL THEN 'paired'
         ELSE 'fastest_call'
-      END AS pp_split
+      END AS pp_split,
+      CASE WHEN st.xfer_start IS NOT NULL THEN 'peers' ELSE 'estimated' END AS xfer_source,
+      CASE
+        WHEN c.traffic_class IN ('PP', 'EmbTableSyn') OR sp.stages > 1 THEN 'bubble'
+        ELSE 'sync'
+      END AS wait_kind
     FROM calls AS c
     LEFT JOIN starts AS st
       ON st.run_id = c.run_id AND st.rank = c.rank AND st.source_file = c.source_file
@@ -135,6 +248,11 @@ WITH
     LEFT JOIN fastest AS f
       ON f.run_id = c.run_id AND f.rank = c.rank AND f.op = c.op
       AND f.msg_bytes IS NOT DISTINCT FROM c.msg_bytes AND c.traffic_class = 'PP'
+    LEFT JOIN quantile AS q
+      ON q.run_id = c.run_id AND q.rank = c.rank AND q.op = c.op
+      AND q.msg_bytes IS NOT DISTINCT FROM c.msg_bytes AND q.group_size = c.group_size
+      AND c.traffic_class <> 'PP'
+    LEFT JOIN spans AS sp ON sp.run_id = c.run_id AND sp.global_group = c.global_group
   )
 SELECT
   run_id,
@@ -154,5 +272,9 @@ SELECT
   wait_ns,
   dur_ns - wait_ns AS xfer_ns,
   pp_split,
-  iteration
+  iteration,
+  global_group,
+  stage,
+  xfer_source,
+  wait_kind
 FROM split

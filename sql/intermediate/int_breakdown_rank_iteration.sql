@@ -1,5 +1,5 @@
 -- Measured iteration-time breakdown per rank and iteration: T_comp, T_TP, T_PP, T_DP, T_EP, T_EmbTableSyn, T_bubble, idle, and exposed vs hidden communication (APNet'24 eqs 1-7, model_spec §A.2/§C).
--- One row per (run, rank, iteration) with a timed span (int_iteration_spans: on a GPU rank from the first start of the step's own work to the next step's first start). Everything is the iteration's own work, attributed by launch and never clipped (int_comm_ops_timed, int_rank_busy_merged): class terms are sums of its timed calls (TP/DP/EP/EmbTableSyn/other: call to end, waiting for the group included); PP = active transfer of send/recv, T_bubble = their waiting part. comm = |union of its comm intervals| (int_rank_busy_merged: the same number as on_off.on_ns); compute = |union of its compute kernels| (ranks without any kernel: the span minus the comm inside it, 'remainder'); hidden = |comm union ∩ compute union| (HTA's comm/compute overlap). spill = the part of the union of its comm and compute that runs outside its span (after the next step's first start: a lagging GPU's step overlapping the next); idle = span - (comm ∪ compute inside the span). Exact identity: t_iter = t_comp + t_tp + t_pp + t_dp + t_ep + t_emb + t_other_comm + t_bubble + t_idle - overlap - spill.
+-- One row per (run, rank, iteration) with a timed span (int_iteration_spans: on a GPU rank from the first start of the step's own work to the next step's first start). Everything is the iteration's own work, attributed by launch and never clipped (int_comm_ops_timed, int_rank_busy_merged): inputs: int_iteration_spans, int_breakdown_calls (wait/transfer split, wait_kind), int_rank_busy_merged, int_kernel_iteration, int_rank_nodes. Class terms are sums of its timed calls: a call on a same-stage group (TP/DP/EP/other: wait_kind sync) counts call to end, its waiting part also summed as t_sync_wait (informational, included); a call on a group spanning stages (PP send/recv, EmbTableSyn: wait_kind bubble) counts only its transfer, its waiting part is T_bubble (warm-up on early stages, drain and the end-of-iteration EmbTableSyn wait on the last one; APNet'24 §4.1, eq. 7). comm = |union of its comm intervals| (int_rank_busy_merged: the same number as on_off.on_ns); compute = |union of its compute kernels| (ranks without any kernel: the span minus the comm inside it, 'remainder'); hidden = |comm union ∩ compute union| (HTA's comm/compute overlap). spill = the part of the union of its comm and compute that runs outside its span (after the next step's first start: a lagging GPU's step overlapping the next); idle = span - (comm ∪ compute inside the span). Exact identity: t_iter = t_comp + t_tp + t_pp + t_dp + t_ep + t_emb + t_other_comm + t_bubble + t_idle - overlap - spill.
 CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   -- Training run identifier.
   run_id,
@@ -17,7 +17,7 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   t_iter_ns,
   -- T_comp: union of the iteration's compute kernels ('remainder': t_iter - comm inside the span), ns.
   t_comp_ns,
-  -- T_TP: TP collective calls, call to end, ns.
+  -- T_TP: TP collective calls, call to end (sync wait included), ns.
   t_tp_ns,
   -- T_PP: active-transfer part of pipeline send/recv, ns.
   t_pp_ns,
@@ -25,11 +25,11 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   t_dp_ns,
   -- T_EP: MoE all-to-all calls, call to end, ns.
   t_ep_ns,
-  -- T_EmbTableSyn: tied-embedding all-reduce between first and last stage, ns.
+  -- T_EmbTableSyn: transfer part of the tied-embedding all-reduce between first and last stage (its wait is bubble), ns.
   t_emb_ns,
   -- Other communication calls (broadcast, barrier, unclassified), ns.
   t_other_comm_ns,
-  -- T_bubble: waiting part of pipeline send/recv, ns.
+  -- T_bubble: waiting part of cross-stage calls (pipeline send/recv, EmbTableSyn, any group spanning stages), ns.
   t_bubble_ns,
   -- Span time with neither the iteration's compute nor its communication, ns (0 for 'remainder').
   t_idle_ns,
@@ -56,27 +56,42 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   -- Timed communication calls (rows of int_comm_ops_timed) of the iteration.
   calls,
   -- Part of the union of the iteration's communication and compute outside its span (after the next step's first start), ns; >= 0.
-  spill_ns
+  spill_ns,
+  -- T_sync_wait: waiting part of same-stage collectives (wait_kind sync; included in t_tp/t_dp/t_ep/t_other_comm), ns.
+  t_sync_wait_ns,
+  -- How the calls' wait/transfer split was found: peers | estimated | mixed (int_breakdown_calls.xfer_source); null without calls.
+  xfer_source
 ) AS
 WITH
   win AS (
     SELECT run_id, rank, iteration, start_ns, end_ns, duration_ns
     FROM int_iteration_spans
   ),
-  calls AS (SELECT * FROM int_breakdown_calls WHERE iteration IS NOT NULL),
+  calls AS (
+    SELECT *, CASE WHEN wait_kind = 'bubble' THEN xfer_ns ELSE dur_ns END AS part
+    FROM int_breakdown_calls
+    WHERE iteration IS NOT NULL
+  ),
   terms AS (
     SELECT
       run_id,
       rank,
       iteration,
-      sum(dur_ns) FILTER (WHERE traffic_class = 'TP') AS t_tp,
-      sum(xfer_ns) FILTER (WHERE traffic_class = 'PP') AS t_pp,
-      sum(dur_ns) FILTER (WHERE traffic_class = 'DP') AS t_dp,
-      sum(dur_ns) FILTER (WHERE traffic_class = 'EP') AS t_ep,
-      sum(dur_ns) FILTER (WHERE traffic_class = 'EmbTableSyn') AS t_emb,
-      sum(dur_ns) FILTER (WHERE traffic_class NOT IN ('TP', 'PP', 'DP', 'EP', 'EmbTableSyn'))
+      -- a call's term: its transfer when its wait is bubble (cross-stage group), else the call
+      sum(part) FILTER (WHERE traffic_class = 'TP') AS t_tp,
+      sum(part) FILTER (WHERE traffic_class = 'PP') AS t_pp,
+      sum(part) FILTER (WHERE traffic_class = 'DP') AS t_dp,
+      sum(part) FILTER (WHERE traffic_class = 'EP') AS t_ep,
+      sum(part) FILTER (WHERE traffic_class = 'EmbTableSyn') AS t_emb,
+      sum(part) FILTER (WHERE traffic_class NOT IN ('TP', 'PP', 'DP', 'EP', 'EmbTableSyn'))
         AS t_other,
-      sum(wait_ns) FILTER (WHERE traffic_class = 'PP') AS t_bubble,
+      sum(wait_ns) FILTER (WHERE wait_kind = 'bubble') AS t_bubble,
+      sum(wait_ns) FILTER (WHERE wait_kind = 'sync') AS t_sync_wait,
+      CASE
+        WHEN count(*) = 0 THEN NULL
+        WHEN min(xfer_source) = max(xfer_source) THEN min(xfer_source)
+        ELSE 'mixed'
+      END AS xfer_source,
       mode(source_format) AS source,
       CASE
         WHEN count(pp_split) = 0 THEN NULL
@@ -146,6 +161,8 @@ WITH
       coalesce(t.t_emb, 0) AS t_emb,
       coalesce(t.t_other, 0) AS t_other,
       coalesce(t.t_bubble, 0) AS t_bubble,
+      coalesce(t.t_sync_wait, 0) AS t_sync_wait,
+      t.xfer_source,
       coalesce(u.comm_ns, 0) AS comm_ns,
       coalesce(u.comp_ns, 0) AS comp_ns,
       coalesce(h.hidden_ns, 0) AS hidden_ns,
@@ -203,5 +220,7 @@ SELECT
   CASE WHEN has_kernels THEN 'kernels' ELSE 'remainder' END AS comp_source,
   pp_split,
   calls,
-  spill::BIGINT AS spill_ns
+  spill::BIGINT AS spill_ns,
+  t_sync_wait::BIGINT AS t_sync_wait_ns,
+  xfer_source
 FROM final

@@ -1,5 +1,5 @@
--- The time span of each iteration on the clock its work ran on: for a rank with GPU kernels and marker steps, from the first start of the step's own work (attributed by launch), but not before the previous step's work on the rank's main stream has ended, to the next step's start; the last step to the last end of its own work. Otherwise the iteration's window (marker window of a CPU-only rank, or the span of a sequence iteration).
--- One row per (run, rank, iteration) of int_iterations with times and a rank. Why: a GPU that lags the CPU runs step N's work after step N's CPU window has closed, so a CPU window would cut the work off; the GPU span holds it. Why the main stream (the stream with the most compute-kernel time; it runs in launch order): side streams run ahead (a data-prefetch memcpy launched in step N+1 runs at once while the main stream still works on step N: 150 ms early on hta_negative_queue_length), so step N+1 starts only once the main stream's earlier work (step N's, or older work in no step) is done; a step that begins with communication (a pipeline stage's first recv) still starts there. Starts never decrease; a step without work starts at its window start. The step's own work outside its span (side-stream work run ahead, work still running after the next step began) is not clipped: the marts report it as spill_ns (int_breakdown_rank_iteration, on_off). end_ns >= start_ns always.
+-- The time span of each iteration on the clock its work ran on: for a rank with GPU kernels and marker steps, from the first start of the step's own work (attributed by launch), but not before the previous step's work on the rank's main stream has ended, to the next step's start when the next step is iteration + 1 (and was recorded); else (the last step, or a gap in the profiled steps) to the last end of its own work. Otherwise the iteration's window (marker window of a CPU-only rank, or the span of a sequence iteration).
+-- One row per (run, rank, iteration) of int_iterations with times and a rank. Inputs: int_iterations, int_kernel_iteration, int_comm_ops_timed. Why: a GPU that lags the CPU runs step N's work after step N's CPU window has closed, so a CPU window would cut the work off; the GPU span holds it. Why the main stream (the stream with the most compute-kernel time; it runs in launch order): side streams run ahead (a data-prefetch memcpy launched in step N+1 runs at once while the main stream still works on step N: 150 ms early on hta_negative_queue_length), so step N+1 starts only once the main stream's earlier work (step N's, or older work in no step) is done; a step that begins with communication (a pipeline stage's first recv) still starts there. Starts never decrease; a step without work starts at its window start. The step's own work outside its span (side-stream work run ahead, work still running after the next step began) is not clipped: the marts report it as spill_ns (int_breakdown_rank_iteration, on_off). end_ns >= start_ns always.
 CREATE OR REPLACE VIEW int_iteration_spans(
   -- Training run identifier.
   run_id,
@@ -124,12 +124,17 @@ WITH
   gpu_spans AS (
     SELECT
       *,
+      -- the next step's start only when that step is iteration + 1 (profiled steps 0, 1, 29:
+      -- step 1 ends with its own work, not at step 29's start)
       coalesce(
-        lead(start_ns) OVER (PARTITION BY run_id, rank ORDER BY iteration),
+        CASE
+          WHEN lead(iteration) OVER w = iteration + 1 THEN lead(start_ns) OVER w
+        END,
         last_end,
         window_end_ns
       ) AS next_start
     FROM gpu_start
+    WINDOW w AS (PARTITION BY run_id, rank ORDER BY iteration)
   ),
   spans AS (
     SELECT

@@ -1,4 +1,4 @@
--- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run (model_spec §C: C = busbw of large messages). Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. Inputs: int_comm_ops_classified (counted calls), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
 -- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
@@ -37,7 +37,7 @@ CREATE OR REPLACE VIEW effective_bandwidth(
   mean_dur_ns,
   -- Median algorithm bandwidth S/t, GB/s (1e9 bytes/s), true group size.
   algbw_gb_s,
-  -- Median bus bandwidth algbw x comm_bus_factor, GB/s (1e9 bytes/s), true group size.
+  -- Median per-call bus bandwidth algbw x comm_bus_factor over the whole call (post to end, waiting for the group included), GB/s (1e9 bytes/s), true group size.
   busbw_gb_s,
   -- Median algorithm bandwidth, Gbit/s (1e9 bit/s).
   algbw_gbit_s,
@@ -57,14 +57,20 @@ CREATE OR REPLACE VIEW effective_bandwidth(
   link_capacity_bytes_s,
   -- busbw / link capacity (null when the capacity is unknown).
   utilisation,
-  -- Run's C_TP: median busbw of TP messages >= 1 MiB (all TP messages when none), bytes/s.
+  -- Run's C_TP: int_class_bandwidth.busbw_transfer_Bps of TP, bytes/s.
   c_tp_bytes_s,
-  -- Run's C_PP (send/recv busbw = algbw), bytes/s.
+  -- Run's C_PP (send/recv: busbw = algbw), bytes/s (int_class_bandwidth).
   c_pp_bytes_s,
-  -- Run's C_DP, bytes/s.
+  -- Run's C_DP, bytes/s (int_class_bandwidth).
   c_dp_bytes_s,
-  -- Run's C_EP (all_to_all), bytes/s.
-  c_ep_bytes_s
+  -- Run's C_EP (all_to_all), bytes/s (int_class_bandwidth).
+  c_ep_bytes_s,
+  -- The row's class C: Σ bus bytes / Σ transfer time over the class's timed calls, bytes/s (int_class_bandwidth; null when none).
+  busbw_transfer_Bps,
+  -- The row's class whole-call estimator: Σ bus bytes / Σ call time (waiting included), bytes/s (int_class_bandwidth).
+  busbw_call_Bps,
+  -- How the class's transfer times were found: peers | estimated | mixed (int_class_bandwidth).
+  xfer_source
 ) AS
 WITH
   world AS MATERIALIZED (SELECT * FROM int_run_world),
@@ -232,17 +238,9 @@ WITH
       CASE WHEN source = 'comm_summaries' THEN summary_line END
   ),
   c_run AS (
-    -- C per class: median per-call busbw of messages >= 1 MiB (all messages when none), B/s
-    SELECT
-      run_id,
-      traffic_class,
-      coalesce(
-        median(busbw_b_ns) FILTER (WHERE s >= 1048576),
-        median(busbw_b_ns)
-      ) * 1e9 AS c_bytes_s
-    FROM per_call
-    WHERE busbw_b_ns IS NOT NULL
-    GROUP BY run_id, traffic_class
+    -- the one C per class (int_class_bandwidth)
+    SELECT run_id, traffic_class, busbw_transfer_Bps AS c_bytes_s
+    FROM int_class_bandwidth
   )
 SELECT
   g.run_id,
@@ -276,7 +274,12 @@ SELECT
   max(CASE WHEN c.traffic_class = 'TP' THEN c.c_bytes_s END) AS c_tp_bytes_s,
   max(CASE WHEN c.traffic_class = 'PP' THEN c.c_bytes_s END) AS c_pp_bytes_s,
   max(CASE WHEN c.traffic_class = 'DP' THEN c.c_bytes_s END) AS c_dp_bytes_s,
-  max(CASE WHEN c.traffic_class = 'EP' THEN c.c_bytes_s END) AS c_ep_bytes_s
+  max(CASE WHEN c.traffic_class = 'EP' THEN c.c_bytes_s END) AS c_ep_bytes_s,
+  any_value(cb.busbw_transfer_Bps) AS busbw_transfer_Bps,
+  any_value(cb.busbw_call_Bps) AS busbw_call_Bps,
+  any_value(cb.xfer_source) AS xfer_source
 FROM grouped AS g
 LEFT JOIN c_run AS c ON c.run_id = g.run_id
+LEFT JOIN int_class_bandwidth AS cb
+  ON cb.run_id = g.run_id AND cb.traffic_class = g.traffic_class
 GROUP BY ALL

@@ -1,13 +1,13 @@
--- The analytical model's prediction beside the measured value for each term (T_comp, T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP, T_bubble, T_comm, T_iter, R_comm, R_bubble, R_bubble_eq7, C_TP, C_PP, C_DP), with absolute and relative errors (APNet'24 Fig. 10 validation).
--- One row per (run, term) that is measured or predicted. Measured = mean over the sample: the ranks of rank 0's pipeline stage (the model predicts rank 0; all ranks when stages are unknown) and their steady-state iterations (a rank's first iteration left out when it has 3 or more). Predicted = predicted_times (stage_exact mode, rank 0; seconds) and run_config's platform bandwidths; null without a config. Measured C_* = bus bytes (comm_bus_bytes of sql/macros/comm_bus_factor.sql, the nccl-tests factors) / call time of the sample's timed calls, bytes/s (decimal).
+-- The analytical model's prediction beside the measured value for each term (T_comp, T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP, T_bubble, T_sync_wait, T_comm, T_iter, R_comm, R_bubble, R_bubble_eq7, C_TP, C_PP, C_DP, C_EP), with absolute and relative errors (APNet'24 Fig. 10 validation), like with like.
+-- One row per (run, term) that is measured or predicted. Inputs: int_breakdown_rank_iteration, int_breakdown_calls, int_rank_nodes, int_class_bandwidth, predicted_times, run_config. Measured = mean over the sample: the ranks of rank 0's pipeline stage (the model predicts rank 0; all ranks when stages are unknown) and their steady-state iterations (a rank's first iteration left out when it has 3 or more). The model's communication terms are transfers (T_X = bus bytes / C_X, eqs 2-4), so the measured T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP and T_comm are the transfer parts of the calls (int_breakdown_calls.xfer_ns); the sync wait (same-stage waiting, which iteration_breakdown's T_TP/T_DP/T_EP include) is its own row T_sync_wait, with no prediction; T_bubble = waits of cross-stage calls. Measured C_* = the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, bytes/s, decimal; whole run). Predicted = predicted_times (stage_exact mode, rank 0; seconds) and run_config's platform bandwidths; null without a config.
 CREATE OR REPLACE VIEW model_vs_measured(
   -- Training run identifier.
   run_id,
-  -- T_comp | T_TP | T_PP | T_DP | T_EmbTableSyn | T_EP | T_bubble | T_comm | T_iter | R_comm | R_bubble | R_bubble_eq7 | C_TP | C_PP | C_DP.
+  -- T_comp | T_TP | T_PP | T_DP | T_EmbTableSyn | T_EP | T_bubble | T_sync_wait | T_comm | T_iter | R_comm | R_bubble | R_bubble_eq7 | C_TP | C_PP | C_DP | C_EP.
   term,
   -- s (times) | ratio | bytes/s (C_*: bus bytes per second, the model's effective bandwidth).
   unit,
-  -- Measured mean over the sample ranks and steady-state iterations (times: per rank and iteration; ratios: mean of per-iteration ratios; C_*: sum of bus bytes comm_bus_bytes(op, msg_bytes, n) of sql/macros/comm_bus_factor.sql / sum of call time of the sample's timed calls (no duration, no share), PP: message bytes / active transfer; bytes/s, decimal).
+  -- Measured mean over the sample ranks and steady-state iterations (times: per rank and iteration, communication terms = transfer parts; ratios: mean of per-iteration ratios, R_comm from the transfer-based T_comm; C_*: int_class_bandwidth.busbw_transfer_Bps, bytes/s, decimal).
   measured,
   -- The model's value (null when the run has no config or the model gives none).
   predicted,
@@ -15,7 +15,7 @@ CREATE OR REPLACE VIEW model_vs_measured(
   abs_error,
   -- (measured - predicted) / predicted.
   rel_error,
-  -- Number of (rank, iteration) samples averaged (C_*: calls).
+  -- Number of (rank, iteration) samples averaged (C_*: calls of the class in int_class_bandwidth).
   n_samples
 ) AS
 WITH
@@ -35,23 +35,41 @@ WITH
     LEFT JOIN model_stage AS ms ON ms.run_id = bd.run_id
     WHERE (ms.stage IS NULL OR bd.stage = ms.stage) AND (bd.n_iter < 3 OR bd.nth > 1)
   ),
+  xfer AS (
+    -- the transfer part of each class per sample (rank, iteration)
+    SELECT
+      c.run_id,
+      c.rank,
+      c.iteration,
+      sum(c.xfer_ns) FILTER (WHERE c.traffic_class = 'TP') AS tp,
+      sum(c.xfer_ns) FILTER (WHERE c.traffic_class = 'PP') AS pp,
+      sum(c.xfer_ns) FILTER (WHERE c.traffic_class = 'DP') AS dp,
+      sum(c.xfer_ns) FILTER (WHERE c.traffic_class = 'EmbTableSyn') AS emb,
+      sum(c.xfer_ns) FILTER (WHERE c.traffic_class = 'EP') AS ep,
+      sum(c.xfer_ns) AS comm
+    FROM int_breakdown_calls AS c
+    SEMI JOIN sample AS s ON s.run_id = c.run_id AND s.rank = c.rank AND s.iteration = c.iteration
+    GROUP BY c.run_id, c.rank, c.iteration
+  ),
   time_terms AS (
     SELECT
-      run_id,
+      s.run_id,
       count(*) AS n,
-      avg(t_comp_ns) / 1e9 AS t_comp,
-      avg(t_tp_ns) / 1e9 AS t_tp,
-      avg(t_pp_ns) / 1e9 AS t_pp,
-      avg(t_dp_ns) / 1e9 AS t_dp,
-      avg(t_emb_ns) / 1e9 AS t_emb,
-      avg(t_ep_ns) / 1e9 AS t_ep,
-      avg(t_bubble_ns) / 1e9 AS t_bubble,
-      avg(t_comm_ns) / 1e9 AS t_comm,
-      avg(t_iter_ns) / 1e9 AS t_iter,
-      avg(r_comm) AS r_comm,
-      avg(r_bubble) AS r_bubble
-    FROM sample
-    GROUP BY run_id
+      avg(s.t_comp_ns) / 1e9 AS t_comp,
+      avg(coalesce(x.tp, 0)) / 1e9 AS t_tp,
+      avg(coalesce(x.pp, 0)) / 1e9 AS t_pp,
+      avg(coalesce(x.dp, 0)) / 1e9 AS t_dp,
+      avg(coalesce(x.emb, 0)) / 1e9 AS t_emb,
+      avg(coalesce(x.ep, 0)) / 1e9 AS t_ep,
+      avg(s.t_bubble_ns) / 1e9 AS t_bubble,
+      avg(s.t_sync_wait_ns) / 1e9 AS t_sync_wait,
+      avg(coalesce(x.comm, 0)) / 1e9 AS t_comm,
+      avg(s.t_iter_ns) / 1e9 AS t_iter,
+      avg(coalesce(x.comm, 0) / nullif(s.t_iter_ns, 0)) AS r_comm,
+      avg(s.r_bubble) AS r_bubble
+    FROM sample AS s
+    LEFT JOIN xfer AS x ON x.run_id = s.run_id AND x.rank = s.rank AND x.iteration = s.iteration
+    GROUP BY s.run_id
   ),
   measured_times AS (
     SELECT run_id, term, unit, measured, n
@@ -65,6 +83,7 @@ WITH
         ('T_EmbTableSyn', 's', t_emb),
         ('T_EP', 's', t_ep),
         ('T_bubble', 's', t_bubble),
+        ('T_sync_wait', 's', t_sync_wait),
         ('T_comm', 's', t_comm),
         ('T_iter', 's', t_iter),
         ('R_comm', 'ratio', r_comm),
@@ -72,33 +91,16 @@ WITH
         ('R_bubble_eq7', 'ratio', r_bubble)
     ) AS v(term, unit, measured)
   ),
-  sample_calls AS (
-    SELECT
-      c.run_id,
-      c.traffic_class,
-      CASE
-        WHEN c.traffic_class = 'PP' THEN c.msg_bytes::DOUBLE
-        ELSE comm_bus_bytes(c.op, c.msg_bytes, c.group_size)
-      END AS bus_bytes,
-      CASE WHEN c.traffic_class = 'PP' THEN c.xfer_ns ELSE c.dur_ns END AS busy_ns
-    FROM int_breakdown_calls AS c
-    JOIN sample AS s
-      ON s.run_id = c.run_id AND s.rank = c.rank AND c.ts_ns >= s.start_ns AND c.ts_ns < s.end_ns
-    WHERE c.traffic_class IN ('TP', 'PP', 'DP') AND c.msg_bytes > 0
-  ),
-  timed_calls AS (
-    -- bandwidth only from calls with their own duration and a known bus volume
-    SELECT * FROM sample_calls WHERE busy_ns > 0 AND bus_bytes IS NOT NULL
-  ),
   measured_bw AS (
+    -- the one C per class
     SELECT
       run_id,
       'C_' || traffic_class AS term,
       'bytes/s' AS unit,
-      sum(bus_bytes) / nullif(sum(busy_ns), 0) * 1e9 AS measured,
-      count(*) AS n
-    FROM timed_calls
-    GROUP BY run_id, traffic_class
+      busbw_transfer_Bps AS measured,
+      calls AS n
+    FROM int_class_bandwidth
+    WHERE traffic_class IN ('TP', 'PP', 'DP', 'EP')
   ),
   measured AS (
     SELECT * FROM measured_times
@@ -131,7 +133,8 @@ WITH
       VALUES
         ('C_TP', TRY_CAST(json_extract(config_json, '$.platform.c_tp') AS DOUBLE)),
         ('C_PP', TRY_CAST(json_extract(config_json, '$.platform.c_pp') AS DOUBLE)),
-        ('C_DP', TRY_CAST(json_extract(config_json, '$.platform.c_dp') AS DOUBLE))
+        ('C_DP', TRY_CAST(json_extract(config_json, '$.platform.c_dp') AS DOUBLE)),
+        ('C_EP', TRY_CAST(json_extract(config_json, '$.platform.c_ep') AS DOUBLE))
     ) AS v(term, predicted)
     WHERE config_json IS NOT NULL
   ),

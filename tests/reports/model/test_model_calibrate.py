@@ -14,6 +14,7 @@ from reports.model import (
     RunConfig,
     calibrate,
     calibrate_run,
+    class_bandwidths,
     stage_times,
 )
 
@@ -87,3 +88,28 @@ def test_calibration_rejects_nonsense() -> None:
         calibrate_run(run, {"tensor": 1.0})
     with pytest.raises(ValueError, match="at least one"):
         calibrate([])
+
+
+def test_measured_class_bandwidth_is_taken_not_fitted_from_times_with_sync_wait() -> None:
+    # T_DP measured call to end holds 0.5 s of sync wait: fitting C_DP to it would give the
+    # whole-call figure; the one C from int_class_bandwidth (transfer) is taken as it is.
+    run = RunConfig(GPT3B, ParallelConfig(pp=4, tp=2, dp=4))
+    meas = measured_from(run, TRUE)
+    meas["dp"] += 0.5
+    fitted_from_times = calibrate_run(run, meas).fitted["c_dp"]
+    assert fitted_from_times < 0.9 * TRUE.c_dp
+    rows = [
+        {"traffic_class": "DP", "busbw_transfer_Bps": TRUE.c_dp, "busbw_call_Bps": 1e9},
+        {"traffic_class": "EmbTableSyn", "busbw_transfer_Bps": 4e9},
+        {"traffic_class": "other", "busbw_transfer_Bps": None},
+    ]
+    bw = class_bandwidths(rows)
+    assert bw == {"c_dp": TRUE.c_dp}
+    cal = calibrate_run(run, meas, bandwidths=bw)
+    assert cal.fitted["c_dp"] == TRUE.c_dp
+    assert cal.platform.c_dp == TRUE.c_dp
+    assert cal.fitted["c_tp"] == pytest.approx(TRUE.c_tp, rel=1e-9)  # still fitted
+    with pytest.raises(ValueError, match="one C per class"):
+        class_bandwidths(rows + rows)
+    with pytest.raises(ValueError, match="unknown bandwidth"):
+        calibrate_run(run, meas, bandwidths={"c_xx": 1.0})
