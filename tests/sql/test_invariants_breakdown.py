@@ -65,10 +65,15 @@ INVARIANTS: dict[str, str] = {
         SELECT * FROM iteration_breakdown
         WHERE abs(r_bubble - t_bubble_ns / t_iter_ns) > 1e-12
            OR abs(r_comm - t_comm_ns / t_iter_ns) > 1e-12 OR r_bubble NOT BETWEEN 0 AND 1""",
-    "pp_wait_inside_the_call": """
+    "wait_inside_the_call": """
         SELECT * FROM int_breakdown_calls
-        WHERE wait_ns < 0 OR wait_ns > dur_ns OR xfer_ns < 0
-           OR (traffic_class <> 'PP' AND wait_ns <> 0)""",
+        WHERE wait_ns < 0 OR wait_ns > dur_ns OR xfer_ns < 0 OR xfer_ns + wait_ns <> dur_ns
+           OR xfer_source NOT IN ('peers', 'estimated') OR wait_kind NOT IN ('bubble', 'sync')
+           OR (traffic_class IN ('PP', 'EmbTableSyn') AND wait_kind <> 'bubble')""",
+    "sync_wait_inside_the_whole_call_terms": """
+        SELECT * FROM iteration_breakdown
+        WHERE t_sync_wait_ns < 0
+           OR t_sync_wait_ns > t_tp_ns + t_dp_ns + t_ep_ns + t_other_comm_ns""",
     "one_timeline_source_per_rank": """
         SELECT run_id, rank FROM int_breakdown_calls
         GROUP BY run_id, rank HAVING count(DISTINCT source_format) > 1""",
