@@ -165,7 +165,8 @@ COMM_OPS = Table(
             "Clock of ts_ns/dur_ns (issue 16): kernel (the GPU kernel(s) the call launched, "
             "found by correlation / External id), cpu_range (the CPU op or nccl:/gloo: range: "
             "only where no kernel exists, e.g. gloo or CPU-only runs), logged (the log's own "
-            "timing, DeepSpeed comms logger), none (no duration: NCCL debug lines, or a call "
+            "timing, DeepSpeed comms logger: a line's time is the op's end, so ts_ns = that time "
+            "minus the logged latency), none (no duration: NCCL debug lines, or a call "
             "that launched nothing, which has no comm time and no bandwidth).",
         ),
         Column(

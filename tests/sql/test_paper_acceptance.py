@@ -35,7 +35,8 @@ from pipeline.synthetic import generate, load_generate_config, with_overrides
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-VIEWS = ("int_comm_ops_classified", "iteration_breakdown", "bubble_ratio", "int_class_bandwidth")
+VIEWS = ("int_comm_ops_classified", "int_comm_op_iteration", "int_class_bandwidth")
+"""Intermediate views the tests read; marts are read as derive materialised them."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +50,12 @@ class Run:
     con: duckdb.DuckDBPyConnection
 
     def sql(self, text: str) -> pl.DataFrame:
-        """Run ``text`` with ``$run`` bound to this run."""
-        return self.con.execute(text, {"run": self.run_id}).pl()
+        """Run ``text`` (over the intermediate views) with ``$run`` bound to this run."""
+        return self.con.sql(text, params={"run": self.run_id}).pl()
+
+    def mart(self, name: str) -> pl.DataFrame:
+        """The mart as derive materialised it for this run."""
+        return pl.read_parquet(self.store.mart_files(self.run_id)[name])
 
     def truth_table(self, key: str) -> pl.DataFrame:
         """A columnar table of truth.json."""
@@ -107,7 +112,7 @@ def moe(tmp_path_factory: pytest.TempPathFactory) -> Run:
 
 def _rel_errors(run: Run, terms: dict[str, str], ranks: tuple[int, ...] | None = None) -> dict:
     """Max |measured / truth - 1| per term over the measured rank-iterations (and the count)."""
-    got = run.sql("SELECT * FROM iteration_breakdown WHERE run_id = $run")
+    got = run.mart("iteration_breakdown")
     want = run.truth_table("per_rank_iteration")
     j = got.join(want, on=["rank", "iteration"], how="inner")
     if ranks is not None:
@@ -138,9 +143,7 @@ def test_every_stage_bubble_within_two_percent(gpt_profiled: Run) -> None:
         .group_by("stage", "iteration")
         .agg((pl.col("T_bubble").sum() / pl.col("T_iter").sum()).alias("want"))
     )
-    got = gpt_profiled.sql(
-        "SELECT stage, iteration, bubble_ratio FROM bubble_ratio WHERE run_id = $run"
-    )
+    got = gpt_profiled.mart("bubble_ratio").select("stage", "iteration", "bubble_ratio")
     j = got.join(want, on=["stage", "iteration"], how="inner")
     assert sorted(j["stage"].unique().to_list()) == [0, 1, 2, 3]
     rel = ((j["bubble_ratio"] - j["want"]) / j["want"]).abs().max()
@@ -184,7 +187,7 @@ def _raw_deepspeed_ops(path: Path) -> int:
 def test_deepspeed_rank0_classified_as_table3(deepspeed_only: Run) -> None:
     log = next((deepspeed_only.gen / "deepspeed").iterdir())
     calls = deepspeed_only.sql(
-        "SELECT iteration, traffic_class, op, msg_bytes, count(*) AS n "
+        "SELECT i.iteration, traffic_class, op, msg_bytes, count(*) AS n "
         "FROM int_comm_ops_classified c "
         "JOIN int_comm_op_iteration i USING (run_id, rank, source_file, source_line) "
         "WHERE run_id = $run AND rank = 0 GROUP BY ALL"
