@@ -245,6 +245,19 @@ def headline(
 
     emb = "EmbTableSyn transfer" if split else "EmbTableSyn whole call"
     legacy = "" if split else " (these marts predate the transfer/wait split)"
+    if split and comm_src == "model_vs_measured":
+        # model_vs_measured's class terms are transfer parts (int_breakdown_calls.xfer_ns)
+        comm_what = (
+            "TP+PP+DP+EP+EmbTableSyn, the transfer part of every call (after the last peer "
+            "arrived); same-stage waiting is the T_sync_wait row, pipeline waiting is T_bubble; "
+            "unclassified calls excluded, on both sides"
+        )
+    else:
+        comm_what = (
+            f"TP+PP+DP+EP+EmbTableSyn: TP, DP, EP whole calls (waiting for a peer of the same "
+            f"stage included), PP transfer only, {emb}; bubble and unclassified calls excluded, "
+            f"on both sides{legacy}"
+        )
     rows: list[dict[str, Any]] = []
 
     def add(
@@ -298,9 +311,7 @@ def headline(
     add(
         "communication time T_comm",
         "s",
-        f"TP+PP+DP+EP+EmbTableSyn: TP, DP, EP whole calls (waiting for a peer of the same "
-        f"stage included), PP transfer only, {emb}; bubble and unclassified calls excluded, "
-        f"on both sides{legacy}",
+        comm_what,
         "bus bytes / C per class (eqs. 2-4)",
         comm_meas,
         comm_pred,
