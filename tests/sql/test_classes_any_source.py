@@ -16,55 +16,27 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pytest
+from generated_runs import CONFIGS, GeneratedRun, generate_run, ingest_and_derive, make_run
 
 from parsers._ds_sizes import size_to_bytes
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
-from pipeline.synthetic import generate, load_generate_config, with_overrides
 
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@dataclass(frozen=True)
-class Run:
-    """A generated, ingested and derived run."""
-
-    gen: Path
-    store: Store
-    run_id: str
-
-    def query(self, sql: str) -> pl.DataFrame:
-        """Run SQL on the store's catalog (intermediate views and published marts)."""
-        con = self.store.connect(read_only=True)
-        try:
-            return con.sql(sql, params=[self.run_id]).pl()
-        finally:
-            con.close()
-
-
 @pytest.fixture(scope="module")
-def ds_rank0(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def ds_rank0(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """GPT-3B (4, 2, 4), 3 iterations, rank 0's DeepSpeed log only + gpt3b_paper.toml."""
     tmp = tmp_path_factory.mktemp("ds_rank0")
-    run, opts = load_generate_config(ROOT / "configs" / "synthetic_gpt3b_4x2x4.toml")
-    generate(run, with_overrides(opts, iterations=3, formats=("deepspeed",)), tmp / "gen")
-    store = Store.open(tmp / "store")
-    ingest_paths(
-        store,
-        [tmp / "gen" / "deepspeed"],
-        run_id="ds",
-        config=ROOT / "configs" / "gpt3b_paper.toml",
+    gen = generate_run(tmp, "synthetic_gpt3b_4x2x4.toml", iterations=3, formats=("deepspeed",))
+    return ingest_and_derive(
+        gen, tmp / "store", "ds", paths=[gen / "deepspeed"], config=CONFIGS / "gpt3b_paper.toml"
     )
-    derive_run(store, "ds")
-    return Run(tmp / "gen", store, "ds")
 
 
 DS_CALL = re.compile(r"comm op: (\w+) \| time \(ms\): [0-9.]+ \| msg size: ([0-9.]+ [KMGT]?B)")
@@ -88,7 +60,7 @@ def _raw_per_iteration(log: Path) -> list[Counter[tuple[str, str]]]:
     return [c for c in out if c]
 
 
-def test_deepspeed_rank0_log_classified_as_table3_every_iteration(ds_rank0: Run) -> None:
+def test_deepspeed_rank0_log_classified_as_table3_every_iteration(ds_rank0: GeneratedRun) -> None:
     (log,) = (ds_rank0.gen / "deepspeed").glob("*.log")
     raw = _raw_per_iteration(log)
     assert len(raw) == 3
@@ -134,24 +106,20 @@ def test_deepspeed_rank0_log_classified_as_table3_every_iteration(ds_rank0: Run)
 
 
 @pytest.fixture(scope="module")
-def moe(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8, 8 ranks, 2 iterations, NCCL + Kineto + nsys + DeepSpeed (rank 0)."""
     tmp = tmp_path_factory.mktemp("moe_all")
-    run, opts = load_generate_config(ROOT / "configs" / "synthetic_moe_ep8.toml")
-    opts = with_overrides(
-        opts,
+    return make_run(
+        tmp,
+        "synthetic_moe_ep8.toml",
+        "moe",
         iterations=2,
         profile_iterations=(0, 1),
         formats=("nccl", "kineto", "nsys", "deepspeed"),
     )
-    generate(run, opts, tmp / "gen")
-    store = Store.open(tmp / "store")
-    ingest_paths(store, [tmp / "gen"], run_id="moe")
-    derive_run(store, "moe")
-    return Run(tmp / "gen", store, "moe")
 
 
-def test_moe_every_source_dp_all_reduce_and_ep_all_to_all(moe: Run) -> None:
+def test_moe_every_source_dp_all_reduce_and_ep_all_to_all(moe: GeneratedRun) -> None:
     got = moe.query(
         "SELECT source_format, op, traffic_class, class_source, group_size, count(*) AS n "
         "FROM int_comm_ops_classified WHERE run_id = ? AND is_traffic GROUP BY ALL"
@@ -171,7 +139,7 @@ NCCL_SEND = re.compile(
 DTYPE_SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1, 11: 1}
 
 
-def test_moe_matrix_network_bytes_equal_truth_self_sends_are_local(moe: Run) -> None:
+def test_moe_matrix_network_bytes_equal_truth_self_sends_are_local(moe: GeneratedRun) -> None:
     tm = pl.read_parquet(moe.store.mart_files("moe")["traffic_matrix"])
     truth = pl.read_parquet(moe.gen / "truth" / "traffic.parquet").select(
         pl.col("iteration").cast(pl.Int32),

@@ -14,62 +14,25 @@ generator's comm jitter.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
-
 import polars as pl
 import pytest
-
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
-from pipeline.synthetic import generate, load_generate_config, with_overrides
+from generated_runs import GeneratedRun, make_run
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Derived:
-    """A generated, ingested and derived run."""
-
-    gen: Path
-    store: Store
-    run_id: str
-    truth: dict[str, Any]
-
-    def mart(self, name: str) -> pl.DataFrame:
-        """The materialised mart of this run."""
-        return pl.read_parquet(self.store.mart_files(self.run_id)[name])
-
-
-def _make(tmp: Path, config: str, run_id: str, **overrides: Any) -> Derived:
-    run, opts = load_generate_config(ROOT / "configs" / config)
-    opts = with_overrides(opts, **overrides)
-    gen = tmp / "gen"
-    generate(run, opts, gen)
-    store = Store.open(tmp / "store")
-    ingest_paths(store, [gen], run_id=run_id)
-    derive_run(store, run_id)
-    truth = json.loads((gen / "truth.json").read_text())
-    return Derived(gen, store, run_id, truth)
-
 
 @pytest.fixture(scope="session")
-def gpt(tmp_path_factory: pytest.TempPathFactory) -> Derived:
+def gpt(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """GPT-3B 4x2x4, 32 ranks, 2 iterations, every format."""
-    return _make(
+    return make_run(
         tmp_path_factory.mktemp("truth_gpt"), "synthetic_gpt3b_4x2x4.toml", "gpt", iterations=2
     )
 
 
 @pytest.fixture(scope="session")
-def moe(tmp_path_factory: pytest.TempPathFactory) -> Derived:
+def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8, 8 ranks, 3 iterations, NCCL and Kineto."""
-    return _make(
+    return make_run(
         tmp_path_factory.mktemp("truth_moe"),
         "synthetic_moe_ep8.toml",
         "moe",
@@ -79,7 +42,7 @@ def moe(tmp_path_factory: pytest.TempPathFactory) -> Derived:
     )
 
 
-def _truth_traffic(d: Derived) -> pl.DataFrame:
+def _truth_traffic(d: GeneratedRun) -> pl.DataFrame:
     return pl.read_parquet(d.gen / "truth" / "traffic.parquet").select(
         pl.col("iteration").cast(pl.Int32),
         pl.col("src").cast(pl.Int32).alias("src_rank"),
@@ -89,7 +52,7 @@ def _truth_traffic(d: Derived) -> pl.DataFrame:
     )
 
 
-def test_traffic_matrix_equals_truth_per_iteration_pair_and_class(gpt: Derived) -> None:
+def test_traffic_matrix_equals_truth_per_iteration_pair_and_class(gpt: GeneratedRun) -> None:
     got = gpt.mart("traffic_matrix").select(
         "iteration", "src_rank", "dst_rank", "traffic_class", pl.col("bytes").alias("got")
     )
@@ -102,7 +65,7 @@ def test_traffic_matrix_equals_truth_per_iteration_pair_and_class(gpt: Derived) 
     assert diff.height == 0, diff.head()
 
 
-def test_each_rank_counted_once_despite_four_sources(gpt: Derived) -> None:
+def test_each_rank_counted_once_despite_four_sources(gpt: GeneratedRun) -> None:
     # every rank is in three formats (rank 0 in four); its logged volume is counted once
     per_rank = gpt.mart("traffic_matrix").group_by("src_rank").agg(pl.col("bytes").sum())
     want = _truth_traffic(gpt).group_by("src_rank").agg(pl.col("want").sum())
@@ -111,7 +74,7 @@ def test_each_rank_counted_once_despite_four_sources(gpt: Derived) -> None:
     assert (j["bytes"] - j["want"]).abs().max() < 1.0  # type: ignore[operator]
 
 
-def test_iterations_count_and_boundaries(gpt: Derived) -> None:
+def test_iterations_count_and_boundaries(gpt: GeneratedRun) -> None:
     it = gpt.mart("iterations")
     ri = pl.read_parquet(gpt.gen / "truth" / "rank_iteration.parquet")
     n_iter = gpt.truth["iterations"]
@@ -128,7 +91,7 @@ def test_iterations_count_and_boundaries(gpt: Derived) -> None:
     assert (j["duration_ns"] == j["T_iter"]).all()
 
 
-def test_on_off_on_time_and_cycles_per_rank_iteration(gpt: Derived) -> None:
+def test_on_off_on_time_and_cycles_per_rank_iteration(gpt: GeneratedRun) -> None:
     iv = (
         pl.read_parquet(gpt.gen / "truth" / "intervals.parquet")
         .group_by("rank", "iteration")
@@ -142,7 +105,7 @@ def test_on_off_on_time_and_cycles_per_rank_iteration(gpt: Derived) -> None:
     assert ((oo["on_ns"] + oo["off_ns"]) == oo["iteration_ns"]).all()
 
 
-def test_effective_bandwidth_busbw_within_jitter(gpt: Derived) -> None:
+def test_effective_bandwidth_busbw_within_jitter(gpt: GeneratedRun) -> None:
     """Aggregate busbw per (class, op, group size) = bus bytes / call time, as truth's call busbw."""
     t = gpt.truth["busbw"]
     tb = pl.DataFrame([dict(zip(t["columns"], r, strict=True)) for r in t["rows"]])
@@ -175,7 +138,7 @@ def test_effective_bandwidth_busbw_within_jitter(gpt: Derived) -> None:
     assert bad.height == 0, bad
 
 
-def test_moe_nonuniform_factor_per_iteration(moe: Derived) -> None:
+def test_moe_nonuniform_factor_per_iteration(moe: GeneratedRun) -> None:
     want = pl.DataFrame(moe.truth["moe"]["per_iteration"])
     got = moe.mart("moe_nonuniform")
     j = got.join(want.with_columns(pl.col("iteration").cast(pl.Int32)), on="iteration", suffix="_t")
@@ -187,7 +150,7 @@ def test_moe_nonuniform_factor_per_iteration(moe: Derived) -> None:
         assert ((j[col] - j[f"{col}_t"]).abs() <= 1e-9 * (1 + j[f"{col}_t"].abs())).all(), col
 
 
-def test_moe_total_ep_volume_equals_truth(moe: Derived) -> None:
+def test_moe_total_ep_volume_equals_truth(moe: GeneratedRun) -> None:
     want = sum(r["volume"] for r in moe.truth["moe"]["per_iteration"])
     got = moe.mart("moe_nonuniform")["volume_bytes"].sum()
     assert abs(got - want) <= 1.0

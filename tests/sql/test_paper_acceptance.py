@@ -17,100 +17,47 @@ sql/intermediate/int_class_bandwidth.sql, and in truth.py's module docstring.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import polars as pl
 import pytest
-
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import with_dependencies
-from pipeline.store import Store
-from pipeline.synthetic import generate, load_generate_config, with_overrides
+from generated_runs import CONFIGS, GeneratedRun, ingest_and_derive, make_run
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
-VIEWS = ("int_comm_ops_classified", "int_comm_op_iteration", "int_class_bandwidth")
-"""Intermediate views the tests read; marts are read as derive materialised them."""
-
-
-@dataclass(frozen=True)
-class Run:
-    """A generated, ingested and derived run with its SQL views open."""
-
-    gen: Path
-    store: Store
-    run_id: str
-    truth: dict[str, Any]
-    con: duckdb.DuckDBPyConnection
-
-    def sql(self, text: str) -> pl.DataFrame:
-        """Run ``text`` (over the intermediate views) with ``$run`` bound to this run."""
-        return self.con.sql(text, params={"run": self.run_id}).pl()
-
-    def mart(self, name: str) -> pl.DataFrame:
-        """The mart as derive materialised it for this run."""
-        return pl.read_parquet(self.store.mart_files(self.run_id)[name])
-
-    def truth_table(self, key: str) -> pl.DataFrame:
-        """A columnar table of truth.json."""
-        table = self.truth[key]
-        return pl.DataFrame(table["rows"], schema=table["columns"], orient="row")
-
-
-def _open(gen: Path, store: Store, run_id: str) -> Run:
-    con = duckdb.connect()
-    store.create_views(con)
-    store.create_model_input_views(con)
-    for module in with_dependencies(VIEWS):
-        con.execute(module.text)
-    truth = json.loads((gen / "truth.json").read_text())
-    return Run(gen, store, run_id, truth, con)
-
 
 @pytest.fixture(scope="module")
-def gpt_profiled(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def gpt_profiled(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """GPT-3B 4x2x4, 4 iterations, all formats, the profiler on iterations 1 and 2."""
     tmp = tmp_path_factory.mktemp("accept_gpt")
-    run, opts = load_generate_config(ROOT / "configs" / "synthetic_gpt3b_4x2x4.toml")
-    opts = with_overrides(opts, iterations=4, profile_iterations=(1, 2))
-    gen = tmp / "gen"
-    generate(run, opts, gen)
-    store = Store.open(tmp / "store")
-    ingest_paths(store, [gen], run_id="gpt")
-    derive_run(store, "gpt")
-    return _open(gen, store, "gpt")
+    return make_run(
+        tmp, "synthetic_gpt3b_4x2x4.toml", "gpt", iterations=4, profile_iterations=(1, 2)
+    )
 
 
 @pytest.fixture(scope="module")
-def deepspeed_only(gpt_profiled: Run) -> Run:
+def deepspeed_only(gpt_profiled: GeneratedRun) -> GeneratedRun:
     """The same run's rank-0 DeepSpeed log alone, with the paper's config."""
-    store = Store.open(gpt_profiled.gen.parent / "store_ds")
-    config = ROOT / "configs" / "gpt3b_paper.toml"
-    ingest_paths(store, [gpt_profiled.gen / "deepspeed"], run_id="ds", config=config)
-    derive_run(store, "ds")
-    return _open(gpt_profiled.gen, store, "ds")
+    gen = gpt_profiled.gen
+    return ingest_and_derive(
+        gen,
+        gen.parent / "store_ds",
+        "ds",
+        paths=[gen / "deepspeed"],
+        config=CONFIGS / "gpt3b_paper.toml",
+    )
 
 
 @pytest.fixture(scope="module")
-def moe(tmp_path_factory: pytest.TempPathFactory) -> Run:
+def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8 as shipped (30 iterations, profiler on 0, 1, 29)."""
-    tmp = tmp_path_factory.mktemp("accept_moe")
-    run, opts = load_generate_config(ROOT / "configs" / "synthetic_moe_ep8.toml")
-    gen = tmp / "gen"
-    generate(run, opts, gen)
-    store = Store.open(tmp / "store")
-    ingest_paths(store, [gen], run_id="moe")
-    derive_run(store, "moe")
-    return _open(gen, store, "moe")
+    return make_run(tmp_path_factory.mktemp("accept_moe"), "synthetic_moe_ep8.toml", "moe")
 
 
-def _rel_errors(run: Run, terms: dict[str, str], ranks: tuple[int, ...] | None = None) -> dict:
+def _rel_errors(
+    run: GeneratedRun, terms: dict[str, str], ranks: tuple[int, ...] | None = None
+) -> dict:
     """Max |measured / truth - 1| per term over the measured rank-iterations (and the count)."""
     got = run.mart("iteration_breakdown")
     want = run.truth_table("per_rank_iteration")
@@ -129,7 +76,7 @@ def _rel_errors(run: Run, terms: dict[str, str], ranks: tuple[int, ...] | None =
 TERMS = {"T_TP": "t_tp_ns", "T_PP": "t_pp_ns", "T_DP": "t_dp_ns"}
 
 
-def test_terms_from_a_profiler_on_two_of_four_iterations(gpt_profiled: Run) -> None:
+def test_terms_from_a_profiler_on_two_of_four_iterations(gpt_profiled: GeneratedRun) -> None:
     err = _rel_errors(gpt_profiled, TERMS)
     # 32 ranks x the 2 profiled iterations are timed (NCCL debug logs have no durations)
     assert err["rows"] == 32 * 2
@@ -137,7 +84,7 @@ def test_terms_from_a_profiler_on_two_of_four_iterations(gpt_profiled: Run) -> N
         assert err[term] <= 0.02, f"{term}: max relative error {err[term]:.4f}"
 
 
-def test_every_stage_bubble_within_two_percent(gpt_profiled: Run) -> None:
+def test_every_stage_bubble_within_two_percent(gpt_profiled: GeneratedRun) -> None:
     want = (
         gpt_profiled.truth_table("per_rank_iteration")
         .group_by("stage", "iteration")
@@ -150,7 +97,7 @@ def test_every_stage_bubble_within_two_percent(gpt_profiled: Run) -> None:
     assert rel is not None and rel <= 0.02, j
 
 
-def _truth_c(run: Run, cls: str) -> float:
+def _truth_c(run: GeneratedRun, cls: str) -> float:
     """Truth's transfer busbw of a class in bytes/s: total bus bytes over total transfer time."""
     bw = run.truth_table("busbw").filter(pl.col("cls") == cls)
     bus = bw["bus_bytes_per_call"] * bw["calls"]
@@ -158,10 +105,10 @@ def _truth_c(run: Run, cls: str) -> float:
     return float(bus.sum() / seconds.sum())
 
 
-def test_c_dp_is_the_transfer_busbw(gpt_profiled: Run) -> None:
-    got = gpt_profiled.sql(
+def test_c_dp_is_the_transfer_busbw(gpt_profiled: GeneratedRun) -> None:
+    got = gpt_profiled.query(
         "SELECT busbw_transfer_Bps, busbw_call_Bps, xfer_source FROM int_class_bandwidth "
-        "WHERE run_id = $run AND traffic_class = 'DP'"
+        "WHERE run_id = ? AND traffic_class = 'DP'"
     )
     assert got.height == 1
     want = _truth_c(gpt_profiled, "DP")
@@ -172,7 +119,7 @@ def test_c_dp_is_the_transfer_busbw(gpt_profiled: Run) -> None:
     assert got["busbw_call_Bps"][0] < c
 
 
-def test_moe_ep_and_dp_within_two_percent(moe: Run) -> None:
+def test_moe_ep_and_dp_within_two_percent(moe: GeneratedRun) -> None:
     err = _rel_errors(moe, {"T_EP": "t_ep_ns", "T_DP": "t_dp_ns", "T_iter": "t_iter_ns"})
     assert err["rows"] == 8 * 3
     for term in ("T_EP", "T_DP", "T_iter"):
@@ -184,13 +131,13 @@ def _raw_deepspeed_ops(path: Path) -> int:
     return sum(1 for line in path.read_text().splitlines() if "comm op:" in line)
 
 
-def test_deepspeed_rank0_classified_as_table3(deepspeed_only: Run) -> None:
+def test_deepspeed_rank0_classified_as_table3(deepspeed_only: GeneratedRun) -> None:
     log = next((deepspeed_only.gen / "deepspeed").iterdir())
-    calls = deepspeed_only.sql(
+    calls = deepspeed_only.query(
         "SELECT i.iteration, traffic_class, op, msg_bytes, count(*) AS n "
         "FROM int_comm_ops_classified c "
         "JOIN int_comm_op_iteration i USING (run_id, rank, source_file, source_line) "
-        "WHERE run_id = $run AND rank = 0 GROUP BY ALL"
+        "WHERE run_id = ? AND rank = 0 GROUP BY ALL"
     )
     assert int(calls["n"].sum()) == _raw_deepspeed_ops(log)
     for it in range(4):
@@ -210,7 +157,7 @@ def test_deepspeed_rank0_classified_as_table3(deepspeed_only: Run) -> None:
         }, (it, table)
 
 
-def test_deepspeed_rank0_times_within_three_percent(deepspeed_only: Run) -> None:
+def test_deepspeed_rank0_times_within_three_percent(deepspeed_only: GeneratedRun) -> None:
     err = _rel_errors(
         deepspeed_only, {"T_comp": "t_comp_ns", "T_TP": "t_tp_ns", "T_DP": "t_dp_ns"}, ranks=(0,)
     )

@@ -15,59 +15,22 @@ The truth comes from the simulation (pipeline/synthetic/truth.py), never from th
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pytest
-
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
-from pipeline.synthetic import generate, load_generate_config, with_overrides
+from generated_runs import GeneratedRun, make_run
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[2]
 TIME_TOL = 0.02
 C_TOL = 0.03
 
 
-@dataclass(frozen=True)
-class Derived:
-    """A generated, ingested and derived run."""
-
-    store: Store
-    run_id: str
-    truth: dict[str, Any]
-
-    def mart(self, name: str) -> pl.DataFrame:
-        """The materialised mart of this run."""
-        return pl.read_parquet(self.store.mart_files(self.run_id)[name])
-
-    def truth_rows(self) -> pl.DataFrame:
-        """truth.json's per-rank, per-iteration table."""
-        t = self.truth["per_rank_iteration"]
-        return pl.DataFrame(t["rows"], schema=t["columns"], orient="row")
-
-
-def _make(tmp: Path, config: str, run_id: str, **overrides: Any) -> Derived:
-    run, opts = load_generate_config(ROOT / "configs" / config)
-    opts = with_overrides(opts, **overrides)
-    gen = tmp / "gen"
-    generate(run, opts, gen)
-    store = Store.open(tmp / "store")
-    ingest_paths(store, [gen], run_id=run_id)
-    derive_run(store, run_id)
-    return Derived(store, run_id, json.loads((gen / "truth.json").read_text()))
-
-
 @pytest.fixture(scope="module")
-def gpt(tmp_path_factory: pytest.TempPathFactory) -> Derived:
+def gpt(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """GPT-3B 4x2x4, 4 iterations, profiler on [1, 2]."""
-    return _make(
+    return make_run(
         tmp_path_factory.mktemp("wait_gpt"),
         "synthetic_gpt3b_4x2x4.toml",
         "gpt",
@@ -77,14 +40,14 @@ def gpt(tmp_path_factory: pytest.TempPathFactory) -> Derived:
 
 
 @pytest.fixture(scope="module")
-def moe(tmp_path_factory: pytest.TempPathFactory) -> Derived:
+def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8 as shipped: 30 iterations, profiled [0, 1, 29]."""
-    return _make(tmp_path_factory.mktemp("wait_moe"), "synthetic_moe_ep8.toml", "moe")
+    return make_run(tmp_path_factory.mktemp("wait_moe"), "synthetic_moe_ep8.toml", "moe")
 
 
-def _joined(d: Derived) -> pl.DataFrame:
+def _joined(d: GeneratedRun) -> pl.DataFrame:
     got = d.mart("iteration_breakdown")
-    return d.truth_rows().join(got, on=["rank", "iteration"], how="inner", suffix="_m")
+    return d.truth_table().join(got, on=["rank", "iteration"], how="inner", suffix="_m")
 
 
 def _max_rel(j: pl.DataFrame, truth: str, measured: str) -> float:
@@ -109,7 +72,7 @@ def _truth_class_c(truth: dict[str, Any]) -> dict[str, tuple[float, float]]:
     return {k: (b / x * 1e9, b / c * 1e9) for k, (b, x, c) in acc.items()}
 
 
-def test_gpt_terms_per_rank_iteration_within_2_percent(gpt: Derived) -> None:
+def test_gpt_terms_per_rank_iteration_within_2_percent(gpt: GeneratedRun) -> None:
     j = _joined(gpt)
     assert j.height == gpt.truth["world_size"] * 2  # the two profiled iterations
     assert set(j["iteration"].unique()) == {1, 2}
@@ -133,9 +96,9 @@ def test_gpt_terms_per_rank_iteration_within_2_percent(gpt: Derived) -> None:
     assert lo is not None and hi is not None and hi <= 1.02 * lo
 
 
-def test_gpt_bubble_of_every_stage_within_2_percent(gpt: Derived) -> None:
+def test_gpt_bubble_of_every_stage_within_2_percent(gpt: GeneratedRun) -> None:
     truth = (
-        gpt.truth_rows().group_by("stage", "iteration").agg(pl.col("T_bubble").mean().alias("tb"))
+        gpt.truth_table().group_by("stage", "iteration").agg(pl.col("T_bubble").mean().alias("tb"))
     )
     got = gpt.mart("bubble_ratio").join(truth, on=["stage", "iteration"], how="inner")
     assert got["stage"].n_unique() == 4
@@ -146,7 +109,7 @@ def test_gpt_bubble_of_every_stage_within_2_percent(gpt: Derived) -> None:
     assert by_stage["bubble_ratio"][-1] == by_stage["bubble_ratio"].max()
 
 
-def test_gpt_c_dp_is_the_transfer_busbw_within_3_percent(gpt: Derived) -> None:
+def test_gpt_c_dp_is_the_transfer_busbw_within_3_percent(gpt: GeneratedRun) -> None:
     truth = _truth_class_c(gpt.truth)
     bw = gpt.mart("effective_bandwidth")
     dp = bw.filter(pl.col("traffic_class") == "DP").select(
@@ -164,8 +127,8 @@ def test_gpt_c_dp_is_the_transfer_busbw_within_3_percent(gpt: Derived) -> None:
     assert "T_sync_wait" in measured
 
 
-def test_gpt_on_off_separates_transmitting_from_waiting(gpt: Derived) -> None:
-    t = gpt.truth_rows().with_columns(
+def test_gpt_on_off_separates_transmitting_from_waiting(gpt: GeneratedRun) -> None:
+    t = gpt.truth_table().with_columns(
         (
             pl.col("T_TP")
             + pl.col("T_PP")
@@ -182,7 +145,7 @@ def test_gpt_on_off_separates_transmitting_from_waiting(gpt: Derived) -> None:
     assert (j["transmit_share"] < j["duty_cycle"]).all()
 
 
-def test_moe_ep_dp_and_iteration_time_within_2_percent(moe: Derived) -> None:
+def test_moe_ep_dp_and_iteration_time_within_2_percent(moe: GeneratedRun) -> None:
     j = _joined(moe)
     assert set(j["iteration"].unique()) == {0, 1, 29}
     for truth, measured in [("T_EP", "t_ep_ns"), ("T_DP", "t_dp_ns"), ("T_iter", "t_iter_ns")]:

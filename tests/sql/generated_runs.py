@@ -1,0 +1,85 @@
+"""One way for the SQL tests to make a synthetic run: generate, ingest, derive, read back.
+
+Why: the end-to-end tests against the generator's truth (marts vs truth, wait/transfer split,
+classes on any source, issue 17's acceptance) all need the same three steps through the Python
+API; they differ only in the config, the generator overrides and what is ingested.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pipeline.derive import derive_run
+from pipeline.ingest import ingest_paths
+from pipeline.store import Store
+from pipeline.synthetic import generate, load_generate_config, with_overrides
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIGS = ROOT / "configs"
+
+
+@dataclass(frozen=True)
+class GeneratedRun:
+    """A generated, ingested and derived run: its generator folder, store and run id."""
+
+    gen: Path
+    store: Store
+    run_id: str
+
+    @cached_property
+    def truth(self) -> dict[str, Any]:
+        """The generator's truth.json."""
+        return json.loads((self.gen / "truth.json").read_text())
+
+    def truth_table(self, key: str = "per_rank_iteration") -> pl.DataFrame:
+        """A columnar table of truth.json (default: per rank and iteration)."""
+        table = self.truth[key]
+        return pl.DataFrame(table["rows"], schema=table["columns"], orient="row")
+
+    def mart(self, name: str) -> pl.DataFrame:
+        """The mart as derive materialised it for this run."""
+        return pl.read_parquet(self.store.mart_files(self.run_id)[name])
+
+    def query(self, sql: str) -> pl.DataFrame:
+        """Run SQL on the store's catalog (intermediate views and published marts), with the
+        run id bound to its one ``?``."""
+        con = self.store.connect(read_only=True)
+        try:
+            return con.sql(sql, params=[self.run_id]).pl()
+        finally:
+            con.close()
+
+
+def generate_run(tmp: Path, config: str, **overrides: Any) -> Path:
+    """Generate ``configs/<config>`` with generator ``overrides`` into ``tmp/gen``."""
+    run, opts = load_generate_config(CONFIGS / config)
+    gen = tmp / "gen"
+    generate(run, with_overrides(opts, **overrides), gen)
+    return gen
+
+
+def ingest_and_derive(
+    gen: Path,
+    store_dir: Path,
+    run_id: str,
+    *,
+    paths: Sequence[Path] | None = None,
+    config: Path | None = None,
+) -> GeneratedRun:
+    """Ingest ``paths`` (default: the whole generator folder) as ``run_id`` and derive it."""
+    store = Store.open(store_dir)
+    ingest_paths(store, list(paths) if paths is not None else [gen], run_id=run_id, config=config)
+    derive_run(store, run_id)
+    return GeneratedRun(gen, store, run_id)
+
+
+def make_run(tmp: Path, config: str, run_id: str, **overrides: Any) -> GeneratedRun:
+    """Generate ``configs/<config>``, ingest every file it wrote, derive."""
+    return ingest_and_derive(generate_run(tmp, config, **overrides), tmp / "store", run_id)
