@@ -348,6 +348,13 @@ def _text(v: Any) -> str | None:
     return text if len(text) <= MAX_ARG_CHARS else None
 
 
+def _thread(v: Any) -> int | float | str | None:
+    """A thread id as a dict key: an int, float or string as logged (Kineto writes ints, the
+    2021 form strings such as ``"stream 7"``); anything else (a list, an object) is no thread.
+    """
+    return v if type(v) in (int, float, str) else None
+
+
 def _int32(v: Any) -> int | None:
     """:func:`_int` within int32 (the column type of ranks, sizes, devices), else None."""
     i = _int(v)
@@ -916,10 +923,10 @@ class KinetoParser:
                     del st.waiting[corr]
                     st.k_launch[row] = ts
                     if st.kernels["category"][row] == "comm":
-                        st.comm_launch[corr] = (ts, _int(ev.pid), ev.tid)
+                        st.comm_launch[corr] = (ts, _int(ev.pid), _thread(ev.tid))
                     st.launch_seen = True
                 else:
-                    self._launch(st, corr, (ts, _int(ev.pid), ev.tid), launch == 2)
+                    self._launch(st, corr, (ts, _int(ev.pid), _thread(ev.tid)), launch == 2)
         elif kind == _K_CPU_OP:
             if type(name) is not str:
                 return
@@ -930,7 +937,7 @@ class KinetoParser:
             elif name[:6] == "c10d::":
                 ts, dur = _num(ev.ts), _num(ev.dur)
                 if ts is not None and dur is not None and self._in_range(st, ts, dur):
-                    st.c10d_ops.append((ev.tid, ts, ts + dur, name, ev.args))
+                    st.c10d_ops.append((_thread(ev.tid), ts, ts + dur, name, ev.args))
             elif name[:12] == "ProfilerStep" or name.startswith(BACKEND_PREFIXES):
                 self._marker(st, idx, ev, name, gpu=False)
         elif type(name) is str:
@@ -1127,7 +1134,15 @@ class KinetoParser:
         elif not gpu and name.startswith(BACKEND_PREFIXES):
             args = ev.args
             st.ranges.append(
-                (idx, _int(ev.pid), ev.tid, ts, dur, name, args if type(args) is Args else NO_ARGS)
+                (
+                    idx,
+                    _int(ev.pid),
+                    _thread(ev.tid),
+                    ts,
+                    dur,
+                    name,
+                    args if type(args) is Args else NO_ARGS,
+                )
             )
         if not gpu and st.cpu_pid is None:
             st.cpu_pid = _int(ev.pid)
@@ -1181,7 +1196,7 @@ class KinetoParser:
                 args.group_size,
                 args.seq,
                 args.external_id,
-                ev.tid,
+                _thread(ev.tid),
             )
         )
 

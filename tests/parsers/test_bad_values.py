@@ -191,6 +191,37 @@ def test_kineto_bad_arg_costs_that_value(
         assert row["correlation"].to_list() == [None]
 
 
+def test_kineto_non_scalar_tid_is_no_thread(tmp_path: Path) -> None:
+    """A range whose ``tid`` is a list (found by tests/fuzz/test_fuzz_kineto.py) used to crash
+    the launch-to-kernel linking (an unhashable dict key); now it is a call on no thread."""
+    doc = {
+        "traceEvents": [
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": "nccl:all_reduce",
+                "pid": 7,
+                "tid": [],
+                "ts": 10.0,
+                "dur": 5.0,
+                "args": {"External id": 1},
+            },
+            {
+                "ph": "X",
+                "cat": "cpu_op",
+                "name": "aten::mul",
+                "pid": 7,
+                "tid": 8,
+                "ts": 20.0,
+                "dur": 1.0,
+                "args": {"External id": 2},
+            },
+        ]
+    }
+    p = Parsed(_write(tmp_path / "trace.json", doc))
+    assert p.get("comm_ops")["op"].to_list() == ["all_reduce"]
+
+
 @pytest.mark.parametrize(
     ("field", "token", "reason"),
     [
