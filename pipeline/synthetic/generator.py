@@ -9,7 +9,8 @@ Output folder layout::
 
     manifest.json                        run manifest (ingest records its config)
     truth.json                           ground truth (see truth.py)
-    truth/*.parquet                      per-rank-iteration times, calls, traffic, on-intervals
+    truth/*.parquet                      per-rank-iteration times, calls, traffic, on-intervals,
+                                         collective instances, rank waits, waits caused
     nccl/synthetic_rank<NNNN>.nccl.log   NCCL debug output per rank
     deepspeed/synthetic_rank0000.deepspeed.log   DeepSpeed comms logger (rank 0)
     kineto/synthetic_rank<NNNN>.pt.trace.json.gz Kineto trace per rank

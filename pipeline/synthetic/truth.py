@@ -37,6 +37,26 @@ size).
 MoE non-uniform factor per iteration (spec §E), from the EP matrix A[i][j] summed over the
 iteration, over ordered pairs i != j inside each EP group: ``nf_abs``, ``nf_rel``, ``nf_ratio``,
 ``cv``, ``nf_dest``, ``volume``, and the routing parameters that produced it (``skew``, ``f2``).
+
+Cross-rank truth (for the instance, wait, straggler and clock-offset marts), all on the true
+clock and from the same events:
+
+* ``truth/instances.parquet``: one row per logical collective or p2p transfer, keyed by
+  (``iteration``, ``group_id`` = the group's process-group name, ``seq`` = the call's order on
+  that group in the iteration, the same on every member); ``first_arrival_ns`` /
+  ``last_arrival_ns`` = min / max of the members' posts, ``last_rank`` = the member the others
+  waited for (lowest rank on ties, ``last_tied`` counts them), ``skew_ns`` = last - first
+  arrival, ``transfer_ns`` = end - last arrival, ``wait_ns`` = the members' waits summed
+  (transfer start - post: equals T_sync_wait + T_bubble; the simulation's transfer start can
+  lag the last arrival by 1 ns of floor rounding); p2p pairs have ``op`` ``send/recv``, group
+  ``pp``; ``msg_bytes`` is the largest member's (all-to-all sizes differ per member);
+* ``truth/rank_waits.parquet``: per iteration, rank and class, calls and wait;
+* ``truth/waits_caused.parquet``: per iteration, last-arriving rank and class, the instances it
+  was last in and the wait it caused;
+* ``clock_offsets``: each node's (and rank's) clock offset as the writers apply it (file clock =
+  true time + offset; node 0 = 0);
+* ``stragglers``: per iteration, the rank that caused most wait in same-stage collectives (and
+  over all classes), beside the scenario's intended straggler and slow node.
 """
 
 from __future__ import annotations
@@ -98,6 +118,16 @@ class LaneTruth:
             for r in self.ranks
             if sim.cluster.by_rank[r].get("ep") is not None
         }
+        self.gids = pl.DataFrame(
+            [
+                (r, kind, int(g.pg_name))
+                for r in self.ranks
+                for kind, g in sim.cluster.by_rank[r].items()
+            ],
+            schema={"rank": pl.Int32, "group": pl.Utf8, "group_id": pl.Int32},
+            orient="row",
+        )
+        self.calls: list[pl.DataFrame] = []
         self.rank_iter: list[pl.DataFrame] = []
         self.counts: list[pl.DataFrame] = []
         self.traffic: list[pl.DataFrame] = []
@@ -154,6 +184,31 @@ class LaneTruth:
         self._traffic(iteration, ce)
         self._intervals(iteration, ce)
         self._busbw(ce)
+        self._calls(ce)
+
+    def _calls(self, ce: pl.DataFrame) -> None:
+        """Each rank's calls with their group identity and order on that group (instance key)."""
+        self.calls.append(
+            ce.join(self.gids, on=["rank", "group"], how="left")
+            .sort("rank", "seq")
+            .with_columns(
+                pl.int_range(pl.len(), dtype=pl.Int32).over("rank", "group_id").alias("group_seq")
+            )
+            .select(
+                "iteration",
+                "rank",
+                "cls",
+                "op",
+                "group",
+                "group_id",
+                "group_seq",
+                "msg_bytes",
+                "link",
+                "t_post",
+                "t_start",
+                "t_end",
+            )
+        )
 
     def _traffic(self, iteration: int, ce: pl.DataFrame) -> None:
         n = pl.col("group").replace_strict(self.sizes, return_dtype=pl.Int64, default=1)
@@ -264,6 +319,7 @@ class LaneTruth:
         pl.concat(self.intervals).sort("rank", "iteration", "start_ns").select(
             "rank", "iteration", "start_ns", "end_ns", "classes", "calls"
         ).write_parquet(self.parts / f"intervals_{tag}.parquet")
+        pl.concat(self.calls).write_parquet(self.parts / f"calls_{tag}.parquet")
         counts = (
             pl.concat(self.counts)
             .group_by("rank", "cls", "op", "group", "msg_bytes")
@@ -327,6 +383,7 @@ def assemble(
     counts.write_parquet(tdir / "counts.parquet")
     n_traffic = _merge_parts(parts, "traffic", tdir / "traffic.parquet")
     n_intervals = _merge_parts(parts, "intervals", tdir / "intervals.parquet")
+    waits = _instances(sim, parts, tdir)
     if parts.is_dir() and not any(parts.iterdir()):
         parts.rmdir()
     busbw = (
@@ -368,14 +425,185 @@ def assemble(
             "per_rank_calls": "truth/counts.parquet",
             "traffic": f"truth/traffic.parquet ({n_traffic} rows: iteration, src, dst, cls, bytes, messages)",
             "on_intervals": f"truth/intervals.parquet ({n_intervals} rows: rank, iteration, start_ns, end_ns, classes, calls)",
+            "collective_instances": f"truth/instances.parquet ({waits['instances']} rows: "
+            + ", ".join(INSTANCE_COLUMNS)
+            + ")",
+            "rank_waits": "truth/rank_waits.parquet (iteration, rank, cls, calls, wait_ns)",
+            "waits_caused": "truth/waits_caused.parquet (iteration, rank, cls, instances_last, "
+            "wait_caused_ns)",
         },
     }
     if world <= JSON_MATRIX_MAX_WORLD:
         doc["traffic_matrix"] = _dense_matrices(tdir / "traffic.parquet", world, iterations)
     doc["moe"] = _moe(sim, lanes)
     doc["summary"] = _summary(rank_iter)
+    doc["clock_offsets"] = _clock_offsets(sim)
+    doc["stragglers"] = _stragglers(sim, waits["caused"])
     (out / "truth.json").write_text(json.dumps(doc, indent=1, allow_nan=False))
     return doc
+
+
+INSTANCE_COLUMNS = (
+    "iteration",
+    "cls",
+    "op",
+    "group",
+    "group_id",
+    "members",
+    "n_ranks",
+    "seq",
+    "msg_bytes",
+    "link",
+    "first_arrival_ns",
+    "last_arrival_ns",
+    "last_rank",
+    "last_tied",
+    "transfer_start_ns",
+    "end_ns",
+    "skew_ns",
+    "transfer_ns",
+    "wait_ns",
+)
+"""Columns of ``truth/instances.parquet`` (one row per logical collective / p2p transfer)."""
+
+
+def _instances(sim: Simulation, parts: Path, tdir: Path) -> dict[str, Any]:
+    """Match every call across its group's members; write instances, rank waits, waits caused.
+
+    An instance is (iteration, group_id, seq): the seq-th call of the iteration on that
+    communicator, the same on every member (the simulation runs each group's calls in one order).
+    Times are true time (no clock skew).
+    """
+    files = sorted(parts.glob("calls_lane*.parquet"))
+    if not files:
+        return {"instances": 0, "caused": pl.DataFrame()}
+    calls = pl.scan_parquet(files)
+    members = pl.DataFrame(
+        [(int(g.pg_name), list(g.members)) for g in sim.cluster.groups],
+        schema={"group_id": pl.Int32, "members": pl.List(pl.Int32)},
+        orient="row",
+    )
+    post = pl.col("t_post")
+    last = post.max()
+    inst = (
+        calls.group_by("iteration", "group_id", "group_seq")
+        .agg(
+            pl.col("cls").first(),
+            pl.col("op").unique().sort(descending=True).str.join("/"),
+            pl.col("group").first().replace({"pp_next": "pp", "pp_prev": "pp"}),
+            pl.len().cast(pl.Int32).alias("n_ranks"),
+            pl.col("msg_bytes").max(),
+            pl.col("link").first(),
+            post.min().alias("first_arrival_ns"),
+            last.alias("last_arrival_ns"),
+            pl.col("rank").filter(post == last).min().alias("last_rank"),
+            (post == last).sum().cast(pl.Int32).alias("last_tied"),
+            pl.col("t_start").max().alias("transfer_start_ns"),
+            pl.col("t_end").max().alias("end_ns"),
+            (pl.col("t_start") - post).sum().alias("wait_ns"),
+        )
+        .rename({"group_seq": "seq"})
+        .collect()
+        .join(members, on="group_id", how="left")
+        .with_columns(
+            (pl.col("last_arrival_ns") - pl.col("first_arrival_ns")).alias("skew_ns"),
+            (pl.col("end_ns") - pl.col("last_arrival_ns")).alias("transfer_ns"),
+        )
+        .select(INSTANCE_COLUMNS)
+        .sort("iteration", "first_arrival_ns", "group_id", "seq")
+    )
+    inst.write_parquet(tdir / "instances.parquet")
+    calls.group_by("iteration", "rank", "cls").agg(
+        pl.len().cast(pl.Int64).alias("calls"),
+        (pl.col("t_start") - post).sum().alias("wait_ns"),
+    ).sort("iteration", "rank", "cls").collect().write_parquet(tdir / "rank_waits.parquet")
+    for f in files:
+        f.unlink()
+    caused = (
+        inst.group_by("iteration", pl.col("last_rank").alias("rank"), "cls")
+        .agg(
+            pl.len().cast(pl.Int64).alias("instances_last"),
+            pl.col("wait_ns").sum().alias("wait_caused_ns"),
+        )
+        .sort("iteration", "rank", "cls")
+    )
+    caused.write_parquet(tdir / "waits_caused.parquet")
+    return {"instances": inst.height, "caused": caused}
+
+
+def _clock_offsets(sim: Simulation) -> dict[str, Any]:
+    """Each node's (and rank's) clock offset as the writers apply it: file clock = true + offset."""
+    skews = sim.cluster.node_skew_ns
+    return {
+        "definition": "clock the node's files carry minus true time, ns (Kineto ts, nsys "
+        "utcEpochNs, DeepSpeed asctime); reference: node 0 = 0",
+        "reference_node": 0,
+        "per_node": [
+            {
+                "node": n,
+                "host": next(ri.host for ri in sim.cluster.ranks if ri.node == n),
+                "offset_ns": off,
+                "ranks": [ri.rank for ri in sim.cluster.ranks if ri.node == n],
+            }
+            for n, off in enumerate(skews)
+        ],
+        "per_rank_ns": [sim.cluster.skew_ns(r) for r in range(sim.run.world)],
+    }
+
+
+def _stragglers(sim: Simulation, caused: pl.DataFrame) -> dict[str, Any]:
+    """Per iteration, the rank the others waited for most (from the instances' last arrivals)."""
+    scn = sim.opts.scenario
+    intended: dict[str, Any] = {
+        "straggler_rank": scn.straggler_rank,
+        "straggler_factor": scn.straggler_factor if scn.straggler_rank is not None else None,
+        "slow_node": scn.slow_node,
+        "slow_link_factor": scn.slow_link_factor if scn.slow_node is not None else None,
+        "slow_node_ranks": [ri.rank for ri in sim.cluster.ranks if ri.node == scn.slow_node],
+    }
+    rows: list[list[Any]] = []
+    if caused.height:
+        same = ~pl.col("cls").is_in(CROSS_STAGE_CLASSES)
+        per = caused.group_by("iteration", "rank").agg(
+            pl.col("wait_caused_ns").filter(same).sum().alias("same_stage"),
+            pl.col("wait_caused_ns").sum().alias("all"),
+        )
+        for k in range(sim.opts.iterations):
+            cur = per.filter(pl.col("iteration") == k)
+            if not cur.height:
+                continue
+            top = cur.sort("same_stage", "rank", descending=[True, False]).row(0, named=True)
+            top_all = cur.sort("all", "rank", descending=[True, False]).row(0, named=True)
+            total = int(cur["same_stage"].sum())
+            rows.append(
+                [
+                    k,
+                    top["rank"],
+                    top["same_stage"],
+                    total,
+                    top_all["rank"],
+                    top_all["all"],
+                ]
+            )
+    return {
+        "definition": "an instance's last-arriving member (lowest rank on ties) caused the "
+        "others' wait (last arrival - own arrival, summed over the members); per iteration: the "
+        "rank that caused most wait in same-stage collectives (TP/DP/EP/EDP; pipeline p2p and "
+        "EmbTableSyn waits are mostly bubble) and over all classes; per rank and class in "
+        "truth/waits_caused.parquet",
+        "intended": intended,
+        "per_iteration": {
+            "columns": [
+                "iteration",
+                "rank",
+                "wait_caused_ns",
+                "same_stage_wait_ns",
+                "rank_all_classes",
+                "wait_caused_all_classes_ns",
+            ],
+            "rows": rows,
+        },
+    }
 
 
 def _columnar(df: pl.DataFrame) -> dict[str, Any]:
