@@ -93,7 +93,9 @@ def test_includes_follow_the_marts_definitions() -> None:
     split = headline({"model_vs_measured": mvm_frame(), "iteration_breakdown": bd}, {}, PLATFORM)
     assert split.split
     rows = rows_by_metric(split.rows)
-    assert "EmbTableSyn transfer" in rows["communication time T_comm"]["includes"]
+    # model_vs_measured's class terms are transfer parts: T_comm says so (sync wait its own row)
+    assert "the transfer part of every call" in rows["communication time T_comm"]["includes"]
+    assert "T_sync_wait row" in rows["communication time T_comm"]["includes"]
     assert "EmbTableSyn wait" in rows["bubble T_bubble"]["includes"]
     assert "transfer time (after the last peer arrived)" in rows["bus bandwidth C_TP"]["includes"]
 
