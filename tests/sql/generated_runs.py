@@ -47,6 +47,16 @@ class GeneratedRun:
         """The mart as derive materialised it for this run."""
         return pl.read_parquet(self.store.mart_files(self.run_id)[name])
 
+    def truth_traffic(self) -> pl.DataFrame:
+        """truth/traffic.parquet with the traffic_matrix mart's column names (bytes as want)."""
+        return pl.read_parquet(self.gen / "truth" / "traffic.parquet").select(
+            pl.col("iteration").cast(pl.Int32),
+            pl.col("src").cast(pl.Int32).alias("src_rank"),
+            pl.col("dst").cast(pl.Int32).alias("dst_rank"),
+            pl.col("cls").alias("traffic_class"),
+            pl.col("bytes").alias("want"),
+        )
+
     def query(self, sql: str) -> pl.DataFrame:
         """Run SQL on the store's catalog (intermediate views and published marts), with the
         run id bound to its one ``?``."""

@@ -42,21 +42,11 @@ def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     )
 
 
-def _truth_traffic(d: GeneratedRun) -> pl.DataFrame:
-    return pl.read_parquet(d.gen / "truth" / "traffic.parquet").select(
-        pl.col("iteration").cast(pl.Int32),
-        pl.col("src").cast(pl.Int32).alias("src_rank"),
-        pl.col("dst").cast(pl.Int32).alias("dst_rank"),
-        pl.col("cls").alias("traffic_class"),
-        pl.col("bytes").alias("want"),
-    )
-
-
 def test_traffic_matrix_equals_truth_per_iteration_pair_and_class(gpt: GeneratedRun) -> None:
     got = gpt.mart("traffic_matrix").select(
         "iteration", "src_rank", "dst_rank", "traffic_class", pl.col("bytes").alias("got")
     )
-    want = _truth_traffic(gpt)
+    want = gpt.truth_traffic()
     assert got["iteration"].null_count() == 0 and got["dst_rank"].null_count() == 0
     assert set(want["traffic_class"]) == {"TP", "PP", "DP", "EmbTableSyn"}
     j = got.join(want, on=["iteration", "src_rank", "dst_rank", "traffic_class"], how="full")
@@ -68,7 +58,7 @@ def test_traffic_matrix_equals_truth_per_iteration_pair_and_class(gpt: Generated
 def test_each_rank_counted_once_despite_four_sources(gpt: GeneratedRun) -> None:
     # every rank is in three formats (rank 0 in four); its logged volume is counted once
     per_rank = gpt.mart("traffic_matrix").group_by("src_rank").agg(pl.col("bytes").sum())
-    want = _truth_traffic(gpt).group_by("src_rank").agg(pl.col("want").sum())
+    want = gpt.truth_traffic().group_by("src_rank").agg(pl.col("want").sum())
     j = per_rank.join(want, on="src_rank")
     assert j.height == gpt.truth["world_size"]
     assert (j["bytes"] - j["want"]).abs().max() < 1.0  # type: ignore[operator]

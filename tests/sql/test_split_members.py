@@ -5,35 +5,22 @@ the parent's ``commId``, the ``color`` and (when a color is reused by another sp
 split's position among the process's splits. A 32-rank GPT-3B (4, 2, 4) run written in NCCL
 2.21.5 only, 2 iterations, is generated, ingested and derived; ``traffic_matrix`` must have a
 destination for every row and equal the generator's truth per (iteration, src, dst, class).
-The helpers (generate + ingest + derive, truth traffic) are those of ``test_marts_vs_truth.py``.
+Generate + ingest + derive: ``generated_runs.make_run``; truth traffic: ``GeneratedRun.truth_traffic``.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import polars as pl
 import pytest
+from generated_runs import make_run
 
 pytestmark = pytest.mark.slow
 
 
-def _truth_helpers() -> ModuleType:
-    path = Path(__file__).resolve().parent / "test_marts_vs_truth.py"
-    spec = importlib.util.spec_from_file_location("_marts_vs_truth_helpers", path)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # its dataclass resolves annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_nccl_only_split_run_traffic_matrix_equals_truth(tmp_path: Path) -> None:
-    h = _truth_helpers()
-    d = h._make(
+    d = make_run(
         tmp_path,
         "synthetic_gpt3b_4x2x4.toml",
         "split",
@@ -57,7 +44,7 @@ def test_nccl_only_split_run_traffic_matrix_equals_truth(tmp_path: Path) -> None
     got = d.mart("traffic_matrix").select(
         "iteration", "src_rank", "dst_rank", "traffic_class", pl.col("bytes").alias("got")
     )
-    want = h._truth_traffic(d)
+    want = d.truth_traffic()
     assert got.height > 0 and got["dst_rank"].null_count() == 0
     assert set(want["traffic_class"]) == {"TP", "PP", "DP", "EmbTableSyn"}
     assert set(got["traffic_class"]) == set(want["traffic_class"])
