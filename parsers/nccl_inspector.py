@@ -69,7 +69,7 @@ schema's meaning (the plugin's own algbw multiplies AllGather/ReduceScatter size
 AlltoAll's count is per peer, so its ``msg_bytes`` is size x n_ranks (the whole per-rank send
 buffer). Quirk: the plugin's datatype table lacks ``ncclUint8`` (fixed in an unreleased commit,
 e6019768), so a uint8 call's size is ``(size_t)-1 * count`` = 2**64 - count; such a value
-(>= 2**63) is undone (``msg_bytes`` = 2**64 - value, one byte per element, ``dtype`` uint8) and
+(> 2**63) is undone (``msg_bytes`` = 2**64 - value, one byte per element, ``dtype`` uint8) and
 its algbw/busbw (computed from the wrapped size) are null.
 
 ``seq``: ``coll_sn`` = NCCL's ``comm->seqNumber[func]``, a counter per (communicator,
@@ -366,10 +366,13 @@ class _Pass2:
         size = self._take(perf, f"{kind}_msg_size_bytes", _int, 0, _U64 - 1)
         dtype = None
         bw_ok = raw_op in _BW_FORMULA
-        if size is not None and size > _I64:
+        if size is not None and size > _I64 + 1:
             # ncclUint8 missing from the plugin's datatype table: (size_t)-1 * count
             size, dtype, bw_ok = _U64 - size, "uint8", False
             self.uint8_sizes += 1
+        elif size is not None and size > _I64:  # 2**63: no count gives it
+            size = None
+            self._bad(f"{kind}_msg_size_bytes")
         if size is not None and op == "all_to_all":
             size = size * n_ranks if n_ranks is not None and size * n_ranks <= _I64 else None
         exec_us = self._take(perf, f"{kind}_exec_time_us", _int, 0, _MAX_DUR_US)
