@@ -173,11 +173,52 @@ _HINT_RE = "|".join(re.escape(h) for h in _RECORD_HINT)
 # writes none; a re-serialised copy may).
 _HDR_RANK = r'"header"\s*:\s*\{[^{}]*?"rank"\s*:\s*(-?\d{1,12})'
 _HDR_NRANKS = r'"header"\s*:\s*\{[^{}]*?"n_ranks"\s*:\s*(-?\d{1,12})'
-_HDR_ID = r'"header"\s*:\s*\{[^{}]*?"id"\s*:\s*"([^"\\]{0,64})"'
 _META_HOST = r'"metadata"\s*:\s*\{[^{}]*?"hostname"\s*:\s*"([^"\\]{0,255})"'
 _META_PID = r'"metadata"\s*:\s*\{[^{}]*?"pid"\s*:\s*(\d{1,19})'
 
 _CUT = "final line has no newline (file cut mid-line)"
+
+FAST_PATH = True
+"""Read lines of the plugin's exact non-verbose collective shape with one vectorised regex
+(``_FAST_RE``); any other line (p2p, verbose, other versions, values near a bound, foreign
+text) goes through ``json``. Both give the same row (tests/parsers/test_nccl_inspector.py)."""
+
+# The exact line ``inspectorCommInfoDump`` writes for one collective (no verbose traces), with
+# digit counts that keep every value inside its column (sizes < 10**18 < 2**63: a uint8-wrapped
+# size has 20 digits and takes the json path).
+_FAST_RE = (
+    r'^\{"header":\{"id":"(?P<comm_id>0x[0-9a-fA-F]{1,62})",'
+    r'(?:"comm_name":"[^"\\\x00-\x1f]*",)?'
+    r'"rank":(?P<group_rank>\d{1,9}),"n_ranks":(?P<group_size>\d{1,9}),"nnodes":\d{1,19}\},'
+    r'"metadata":\{"inspector_output_format_version":"v4\.0","git_rev":"[^"\\\x00-\x1f]*",'
+    r'"rec_mechanism":"[^"\\\x00-\x1f]*","dump_timestamp_us":\d{1,19},'
+    r'"hostname":"(?P<host>[^"\\\x00-\x1f]{0,255})","pid":(?P<pid>\d{1,18})\},'
+    r'"coll_perf":\{"coll":"(?P<raw_op>[A-Za-z0-9]{1,64})","coll_sn":(?P<seq>\d{1,18}),'
+    r'"coll_msg_size_bytes":(?P<msg_bytes>\d{1,18}),"coll_exec_time_us":(?P<exec_us>\d{1,15}),'
+    r'"coll_timing_source":"(?P<timing>kernel_gpu|kernel_cpu|collective_cpu)",'
+    r'"coll_algobw_gbs":(?P<algbw>\d{1,15}\.\d{1,9}),"coll_busbw_gbs":(?P<busbw>\d{1,15}\.\d{1,9})'
+    r"\}\}\s*$"
+)
+_FAST_RE_NC = re.sub(r"\(\?P<\w+>", "(?:", _FAST_RE)  # no captures: DFA-fast in Rust
+_FAST_FIELDS = {
+    "comm_id": r'"id":"(0x[0-9a-fA-F]{1,62})"',
+    "group_rank": r'"rank":(\d{1,9}),',
+    "group_size": r'"n_ranks":(\d{1,9}),',
+    "host": r'"hostname":"([^"\\\x00-\x1f]{0,255})"',
+    "pid": r'"pid":(\d{1,18})\}',
+    "raw_op": r'"coll":"([A-Za-z0-9]{1,64})"',
+    "seq": r'"coll_sn":(\d{1,18}),',
+    "msg_bytes": r'"coll_msg_size_bytes":(\d{1,18}),',
+    "exec_us": r'"coll_exec_time_us":(\d{1,15}),',
+    "timing": r'"coll_timing_source":"([a-z_]{1,20})"',
+    "algbw": r'"coll_algobw_gbs":(\d{1,15}\.\d{1,9}),',
+    "busbw": r'"coll_busbw_gbs":(\d{1,15}\.\d{1,9})\}',
+}
+"""Per field, a one-capture pattern (single captures are ~40x cheaper in Rust
+than one regex with many): each key occurs once in a line the full pattern matched."""
+
+_PASS1_FIELDS = {"rank": "group_rank", "n": "group_size", "host": "host", "pid": "pid"}
+"""Pass 1's columns and the ``_FAST_FIELDS`` each is read with."""
 
 
 def _int(value: Any, lo: int, hi: int) -> int | None:
@@ -205,7 +246,15 @@ def _float(value: Any) -> float | None:
 
 
 def _str(value: Any, max_len: int = 255) -> str | None:
-    return value if isinstance(value, str) and len(value) <= max_len else None
+    """``value`` if it is a string of at most ``max_len`` characters that UTF-8 can hold (JSON's
+    ``\\ud800`` escapes decode to lone surrogates, which no Parquet string holds)."""
+    if not isinstance(value, str) or len(value) > max_len:
+        return None
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return value
 
 
 @dataclass
@@ -247,19 +296,28 @@ def _scan_world(source: Source) -> _World:
     for block in iter_line_blocks(source):
         s = block.series
         world.lines += len(s)
-        world.record_like += len(block.overlong) + int(
+        exact = s.str.contains(_FAST_RE_NC)  # the plugin's own shape: cheap fields
+        rest = s.filter(~exact)
+        s = s.filter(exact)
+        world.record_like += len(block.overlong) + len(s)
+        world.record_like += int(
             (
-                s.str.strip_chars_start(" \t\ufeff").str.starts_with("{") | s.str.contains(_HINT_RE)
+                rest.str.strip_chars_start(" \t\ufeff").str.starts_with("{")
+                | rest.str.contains(_HINT_RE)
             ).sum()
         )
-        df = pl.DataFrame(
-            {
-                "rank": s.str.extract(_HDR_RANK, 1),
-                "n": s.str.extract(_HDR_NRANKS, 1),
-                "host": s.str.extract(_META_HOST, 1),
-                "pid": s.str.extract(_META_PID, 1),
-            }
-        ).filter(pl.col("rank").is_not_null() & pl.col("n").is_not_null())
+        frames = [
+            pl.DataFrame({k: s.str.extract(_FAST_FIELDS[f], 1) for k, f in _PASS1_FIELDS.items()}),
+            pl.DataFrame(
+                {
+                    "rank": rest.str.extract(_HDR_RANK, 1),
+                    "n": rest.str.extract(_HDR_NRANKS, 1),
+                    "host": rest.str.extract(_META_HOST, 1),
+                    "pid": rest.str.extract(_META_PID, 1),
+                }
+            ),
+        ]
+        df = pl.concat(frames).filter(pl.col("rank").is_not_null() & pl.col("n").is_not_null())
         if not df.height:
             continue
         df = df.unique()
@@ -339,8 +397,8 @@ class _Pass2:
             return "record without its 'header' object"
         if not isinstance(perf, dict):
             return f"'{kind}_perf' is not an object"
-        raw_op = perf.get(kind)
-        if not isinstance(raw_op, str) or not raw_op or len(raw_op) > 64:
+        raw_op = _str(perf.get(kind), 64)
+        if not raw_op:
             return f"record without its operation name ('{kind}')"
         if not isinstance(meta, dict):
             if meta is not None:
@@ -436,32 +494,45 @@ class _Pass2:
         line_no: int,
     ) -> None:
         key = (comm_id, host, pid, comm_rank)
-        if key not in self.comms:
-            if len(self.comms) < MAX_COMMS:
-                self.comms[key] = _Comm(line_no, n_ranks)
-            else:
-                self.comms_full += 1
-        if seq is None:
-            return
-        skey = (*key, raw_op)
-        cur = self.seqs.get(skey)
+        self._note_comm(key, n_ranks, line_no)
+        if seq is not None:
+            self._note_seq((*key, raw_op), seq, seq, 1)
+
+    def _note_comm(self, key: tuple[Any, ...], n_ranks: int | None, line_no: int) -> None:
+        cur = self.comms.get(key)
         if cur is not None:
-            cur.lo, cur.hi, cur.n = min(cur.lo, seq), max(cur.hi, seq), cur.n + 1
+            cur.line = min(cur.line, line_no)
+        elif len(self.comms) < MAX_COMMS:
+            self.comms[key] = _Comm(line_no, n_ranks)
+        else:
+            self.comms_full += 1
+
+    def _note_seq(self, key: tuple[Any, ...], lo: int, hi: int, n: int) -> None:
+        cur = self.seqs.get(key)
+        if cur is not None:
+            cur.lo, cur.hi, cur.n = min(cur.lo, lo), max(cur.hi, hi), cur.n + n
         elif len(self.seqs) < MAX_SEQ_KEYS:
-            self.seqs[skey] = _Seq(seq, seq, 1)
+            self.seqs[key] = _Seq(lo, hi, n)
 
     # -- one block ----------------------------------------------------------------------------
 
     def block(
-        self, lines: list[str], first_line_no: int, complete: bool, overlong: tuple[LongLine, ...]
+        self, series: pl.Series, first_line_no: int, complete: bool, overlong: tuple[LongLine, ...]
     ) -> ParsedChunk:
         """Rows, rejects and line accounting of one block of lines."""
+        n_lines = len(series)
+        numbers = pl.int_range(first_line_no, first_line_no + n_lines, dtype=pl.Int64, eager=True)
+        fast: pl.DataFrame | None = None
+        if FAST_PATH and n_lines:
+            fast = self._fast(series, numbers, None if complete else first_line_no + n_lines - 1)
+            if fast.height:
+                rest = ~numbers.is_in(fast["source_line"].implode())
+                series, numbers = series.filter(rest), numbers.filter(rest)
         rows: list[dict[str, Any]] = []
         rejects: list[tuple[int, str, str]] = [(ln.line_no, ln.raw, ln.reason) for ln in overlong]
         long_lines = {ln.line_no for ln in overlong}
-        last = first_line_no + len(lines) - 1
-        for i, raw in enumerate(lines):
-            line_no = first_line_no + i
+        last = first_line_no + n_lines - 1
+        for line_no, raw in zip(numbers.to_list(), series.to_list(), strict=True):
             text = raw.lstrip(" \t\ufeff")
             if not text.strip() or line_no in long_lines:
                 continue
@@ -479,11 +550,15 @@ class _Pass2:
                 rejects.append((line_no, raw, _CUT if cut else out))
             else:
                 rows.append(out)
-        self.records += len(rows)
+        n_fast = fast.height if fast is not None else 0
+        self.records += len(rows) + n_fast
         self.rejected += len(rejects)
         tables: dict[str, pl.DataFrame] = {}
-        if rows:
-            tables["comm_ops"] = pl.DataFrame(rows, schema=_ROW_SCHEMA, orient="row")
+        ops = [pl.DataFrame(rows, schema=_ROW_SCHEMA, orient="row")] if rows else []
+        if n_fast and fast is not None:
+            ops.append(fast)
+        if ops:
+            tables["comm_ops"] = pl.concat(ops).sort("source_line") if len(ops) > 1 else ops[0]
         if rejects:
             rejects.sort()
             tables["rejects"] = pl.DataFrame(
@@ -491,13 +566,70 @@ class _Pass2:
                 schema={"line_no": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8},
                 orient="row",
             )
+        parsed = len(rows) + n_fast
         counts = LineCounts(
-            total=len(lines),
-            parsed=len(rows),
+            total=n_lines,
+            parsed=parsed,
             rejected=len(rejects),
-            ignored=len(lines) - len(rows) - len(rejects),
+            ignored=n_lines - parsed - len(rejects),
         )
         return ParsedChunk(tables=tables, counts=counts)
+
+    def _fast(self, series: pl.Series, numbers: pl.Series, cut_line: int | None) -> pl.DataFrame:
+        """Rows of the lines of the plugin's exact collective shape (``_FAST_RE``).
+
+        The same values as :meth:`record` gives them; lines that would need a warning (an
+        unknown op name is fine, a rank >= n_ranks is not) are left to the json path.
+        """
+        mask = series.str.contains(_FAST_RE_NC)
+        sub = series.filter(mask)
+        g = pl.DataFrame(
+            {name: sub.str.extract(pattern, 1) for name, pattern in _FAST_FIELDS.items()}
+        ).with_columns(source_line=numbers.filter(mask))
+        if cut_line is not None:
+            g = g.filter(pl.col("source_line") != cut_line)
+        if not g.height:
+            return pl.DataFrame(schema=_ROW_SCHEMA)
+        ints = ("group_rank", "group_size", "pid", "seq", "msg_bytes", "exec_us")
+        g = g.with_columns(
+            [pl.col(c).cast(pl.Int64) for c in ints]
+            + [pl.col("algbw").cast(pl.Float64), pl.col("busbw").cast(pl.Float64)]
+        ).filter(
+            (pl.col("group_size") >= 1)
+            & (pl.col("group_rank") < pl.col("group_size"))
+            & ~pl.col("raw_op").is_in(["All2All", "AlltoAll"])  # size x n: json path
+        )
+        if not g.height:
+            return pl.DataFrame(schema=_ROW_SCHEMA)
+        bw_ok = pl.col("raw_op").is_in(list(_BW_FORMULA)) & (pl.col("exec_us") > 0)
+        g = g.with_columns(
+            comm_id=pl.col("comm_id").str.to_lowercase(),
+            op=pl.col("raw_op").replace_strict(OPS, default="other", return_dtype=pl.Utf8),
+            dur_ns=pl.col("exec_us") * 1000,
+            timing_source=pl.col("timing").replace_strict(TIMING, return_dtype=pl.Utf8),
+            algbw_gbps=pl.when(bw_ok).then(pl.col("algbw") * 8),
+            busbw_gbps=pl.when(bw_ok).then(pl.col("busbw") * 8),
+            group_source=pl.lit("logged"),
+            dtype=pl.lit(None, dtype=pl.Utf8),
+            peer_rank=pl.lit(None, dtype=pl.Int32),
+        )
+        keys = ["comm_id", "host", "pid", "group_rank"]
+        procs = g.group_by([*keys, "group_size"]).agg(first=pl.col("source_line").min())
+        procs = procs.sort("first")
+        ranks = []
+        for cid, host, pid, grank, n, first in procs.iter_rows():
+            self._note_comm((cid, host, pid, grank), n, first)
+            r = self.world.global_rank(host, pid, grank, n)
+            ranks.append(r if r is not None else self.rank)
+        procs = procs.with_columns(rank=pl.Series(ranks, dtype=pl.Int32)).drop("first")
+        g = g.join(procs, on=[*keys, "group_size"], how="left", nulls_equal=True)
+        for cid, host, pid, grank, op, lo, hi, n in (
+            g.group_by([*keys, "raw_op"])
+            .agg(lo=pl.col("seq").min(), hi=pl.col("seq").max(), n=pl.len())
+            .iter_rows()
+        ):
+            self._note_seq((cid, host, pid, grank, op), lo, hi, n)
+        return g.select([pl.col(c).cast(t) for c, t in _ROW_SCHEMA.items()]).sort("source_line")
 
     # -- the end --------------------------------------------------------------------------------
 
@@ -635,5 +767,5 @@ class NcclInspectorParser:
             raise ParseError(source.path, "no NCCL Inspector record (no line holds a JSON object)")
         state = _Pass2(world, rank)
         for block in iter_line_blocks(source):
-            yield state.block(block.lines, block.first_line_no, block.complete, block.overlong)
+            yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
         yield state.finish()

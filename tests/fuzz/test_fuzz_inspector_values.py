@@ -29,6 +29,7 @@ _ODD = st.one_of(
     st.sampled_from([0, -1, 2**31, 2**63 - 1, 2**63, 2**64 - 1, 2**64, 1.5, 1e308]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=8),
+    st.sampled_from(["\ud800", "a\udfff", "\x00\t", "é" * 300]),  # lone surrogates, control
     st.booleans(),
     st.none(),
     st.just([]),
@@ -72,6 +73,8 @@ def _record(draw: st.DrawFn) -> dict[str, Any]:
     for part in ("header", "metadata", kind):
         for key in list(doc[part]):
             if key in ("coll", "p2p"):  # the operation name is what makes a record
+                if draw(st.integers(0, 15)) == 0:
+                    doc[part][key] = draw(st.sampled_from(["Invalid", "All2All", "AllGatherV"]))
                 continue
             if draw(st.integers(0, 3)) == 0:
                 doc[part][key] = draw(_ODD)
@@ -81,12 +84,16 @@ def _record(draw: st.DrawFn) -> dict[str, Any]:
 _FILES = st.lists(_record(), min_size=1, max_size=12)
 
 
-def _justified(size: Any, exec_us: Any, row: dict[str, Any]) -> None:
-    """A value the parser kept is the file's (sizes >= 2**63: the plugin's uint8 wrap)."""
+def _justified(size: Any, exec_us: Any, n: Any, row: dict[str, Any]) -> None:
+    """A value the parser kept is the file's (sizes > 2**63: the plugin's uint8 wrap; an
+    all-to-all's per-peer size x n_ranks)."""
     if row["msg_bytes"] is not None:
         assert isinstance(size, int | float) and not isinstance(size, bool)
         assert size == int(size)
-        assert row["msg_bytes"] in (int(size), 2**64 - int(size))
+        if row["op"] == "all_to_all":
+            assert row["msg_bytes"] == int(size) * n
+        else:
+            assert row["msg_bytes"] in (int(size), 2**64 - int(size))
     if row["dur_ns"] is not None:
         assert isinstance(exec_us, int | float) and not isinstance(exec_us, bool)
         assert exec_us == int(exec_us)
@@ -109,7 +116,8 @@ def _check(scratch: Scratch, docs: list[dict[str, Any]]) -> None:
         doc = docs[row["source_line"] - 1]
         kind = "coll" if "coll_perf" in doc else "p2p"
         perf = doc[f"{kind}_perf"]
-        _justified(perf[f"{kind}_msg_size_bytes"], perf[f"{kind}_exec_time_us"], row)
+        size, exec_us = perf[f"{kind}_msg_size_bytes"], perf[f"{kind}_exec_time_us"]
+        _justified(size, exec_us, doc["header"]["n_ranks"], row)
 
 
 @pytest.mark.slow

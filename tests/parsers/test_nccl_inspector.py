@@ -440,6 +440,7 @@ def test_cut_final_line(tmp_path: Path) -> None:
         ("n_ranks", str(2**40), "group_size"),
         ("rank", "7", "group_rank"),  # >= n_ranks
         ("pid", "-1", "pid"),
+        ("hostname", '"\\ud800"', "host"),  # a lone surrogate: no UTF-8 string holds it
     ],
 )
 def test_bad_value_costs_that_value(tmp_path: Path, key: str, token: str, column: str) -> None:
@@ -452,6 +453,7 @@ def test_bad_value_costs_that_value(tmp_path: Path, key: str, token: str, column
         "n_ranks": '"n_ranks":2',
         "rank": '"rank":0',
         "pid": '"pid":4242',
+        "hostname": '"hostname":"node1"',
     }[key]
     assert old in line
     line = line.replace(old, f'"{key}":{token}')
@@ -499,3 +501,68 @@ def test_sniff_leaves_other_json_alone(tmp_path: Path) -> None:
     assert PARSER.sniff(b"[1,2]", Path("x.log")) == 0
     assert PARSER.sniff((GOOD + "\n").encode(), Path("x.log")) == 95
     assert PARSER.sniff(b'{"header":{"id":"0x1","rank":0,"n_ranks":2', Path("x")) == 80
+
+
+# --------------------------------------------------------------------------------------------
+# The vectorised path for the plugin's exact lines gives what the json path gives
+
+
+def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Parsed, Parsed]:
+    import parsers.nccl_inspector as mod
+
+    fast = Parsed(path, rank=7)
+    monkeypatch.setattr(mod, "FAST_PATH", False)
+    slow = Parsed(path, rank=7)
+    monkeypatch.setattr(mod, "FAST_PATH", True)
+    return fast, slow
+
+
+def _same(fast: Parsed, slow: Parsed) -> None:
+    assert fast.counts == slow.counts
+    assert fast.warnings == slow.warnings
+    for table in ("comm_ops", "communicators", "rejects"):
+        a, b = fast.get(table), slow.get(table)
+        if a.height or b.height:
+            key = "source_line" if table != "rejects" else "line_no"
+            assert a.sort(key).equals(b.sort(key)), table
+
+
+def test_fast_path_takes_every_sample_line(
+    sample_files: list[Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import parsers.nccl_inspector as mod
+
+    for f in sample_files:
+        fast, slow = _both(f, monkeypatch)
+        _same(fast, slow)
+
+    def no_json(_: str) -> None:
+        raise AssertionError("json path taken")
+
+    monkeypatch.setattr(mod.json, "loads", no_json)
+    assert Parsed(sample_files[0]).counts.parsed == 448
+
+
+def test_fast_path_equals_json_path_on_mixed_lines(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """synthetic: plugin-shaped lines of every kind beside lines only the json path reads."""
+    h30 = header("0xABCDEF0123", 2, 4, comm_name="DP Group 0")
+    lines = [
+        record(header("0xaaaa", 5, 8), coll("AllReduce", 0, 4096, 3, *bw("AllReduce", 4096, 3, 8))),
+        record(header("0xbbbb", 1, 2), coll("AllGather", 4, 1 << 20, 0, 0.0, 0.0)),
+        record(header("0xbbbb", 1, 2), coll("Invalid", 0, 1024, 9, 0.0, 0.0, timing="kernel_cpu")),
+        record(h30, coll("ReduceScatter", 9, 65536, 17, 1.5, 1.1, timing="collective_cpu")),
+        record(h30, coll("All2All", 1, 4096, 3, 1.0, 1.0)),
+        record(h30, p2p("Recv", 3, 1, 4096, 2, 2.048), kind="p2p_perf"),
+        record(header("0xcccc", 9, 4), coll("Reduce", 0, 4096, 3, 1.0, 1.0)),  # rank >= n
+        record(header("0xdddd", 0, 2), coll("AllReduce", 0, 2**64 - 16, 3, 1.0, 1.0)),
+        record(header("0xdddd", 0, 2), coll("AllReduce", 2, 4096, 3, 1.0, 1.0, timing=None)),
+        record(header("0xeeee", 0, 16), coll("AllReduce", 0, 4096, 3, 1.0, 1.0)),
+        "not a record",
+        GOOD[:50],
+    ]
+    path = write(tmp_path, lines)
+    _same(*_both(path, monkeypatch))
+    path.write_text("".join(ln + "\n" for ln in lines[:-1]) + lines[0])  # no final newline
+    _same(*_both(path, monkeypatch))
