@@ -113,10 +113,17 @@ record is rejected as cut. Everything else (blank lines, other text) is **ignore
 of range or of the wrong type costs that value (null), counted in a warning, never the row.
 A file with lines but not one that looks like a record raises ``ParseError``.
 
-Two passes (both streaming): pass 1 reads only the header fields (a regex over each block) to
-find the world size and world ranks; pass 2 parses every line with ``json`` and emits rows per
-block. Kept across the file (bounded): the communicators seen (``MAX_COMMS``) and per-(comm,
+Two passes (both streaming): pass 1 reads only the header fields (regexes over each block) to
+find the world size and world ranks; pass 2 emits rows per block: lines of the plugin's exact
+collective shape through one vectorised path (``FAST_PATH``), every other line through
+``json``. Kept across the file (bounded): the communicators seen (``MAX_COMMS``) and per-(comm,
 rank, op) sequence ranges for the gap warning.
+
+Incremental parse (``resume``, see ``parsers.registry.is_resumable``; Inspector files grow for the
+whole job): the end state holds the header facts pass 1 saw, the communicators already emitted
+and the sequence ranges, so the appended lines get the ranks a single parse gives them and each
+communicator is emitted once. Limit, as in ``parsers.nccl_debug``: a row already stored keeps
+its rank when later lines change the world size (a larger communicator appears only later).
 """
 
 from __future__ import annotations
@@ -273,6 +280,7 @@ class _World:
     procs: dict[tuple[str | None, int | None], _Proc] = field(default_factory=dict)
     lines: int = 0
     record_like: int = 0
+    seen: list[tuple[str | None, int | None, int, int]] = field(default_factory=list)
 
     def global_rank(
         self, host: str | None, pid: int | None, comm_rank: int | None, n_ranks: int | None
@@ -288,10 +296,13 @@ class _World:
         return None
 
 
-def _scan_world(source: Source) -> _World:
+def _scan_world(source: Source, prior: list[Any] | None = None) -> _World:
     """Pass 1: world size (largest n_ranks), the ranks each process has on it, and how many
-    lines look like records."""
+    lines look like records; ``prior``: the (host, pid, rank, n_ranks) seen before the range."""
     seen: set[tuple[str | None, int | None, int, int]] = set()
+    for item in prior or []:
+        host, pid, r, n = item
+        seen.add((host, pid, int(r), int(n)))
     world = _World()
     for block in iter_line_blocks(source):
         s = block.series
@@ -326,6 +337,7 @@ def _scan_world(source: Source) -> _World:
             pi = int(pid) if pid is not None and int(pid) <= _I64 else None
             if 0 <= ri < ni <= _I32 and len(seen) < MAX_COMMS:
                 seen.add((host, pi, ri, ni))
+    world.seen = sorted(seen, key=repr)
     if not seen:
         return world
     world.sizes = {n for _, _, _, n in seen}
@@ -353,12 +365,18 @@ class _Seq:
 class _Pass2:
     """Row emission, block by block."""
 
-    def __init__(self, world: _World, rank: int | None) -> None:
+    def __init__(
+        self, world: _World, rank: int | None, resume: dict[str, Any] | None = None
+    ) -> None:
         self.world = world
         self.rank = rank
         self.comms: dict[tuple[str | None, str | None, int | None, int | None], _Comm] = {}
         self.comms_full = 0
         self.seqs: dict[tuple[Any, ...], _Seq] = {}
+        prior = resume or {}
+        self.emitted: set[tuple[Any, ...]] = {tuple(k) for k in prior.get("comms", [])}
+        for *key, lo, hi, n in prior.get("seqs", []):
+            self.seqs[tuple(key)] = _Seq(int(lo), int(hi), int(n))
         self.bad_values: dict[str, int] = {}
         self.versions: dict[str, int] = {}
         self.uint8_sizes = 0
@@ -637,7 +655,7 @@ class _Pass2:
         """The communicators chunk and the file's warnings."""
         rows = []
         for (comm_id, host, pid, comm_rank), c in self.comms.items():
-            if comm_id is None:
+            if comm_id is None or (comm_id, host, pid, comm_rank) in self.emitted:
                 continue
             g = self.world.global_rank(host, pid, comm_rank, c.n_ranks)
             rows.append(
@@ -656,6 +674,16 @@ class _Pass2:
         if rows:
             tables["communicators"] = pl.DataFrame(rows, schema=_COMM_SCHEMA, orient="row")
         return ParsedChunk(tables=tables, warnings=self.warnings())
+
+    def end_state(self) -> dict[str, Any]:
+        """What a parse of the bytes after this range resumes from (JSON-serialisable)."""
+        comms = self.emitted | {k for k in self.comms if k[0] is not None}
+        return {
+            "v": 1,
+            "seen": [list(t) for t in self.world.seen],
+            "comms": sorted((list(k) for k in comms), key=repr),
+            "seqs": [[*k, v.lo, v.hi, v.n] for k, v in self.seqs.items()],
+        }
 
     def warnings(self) -> list[str]:
         """What the parse had to leave out or assume, one line each."""
@@ -732,6 +760,7 @@ class NcclInspectorParser:
 
     name: ClassVar[str] = "nccl_inspector"
     version: ClassVar[str] = "1.0.0"
+    resumable: ClassVar[bool] = True
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head`` is Inspector output: 95 with its format-version key, 80 for
@@ -748,7 +777,12 @@ class NcclInspectorParser:
         return 0
 
     def parse(
-        self, source: Source, *, run_id: str, rank: int | None = None
+        self,
+        source: Source,
+        *,
+        run_id: str,
+        rank: int | None = None,
+        resume: dict[str, Any] | None = None,
     ) -> Iterator[ParsedChunk]:
         """Yield one chunk of comm_ops (and rejects) per block, then communicators.
 
@@ -757,15 +791,20 @@ class NcclInspectorParser:
             run_id: training run identifier (rows leave it to ingest).
             rank: global rank of the file's process when the caller knows it; fills only the
                 global ranks the file itself does not establish.
+            resume: the ``state`` of the last chunk of the parse of the bytes before
+                ``source.start_offset`` (incremental ingest, module docstring).
 
         Raises:
             ParseError: the file is unreadable, or has lines but no Inspector record at all.
         """
         del run_id
-        world = _scan_world(source)
-        if world.lines and not world.record_like:
+        prior = resume if resume and resume.get("v") == 1 else {}
+        world = _scan_world(source, prior.get("seen"))
+        if world.lines and not world.record_like and not source.start_offset:
             raise ParseError(source.path, "no NCCL Inspector record (no line holds a JSON object)")
-        state = _Pass2(world, rank)
+        state = _Pass2(world, rank, prior)
         for block in iter_line_blocks(source):
             yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
-        yield state.finish()
+        last = state.finish()
+        last.state = state.end_state()
+        yield last

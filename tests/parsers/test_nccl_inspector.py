@@ -566,3 +566,58 @@ def test_fast_path_equals_json_path_on_mixed_lines(
     _same(*_both(path, monkeypatch))
     path.write_text("".join(ln + "\n" for ln in lines[:-1]) + lines[0])  # no final newline
     _same(*_both(path, monkeypatch))
+
+
+# --------------------------------------------------------------------------------------------
+# Incremental ingest of a growing dump: the same rows as one ingest of the final file
+
+
+def test_growing_dump_ingested_in_steps(tmp_path: Path, sample_files: list[Path]) -> None:
+    """REAL lines (rank 0's world comm) then synthetic lines of a 2-rank sub-communicator of
+    the same process: the appended lines keep the global rank learnt in the first step, and
+    each communicator is listed once."""
+    from polars.testing import assert_frame_equal
+
+    from parsers.schema import DATA_TABLES
+    from pipeline.ingest import ingest_file
+    from pipeline.store import Store
+
+    real = sample_files[0].read_bytes().split(b"\n")[:60]
+    meta = metadata(host="stone", pid=2029565)
+    sub = [
+        record(header("0x5ab", 1, 2), coll("AllGather", i, 4096, 3, 2.7, 1.3), meta=meta)
+        for i in range(20)
+    ]
+    data = b"\n".join(real) + b"\n" + "".join(s + "\n" for s in sub).encode()
+    starts = [i + 1 for i, b in enumerate(data) if b == 0x0A]
+    cuts = [starts[20] + 40, starts[59], starts[65] + 7]  # mid-line, line start, mid-line
+    live = tmp_path / "live" / "stone-pid2029565.log"
+    live.parent.mkdir()
+    inc = Store.open(tmp_path / "inc")
+    done = 0
+    for cut in [*cuts, len(data)]:
+        with live.open("ab") as fh:
+            fh.write(data[done:cut])
+        done = cut
+        assert ingest_file(inc, live, run_id="r", follow=True).ok
+    one = Store.open(tmp_path / "one")
+    assert ingest_file(one, live, run_id="r").status == "ingested"
+
+    def tables(store: Store) -> dict[str, pl.DataFrame]:
+        batches = set(store.committed("r")["batch_id"].to_list())
+        out = {}
+        for t in DATA_TABLES:
+            files = [f for f in (store.tables_dir / t / "r").glob("*.parquet") if f.stem in batches]
+            df = pl.concat([pl.read_parquet(f) for f in files]) if files else pl.DataFrame()
+            out[t] = df.sort(df.columns, nulls_last=True) if df.height else df
+        return out
+
+    got, want = tables(inc), tables(one)
+    for t in DATA_TABLES:
+        assert_frame_equal(got[t], want[t]), t
+    log = inc.committed("r")
+    assert log.height == 4 and log["parser_state"].null_count() == 0
+    ops = got["comm_ops"]
+    assert ops.height == 80
+    assert ops.filter(pl.col("comm_id") == "0x5ab")["rank"].unique().to_list() == [0]
+    assert got["communicators"].height == 2
