@@ -26,9 +26,10 @@ what changed inside v4.0 is the set of keys, so both shapes are read:
   counts the ``coll_sn`` values missing between the first and last of each (comm, rank, op).
 * **v4.0, NCCL 2.30.3+** (``inspector_json.cc``): ``header`` gains ``"comm_name"`` (NCCL's
   ``config.commName``, "unknown" when unset; not stored: no canonical column holds a name) after
-  ``"id"``; completed operations are kept in per-communicator rings (none lost unless the ring
-  overflows); collectives under ``NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES`` (default 8192) are not
-  tracked; with ``NCCL_INSPECTOR_ENABLE_P2P=1`` point-to-point records come as ``"p2p_perf"``:
+  ``"id"``; completed operations are kept in per-communicator rings (``inspector_ring.cc``,
+  ``NCCL_INSPECTOR_DUMP_COLL_RING_SIZE`` default 1024; a full ring overwrites its oldest entry);
+  ops under ``NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES`` (default 8192) are not tracked; with
+  ``NCCL_INSPECTOR_ENABLE_P2P`` (default 1) point-to-point records come as ``"p2p_perf"``:
   ``{"p2p", "p2p_sn", "p2p_peer", "p2p_msg_size_bytes", "p2p_exec_time_us",
   "p2p_timing_source", "p2p_algobw_gbs", "p2p_busbw_gbs" [, verbose event traces]}``; with
   ``NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`` (default) only ``kernel_gpu``-timed ops are written.
@@ -186,8 +187,8 @@ _META_PID = r'"metadata"\s*:\s*\{[^{}]*?"pid"\s*:\s*(\d{1,19})'
 _CUT = "final line has no newline (file cut mid-line)"
 
 FAST_PATH = True
-"""Read lines of the plugin's exact non-verbose collective shape with one vectorised regex
-(``_FAST_RE``); any other line (p2p, verbose, other versions, values near a bound, foreign
+"""Read lines of the plugin's exact non-verbose collective shape vectorised (``_FAST_RE``
+selects them, ``_FAST_FIELDS`` cut their values); any other line (p2p, verbose, other versions, values near a bound, foreign
 text) goes through ``json``. Both give the same row (tests/parsers/test_nccl_inspector.py)."""
 
 # The exact line ``inspectorCommInfoDump`` writes for one collective (no verbose traces), with
