@@ -621,3 +621,14 @@ def test_growing_dump_ingested_in_steps(tmp_path: Path, sample_files: list[Path]
     assert ops.height == 80
     assert ops.filter(pl.col("comm_id") == "0x5ab")["rank"].unique().to_list() == [0]
     assert got["communicators"].height == 2
+
+
+def test_sniff_claims_only_the_inspector_samples(shared_samples: Path) -> None:
+    """Of every shared sample (NCCL logs, Kineto JSON, nsys, Flight Recorder pickles and JSON,
+    DeepSpeed logs), the parser claims exactly the four Inspector dumps."""
+    claimed = [
+        p.relative_to(shared_samples).parts[0]
+        for p in sorted(shared_samples.rglob("*"))
+        if p.is_file() and PARSER.sniff(Source(p).head(), p) > 0
+    ]
+    assert claimed == ["nccl_inspector"] * 4
