@@ -1,0 +1,144 @@
+"""Reading one Flight Recorder dump into plain Python values, safely.
+
+Why a module of its own: a dump is a pickle, and ``pickle.load`` runs whatever a pickle names
+(any importable callable, e.g. ``os.system``). Both official analyzers load dumps with plain
+``pickle.load`` (``fr_trace``'s ``loader.py``, nvrx's ``fr_attribution.py``); commscope never
+does. :class:`_PlainUnpickler` refuses every global *before* it is looked up, so nothing is
+imported and nothing is called: the only objects a load can build are those pickle's opcodes
+build by themselves (dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float,
+bool, None). The real dumps use none of the refused opcodes (protocol 2: PROTO, EMPTY_DICT,
+EMPTY_LIST, MARK, SETITEMS, APPENDS, BINUNICODE, BINPUT/BINGET, BININT*, LONG1, TUPLE2, NONE,
+NEWTRUE/NEWFALSE, STOP; see ``FORMATS_flight_recorder.md`` §1).
+
+The JSON form (C++ ``dump_json``, or nvrx's ``json.dump`` of the unpickled dict) is read with
+``json.loads``. Both are bounded: a dump larger than :data:`MAX_DUMP_BYTES` (decompressed) is
+refused before it is decoded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import lzma
+import pickle
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import zstandard
+
+from parsers.registry import ParseError
+
+if TYPE_CHECKING:
+    from parsers._io import Source
+
+MAX_DUMP_BYTES = 1024 * 1024 * 1024
+"""Largest dump read (decompressed bytes). The default ring buffer (2000 entries) with stack
+traces is a few MB; a bigger input is not a Flight Recorder dump or is a bomb."""
+
+PICKLE_PROTOCOLS = frozenset(range(2, 6))
+"""Pickle protocols whose stream starts with PROTO (``\\x80 <n>``): the C++ writer uses 2,
+Python re-pickles (nvrx's collector) 4 or 5."""
+
+
+class ForbiddenGlobal(pickle.UnpicklingError):
+    """A pickle names a global (class or function); it is refused, never imported."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+        super().__init__(f"{module}.{name}")
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that builds only plain values: every global is refused unresolved.
+
+    ``find_class`` is the one door through which a pickle reaches code (GLOBAL, STACK_GLOBAL,
+    INST, OBJ and the EXT* opcodes all go through it, and REDUCE/NEWOBJ/BUILD need what it
+    returns); ``persistent_load`` is refused too (the default one raises as well).
+    """
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise ForbiddenGlobal(str(module)[:200], str(name)[:200])
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise pickle.UnpicklingError("persistent id refused")
+
+
+@dataclass(frozen=True)
+class RawDump:
+    """One dump as plain values.
+
+    Attributes:
+        data: the top-level object (a dict for every real dump).
+        form: ``pickle`` or ``json``.
+        protocol: the pickle protocol (None for JSON).
+        trailing_bytes: bytes after the pickle's STOP (0 for a well-formed dump).
+    """
+
+    data: Any
+    form: str
+    protocol: int | None
+    trailing_bytes: int = 0
+
+
+def is_pickle_head(head: bytes) -> bool:
+    """True when ``head`` starts with pickle's PROTO opcode and a protocol 2-5."""
+    return len(head) >= 2 and head[0] == 0x80 and head[1] in PICKLE_PROTOCOLS
+
+
+def read_bytes(source: Source) -> bytes:
+    """The whole (decompressed) content of ``source``, refused past :data:`MAX_DUMP_BYTES`."""
+    try:
+        with source.open() as fh:
+            data = fh.read(MAX_DUMP_BYTES + 1)
+    except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError) as exc:
+        raise ParseError(source.path, f"cannot read: {exc}") from exc
+    if len(data) > MAX_DUMP_BYTES:
+        raise ParseError(
+            source.path, f"larger than {MAX_DUMP_BYTES} bytes: not read as a Flight Recorder dump"
+        )
+    return data
+
+
+def load_dump(source: Source) -> RawDump:
+    """Decode ``source`` (pickle or JSON form) into plain values.
+
+    Raises:
+        ParseError: naming the file: a refused global (``module.name``), a cut or corrupt
+            pickle, invalid JSON, or neither form.
+    """
+    data = read_bytes(source)
+    return decode(data, source.path)
+
+
+def decode(data: bytes, path: Any) -> RawDump:
+    """Decode dump bytes read from ``path`` (see :func:`load_dump`)."""
+    if is_pickle_head(data):
+        buf = io.BytesIO(data)
+        try:
+            obj = _PlainUnpickler(buf).load()
+        except ForbiddenGlobal as exc:
+            raise ParseError(
+                path,
+                f"pickle refers to the global {exc.module}.{exc.name}: refused, not imported "
+                "(a Flight Recorder dump holds only plain values; this file is not one, or "
+                "was tampered with)",
+            ) from None
+        except RecursionError:
+            raise ParseError(path, "pickle nests too deeply: not read") from None
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, KeyError, IndexError,
+                AttributeError, MemoryError, OverflowError, UnicodeDecodeError) as exc:  # fmt: skip
+            raise ParseError(path, f"cut or corrupt pickle: {type(exc).__name__}: {exc}") from None
+        return RawDump(obj, "pickle", data[1], len(data) - buf.tell())
+    text = data.lstrip(b" \t\r\n")
+    if text.startswith(b"\xef\xbb\xbf"):
+        text = text[3:]
+    if text[:1] != b"{":
+        raise ParseError(path, "neither a pickle nor a JSON object: not a Flight Recorder dump")
+    try:
+        obj = json.loads(text)
+    except RecursionError:
+        raise ParseError(path, "JSON nests too deeply: not read") from None
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+        raise ParseError(path, f"invalid JSON: {exc}") from None
+    return RawDump(obj, "json", None)
