@@ -53,6 +53,7 @@ type or out of range is null in its row, counted in one warning per field.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -122,6 +123,42 @@ def resolve_rank(
         "(<prefix><rank>); pass --rank"
     )
     return None, "unknown"
+
+
+@dataclass(frozen=True)
+class DumpFile:
+    """One dump read from a file, for analyses over a whole job (the hang triage).
+
+    Attributes:
+        path: the file.
+        rank: its global rank (see :func:`resolve_rank`), None when unknown.
+        rank_source: where the rank came from.
+        dump: the normalised dump.
+        warnings: what :func:`resolve_rank` noted.
+    """
+
+    path: Path
+    rank: int | None
+    rank_source: str
+    dump: Dump
+    warnings: tuple[str, ...] = ()
+
+
+def read_dump_file(path: Path, *, rank: int | None = None) -> DumpFile:
+    """Read one dump (pickle or JSON) through the restricted loader.
+
+    Raises:
+        ParseError: as :meth:`FlightRecorderParser.parse`.
+    """
+    from parsers._io import Source
+
+    raw = load_dump(Source(Path(path)))
+    dump = read_top(raw.data)
+    if dump is None:
+        raise ParseError(path, f"decoded {raw.form} is not a Flight Recorder dump")
+    warnings: list[str] = []
+    the_rank, source = resolve_rank(dump, Path(path), rank, warnings)
+    return DumpFile(Path(path), the_rank, source, dump, tuple(warnings))
 
 
 def _backend(dump: Dump) -> str | None:

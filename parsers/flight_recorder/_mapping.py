@@ -188,7 +188,10 @@ def map_entry(
         raw = repr({k: entry[k] for k in list(entry)[:24]})[:4096]
         out.rejects.append((index, raw, "entry has no profiling_name string: its op is unknown"))
         return
-    opname, backend, src, dst = split_profiling_name(pname.strip())
+    opname, _backend, src, dst = split_profiling_name(pname.strip())
+    if not opname:
+        out.rejects.append((index, pname[:4096], "profiling_name names no op"))
+        return
     op = OPS.get(opname, "other")
     pg_name, _desc = entry_group(entry)
     if pg_name is None and "process_group" in entry:
@@ -260,4 +263,3 @@ def map_entry(
             "call_state": state,
         }
     )
-    del backend
