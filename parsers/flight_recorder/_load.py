@@ -6,7 +6,8 @@ Why a module of its own: a dump is a pickle, and ``pickle.load`` runs whatever a
 does. :class:`_PlainUnpickler` refuses every global *before* it is looked up, so nothing is
 imported and nothing is called: the only objects a load can build are those pickle's opcodes
 build by themselves (dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float,
-bool, None). The real dumps use none of the refused opcodes (protocol 2: PROTO, EMPTY_DICT,
+bool, None), plus bytes/set/frozenset through strict stand-ins for the calls Python's
+protocol-2 pickler writes for them (:data:`_PLAIN_GLOBALS`). The real dumps use none of the refused opcodes (protocol 2: PROTO, EMPTY_DICT,
 EMPTY_LIST, MARK, SETITEMS, APPENDS, BINUNICODE, BINPUT/BINGET, BININT*, LONG1, TUPLE2, NONE,
 NEWTRUE/NEWFALSE, STOP; see ``FORMATS_flight_recorder.md`` §1).
 
@@ -49,15 +50,59 @@ class ForbiddenGlobal(pickle.UnpicklingError):
         super().__init__(f"{module}.{name}")
 
 
+def _latin1_bytes(text: Any, encoding: Any = "latin1") -> bytes:
+    """Stand-in for ``_codecs.encode`` as protocol-2 pickles use it to rebuild ``bytes``."""
+    if type(text) is not str or encoding not in ("latin1", "latin-1"):
+        raise pickle.UnpicklingError("_codecs.encode accepted only as (str, 'latin1')")
+    return text.encode("latin-1")
+
+
+def _empty_bytes(*args: Any) -> bytes:
+    """Stand-in for ``bytes()`` as protocol-2 pickles write an empty bytes object."""
+    if args:
+        raise pickle.UnpicklingError("bytes accepted only without arguments")
+    return b""
+
+
+def _plain_set(items: Any = ()) -> set[Any]:
+    """Stand-in for ``set`` as protocol-2 pickles use it (one list argument)."""
+    if type(items) not in (list, tuple):
+        raise pickle.UnpicklingError("set accepted only from a list")
+    return set(items)
+
+
+def _plain_frozenset(items: Any = ()) -> frozenset[Any]:
+    """Stand-in for ``frozenset`` as protocol-2 pickles use it (one list argument)."""
+    return frozenset(_plain_set(items))
+
+
+_PLAIN_GLOBALS: dict[tuple[str, str], Any] = {
+    ("_codecs", "encode"): _latin1_bytes,
+    ("__builtin__", "bytes"): _empty_bytes,
+    ("builtins", "bytes"): _empty_bytes,
+    ("__builtin__", "set"): _plain_set,
+    ("builtins", "set"): _plain_set,
+    ("__builtin__", "frozenset"): _plain_frozenset,
+    ("builtins", "frozenset"): _plain_frozenset,
+}
+"""The only names a load resolves, each to a strict stand-in defined here (never the real
+object): protocol 2 has no opcode for bytes, sets and frozensets, so Python's own pickler
+writes them as these calls. Nothing is imported to resolve them."""
+
+
 class _PlainUnpickler(pickle.Unpickler):
-    """An unpickler that builds only plain values: every global is refused unresolved.
+    """An unpickler that builds only plain values: every other global is refused unresolved.
 
     ``find_class`` is the one door through which a pickle reaches code (GLOBAL, STACK_GLOBAL,
     INST, OBJ and the EXT* opcodes all go through it, and REDUCE/NEWOBJ/BUILD need what it
-    returns); ``persistent_load`` is refused too (the default one raises as well).
+    returns): it answers the stand-ins of :data:`_PLAIN_GLOBALS` and refuses everything else
+    by name; ``persistent_load`` is refused too (the default one raises as well).
     """
 
     def find_class(self, module: str, name: str) -> Any:
+        plain = _PLAIN_GLOBALS.get((module, name))
+        if plain is not None:
+            return plain
         raise ForbiddenGlobal(str(module)[:200], str(name)[:200])
 
     def persistent_load(self, pid: Any) -> Any:

@@ -570,3 +570,18 @@ def test_a_pickle_that_is_no_dump_is_refused(tmp_path: Path) -> None:
     other = tmp_path / "model.bin"
     other.write_bytes(pickle.dumps({"weights": [1.0]}, protocol=4))
     assert load_all()["flight_recorder"].sniff(Source(other).head(), other) == 0
+
+
+def test_protocol_2_bytes_and_sets_are_plain_values(tmp_path: Path) -> None:
+    """Python's protocol 2 writes bytes/set as calls (_codecs.encode, set): read by stand-ins."""
+    e = _entry(thread_name=b"python3", extra={1, 2}, frozen=frozenset({3}), empty=b"")
+    path = _write(tmp_path / "_dump_2", _doc("2.9", pg_config=_pg_config(), entries=[e]))
+    data = path.read_bytes()
+    assert b"_codecs" in data and b"set" in data
+    _, rows = _rows(path)
+    assert [(r["op"], r["seq"]) for r in rows] == [("all_reduce", 7)]
+    # the stand-ins accept only what the pickler writes: other arguments are refused
+    bad = tmp_path / "_dump_3"
+    bad.write_bytes(b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x05\x00\x00\x00rot13\x86R.")
+    with pytest.raises(ParseError, match="corrupt pickle"):
+        Parsed(bad)
