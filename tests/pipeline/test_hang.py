@@ -9,6 +9,7 @@ checked against the pickles read by the test's own opcode walker.
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,23 @@ def test_unreadable_dump_is_listed_not_fatal(tmp_path: Path) -> None:
     assert report.ranks == (0,)
     assert len(report.errors) == 1 and "os.system" in report.errors[0]
     assert str(bad) in report.errors[0]
+
+
+def test_hang_command_on_an_ingested_run_and_on_files(
+    shared_samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pipeline.cli import main
+
+    folder = shared_samples / "flight_recorder" / "nvrx_lock_gil_1st"
+    store = tmp_path / "store"
+    assert main(["ingest", str(folder), "--run", "lg", "--store", str(store)]) == 0
+    capsys.readouterr()
+    assert main(["hang", "lg", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "suspect ranks (blocking findings): 9 (3), 14 (3)" in out
+    assert "72:EXPERT_MODEL_PARALLEL_GROUP seq 45265 nccl:all_to_all" in out
+    assert main(["hang", "--dumps", str(folder), "--json", "--store", str(store)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [s[0] for s in doc["suspects"]] == [9, 14]
+    assert any(f["group"] == "72" and f["never_reached"] == [9, 14] for f in doc["findings"])
+    assert main(["hang", "nope", "--store", str(store)]) == 1
