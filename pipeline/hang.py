@@ -52,7 +52,9 @@ class Progress:
     last_completed: int | None
     pending_entries: int
     mapping: str | None
-    """How the rank's pg_id was tied to the group: entry | order | None (no status)."""
+    """Where the counters came from: pg_status with the pg_id tied to the group by an entry
+    (entry) or by creation order (order); the entries themselves when the dump has no
+    pg_status (entries); None when unknown."""
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
     p2p_groups: set[str] = set()
     seq_entries: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
     pending_p2p: list[PendingP2P] = []
+    by_entries: dict[tuple[str, int], list[int | None]] = {}
     for rank, f in sorted(by_rank.items()):
         for pg_id, (name, how) in pg_id_names(f.dump).items():
             st = f.dump.status.get(pg_id)
@@ -184,6 +187,20 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
                     pending_p2p.append(PendingP2P(rank, name, desc, op, peer, seq, state))
             elif seq is not None:
                 seq_entries[(name, seq)].append(e)
+                seen = by_entries.setdefault((name, rank), [None, None, None])
+                seen[0] = seq if seen[0] is None else max(seen[0], seq)
+                if state == "completed":
+                    seen[1] = seq if seen[1] is None else max(seen[1], seq)
+                else:
+                    seen[2] = seq if seen[2] is None else min(seen[2], seq)
+        # no pg_status for a group (dumps before it existed): counters from the entries, the
+        # last completed being the highest completed entry, else the one before the first
+        # pending (collectives complete in order on a group)
+        for (name, r), (enq, done, first_pending) in by_entries.items():
+            if r == rank and (name, rank) not in status and enq is not None:
+                if done is None and first_pending is not None:
+                    done = first_pending - 1
+                status[(name, rank)] = (enq, done, "entries")
 
     progress: list[Progress] = []
     findings: list[Finding] = []

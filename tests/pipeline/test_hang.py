@@ -174,3 +174,29 @@ def test_hang_command_on_an_ingested_run_and_on_files(
     assert [s[0] for s in doc["suspects"]] == [9, 14]
     assert any(f["group"] == "72" and f["never_reached"] == [9, 14] for f in doc["findings"])
     assert main(["hang", "nope", "--store", str(store)]) == 1
+
+
+def test_dumps_without_pg_status_use_their_entries(tmp_path: Path) -> None:
+    """Older dumps (no pg_status), full ring buffers: counters from the entries' states."""
+    paths = []
+    for r in range(3):
+        doc = _dump(r, 0, 0, [])
+        del doc["pg_status"]
+        done = {**_e(4, 50), "state": "completed"}
+        doc["entries"] = [done] if r == 1 else [done, _e(5, 100 + r)]
+        p = tmp_path / f"nccl_trace_rank_{r}"
+        p.write_bytes(pickle.dumps(doc, protocol=2))
+        paths.append(p)
+    report = triage_files(paths)
+    assert {
+        (p.rank, p.last_enqueued, p.last_completed, p.mapping)
+        for p in report.progress
+        if p.group == "1"
+    } == {
+        (0, 5, 4, "entries"),
+        (1, 4, 4, "entries"),
+        (2, 5, 4, "entries"),
+    }
+    assert report.suspects == [(1, 1)]
+    (f,) = report.findings
+    assert (f.seq, f.never_reached, f.never_completed) == (5, (1,), (0, 2))
