@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from parsers.flight_recorder import DumpFile, read_dump_file
-from parsers.flight_recorder._dump import Group, as_int, entry_group, pg_id_names
+from parsers.flight_recorder._dump import Group, as_int, clean_text, entry_group, pg_id_names
 from parsers.flight_recorder._mapping import OPS, split_profiling_name
 from parsers.registry import ParseError
 
@@ -175,7 +175,9 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
                 p2p_groups.add(name)
                 if state != "completed":
                     pname = e.get("profiling_name")
-                    op, _, src, dst = split_profiling_name(pname if isinstance(pname, str) else "")
+                    op, _, src, dst = split_profiling_name(
+                        clean_text(pname[:256]) if isinstance(pname, str) else ""
+                    )
                     g = groups.get(name)
                     members = g.sorted_ranks if g is not None else None
                     local = dst if op == "send" else src
@@ -242,7 +244,7 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
                 default=None,
             )
             raw_op = first.get("profiling_name") if first is not None else None
-            raw_op = raw_op if isinstance(raw_op, str) else None
+            raw_op = clean_text(raw_op[:256]) if isinstance(raw_op, str) else None
             findings.append(
                 Finding(
                     group=name,

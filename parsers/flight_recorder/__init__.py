@@ -59,7 +59,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
-from parsers.flight_recorder._dump import Dump, rank_from_name, read_top
+from parsers.flight_recorder._dump import Dump, clean_text, rank_from_name, read_top
 from parsers.flight_recorder._load import is_pickle_head, load_dump
 from parsers.flight_recorder._mapping import EntryRows, map_entry, split_profiling_name
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
@@ -153,7 +153,10 @@ def read_dump_file(path: Path, *, rank: int | None = None) -> DumpFile:
     from parsers._io import Source
 
     raw = load_dump(Source(Path(path)))
-    dump = read_top(raw.data)
+    try:
+        dump = read_top(raw.data)
+    except ValueError as exc:
+        raise ParseError(path, str(exc)) from None
     if dump is None:
         raise ParseError(path, f"decoded {raw.form} is not a Flight Recorder dump")
     warnings: list[str] = []
@@ -165,7 +168,7 @@ def _backend(dump: Dump) -> str | None:
     for e in dump.entries[:64]:
         name = e.get("profiling_name") if isinstance(e, dict) else None
         if isinstance(name, str):
-            backend = split_profiling_name(name)[1]
+            backend = split_profiling_name(clean_text(name[:256]))[1]
             if backend:
                 return backend[:32]
     return None
@@ -201,7 +204,10 @@ class FlightRecorderParser:
         if source.start_offset:
             raise ParseError(source.path, "Flight Recorder dumps are ingested whole")
         raw = load_dump(source)
-        dump = read_top(raw.data)
+        try:
+            dump = read_top(raw.data)
+        except ValueError as exc:
+            raise ParseError(source.path, str(exc)) from None
         if dump is None:
             raise ParseError(
                 source.path,

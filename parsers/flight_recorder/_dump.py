@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from parsers.flight_recorder._load import MAX_ENTRIES
 from parsers.flight_recorder._versions import DumpVersion, parse_version
 
 _I32_MAX = 2**31 - 1
@@ -123,8 +124,18 @@ class Dump:
         return None
 
 
+def clean_text(s: str) -> str:
+    """``s`` as valid UTF-8: a pickle's strings may hold lone surrogates (BINUNICODE is
+    decoded with ``surrogatepass``), which Arrow cannot store; they become ``?``."""
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace").decode("utf-8")
+    return s
+
+
 def _text(v: Any, limit: int = 4096) -> str | None:
-    return v[:limit] if isinstance(v, str) else None
+    return clean_text(v[:limit]) if isinstance(v, str) else None
 
 
 def _groups(cfg: Any, notes: list[str]) -> dict[str, Group]:
@@ -171,6 +182,9 @@ def _status(st: Any) -> dict[int, Status]:
 def read_top(data: Any) -> Dump | None:
     """Normalise a decoded dump; None when it is not a Flight Recorder dump at all.
 
+    Raises:
+        ValueError: more than :data:`~parsers.flight_recorder._load.MAX_ENTRIES` entries.
+
     A dump is a dict with ``entries`` or ``pg_config`` (``entries`` may be absent: the JSON
     form omits an empty list, and a dump taken without collectives has none).
     """
@@ -184,6 +198,8 @@ def read_top(data: Any) -> Dump | None:
     elif not isinstance(entries, list):
         notes.append("entries is not a list: no entries read")
         entries = []
+    elif len(entries) > MAX_ENTRIES:
+        raise ValueError(f"{len(entries)} entries, more than {MAX_ENTRIES}: not read")
     lib = data.get("comm_lib_version", data.get("nccl_version"))
     rank = as_int(data.get("rank"))
     return Dump(
@@ -207,7 +223,7 @@ def entry_group(entry: Any) -> tuple[str | None, str | None]:
         desc = _text(pg[1], 256) if len(pg) > 1 else None
         return name, desc
     if isinstance(pg, str):
-        return pg[:256], None
+        return _text(pg, 256), None
     return None, None
 
 

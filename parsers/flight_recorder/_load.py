@@ -32,9 +32,16 @@ from parsers.registry import ParseError
 if TYPE_CHECKING:
     from parsers._io import Source
 
-MAX_DUMP_BYTES = 1024 * 1024 * 1024
+MAX_DUMP_BYTES = 256 * 1024 * 1024
 """Largest dump read (decompressed bytes). The default ring buffer (2000 entries) with stack
-traces is a few MB; a bigger input is not a Flight Recorder dump or is a bomb."""
+traces is a few MB, 20,000 entries with 30-frame stacks 2.4 MB (the pickle memo shares
+repeated frames); a bigger input is not a Flight Recorder dump or is a bomb, and decoded
+Python objects take several times the bytes."""
+
+MAX_ENTRIES = 2_000_000
+"""Most entries read from one dump (a ring buffer of 2,000 by default). A pickle can repeat
+one entry by reference at two bytes per copy, so the byte bound alone does not bound the
+work: past this the file is refused (about 40 s of mapping at ~20 µs per entry)."""
 
 PICKLE_PROTOCOLS = frozenset(range(2, 6))
 """Pickle protocols whose stream starts with PROTO (``\\x80 <n>``): the C++ writer uses 2,

@@ -33,11 +33,12 @@ One row per entry (record). The rules, with their sources (``FORMATS_flight_reco
 from __future__ import annotations
 
 import math
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
 from parsers._kineto_meta import norm_dtype
-from parsers.flight_recorder._dump import Dump, Group, as_int, entry_group
+from parsers.flight_recorder._dump import Dump, Group, as_int, clean_text, entry_group
 
 OPS: dict[str, str] = {
     "broadcast": "broadcast",
@@ -79,6 +80,16 @@ OUTPUT_SIZED = frozenset({"reduce_scatter", "recv", "scatter"})
 
 STATES = frozenset({"scheduled", "started", "completed"})
 """Entry states the writer produces (``FlightRecorderDetail.hpp``)."""
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxdict, _REPR.maxlist, _REPR.maxstring = 3, 24, 16, 300
+_REPR.maxother = 300
+
+
+def short_repr(value: Any) -> str:
+    """A reject's ``raw``: depth- and length-bounded (a pickle can nest 100,000 deep)."""
+    return _REPR.repr(value)[:4096]
+
 
 TIME_NS_MAX = 2**62
 MAX_DIMS = 64
@@ -156,8 +167,8 @@ def tensor_bytes(sizes: Any, dtypes: Any) -> tuple[int | None, int | None, str |
             return None, None, None, False
         count += n
         name, size = norm_dtype(dtypes[i]) if i < len(dtypes) else (None, None)
-        if first_dtype is None:
-            first_dtype = name
+        if first_dtype is None and name is not None:
+            first_dtype = clean_text(name[:64])
         if total is not None:
             total = total + n * size if size is not None else None
     if count >= 2**63:
@@ -181,16 +192,18 @@ def map_entry(
 ) -> None:
     """Append the ``comm_ops`` row of entry ``index`` (1-based) to ``out``, or its reject."""
     if not isinstance(entry, dict):
-        out.rejects.append((index, repr(entry)[:4096], "entry is not a dict"))
+        out.rejects.append((index, short_repr(entry), "entry is not a dict"))
         return
     pname = entry.get("profiling_name")
     if not isinstance(pname, str) or not pname.strip() or len(pname) > 1024:
-        raw = repr({k: entry[k] for k in list(entry)[:24]})[:4096]
-        out.rejects.append((index, raw, "entry has no profiling_name string: its op is unknown"))
+        out.rejects.append(
+            (index, short_repr(entry), "entry has no profiling_name string: its op is unknown")
+        )
         return
+    pname = clean_text(pname)
     opname, _backend, src, dst = split_profiling_name(pname.strip())
     if not opname:
-        out.rejects.append((index, pname[:4096], "profiling_name names no op"))
+        out.rejects.append((index, short_repr(pname), "profiling_name names no op"))
         return
     op = OPS.get(opname, "other")
     pg_name, _desc = entry_group(entry)

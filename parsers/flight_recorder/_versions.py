@@ -72,6 +72,7 @@ def parse_version(value: object) -> DumpVersion:
     """Parse a dump's ``version`` value (a ``"MAJOR.MINOR"`` string)."""
     if not isinstance(value, str) or len(value) > 32:
         return DumpVersion(None)
+    value = value.encode("utf-8", "replace").decode("utf-8")
     m = _VERSION.match(value)
     if not m:
         return DumpVersion(value)

@@ -34,6 +34,7 @@ _scalars = st.one_of(
     st.floats(),
     st.text(max_size=12),
     st.binary(max_size=8),
+    st.sampled_from(["\ud800", "nccl:all_reduce\udcff", "BFloat16\udfff"]),  # lone surrogates
 )
 _values = st.recursive(
     _scalars,

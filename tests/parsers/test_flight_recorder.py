@@ -585,3 +585,45 @@ def test_protocol_2_bytes_and_sets_are_plain_values(tmp_path: Path) -> None:
     bad.write_bytes(b"\x80\x02c_codecs\nencode\nX\x01\x00\x00\x00aX\x05\x00\x00\x00rot13\x86R.")
     with pytest.raises(ParseError, match="corrupt pickle"):
         Parsed(bad)
+
+
+def test_lone_surrogates_in_pickled_strings_become_replacement_text(tmp_path: Path) -> None:
+    """Pickle strings may hold lone surrogates (surrogatepass); Arrow stores only UTF-8."""
+    cfg = {"3\udc00": {"name": "3\udc00", "desc": "x\ud800", "ranks": "[0, 1]"}}
+    e = _entry(profiling_name="nccl:all_reduce\ud800", process_group=("3\udc00", "x"),
+               input_dtypes=["Float\ud800"])  # fmt: skip
+    doc = _doc("2.9\ud800", pg_config=cfg, entries=[e, "junk\ud800"])
+    got, rows = _rows(_write(tmp_path / "nccl_trace_rank_1", doc))
+    assert got.counts == LineCounts(total=2, parsed=1, ignored=0, rejected=1)
+    (r,) = rows
+    assert (r["raw_op"], r["comm_id"], r["group_size"], r["dtype"]) == (
+        "nccl:all_reduce?",
+        "3?",
+        2,
+        "float?",
+    )
+    assert got.get("communicators")["comm_id"].to_list() == ["3?"]
+
+
+def test_deep_nesting_and_too_many_entries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 100,000-deep entry is one bounded reject; past MAX_ENTRIES the file is refused."""
+    deep: list[Any] = []
+    cur = deep
+    for _ in range(100_000):
+        nxt: list[Any] = []
+        cur.append(nxt)
+        cur = nxt
+    path = tmp_path / "nccl_trace_rank_0"
+    head = pickle.dumps(_doc("2.9", pg_config=_pg_config(), entries=[_entry()]), protocol=4)
+    # build the deep list with opcodes (pickle.dumps itself recurses): EMPTY_LIST, then
+    # 100,000 x (EMPTY_LIST), then 100,000 x APPEND, as the entries' second item
+    body = b"]" + b"]" * 100_000 + b"a" * 100_000
+    assert head.endswith(b"a\x94u.") or head.endswith(b"au.")
+    cut = head.rindex(b"a")  # the APPEND that puts the one entry in the list
+    path.write_bytes(head[:cut] + b"a" + body + b"a" + head[cut + 1 :])
+    got = Parsed(path)
+    assert got.counts == LineCounts(total=2, parsed=1, ignored=0, rejected=1)
+    assert len(got.get("rejects")["raw"][0]) < 400
+    monkeypatch.setattr("parsers.flight_recorder._dump.MAX_ENTRIES", 1)
+    with pytest.raises(ParseError, match="more than 1: not read"):
+        Parsed(path)
