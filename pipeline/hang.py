@@ -73,6 +73,10 @@ class Finding:
     completed: tuple[int, ...]
     unknown: tuple[int, ...]
     """Members without a dump, or without a status for this group."""
+    started: tuple[int, ...]
+    """Of never_completed, those whose start event was seen (pg_status
+    last_started_collective >= seq; recorded only with timing enabled, -1 otherwise): the
+    others posted the collective but it never began on their GPU (queued behind another)."""
     first_created_ns: int | None
 
     @property
@@ -151,6 +155,7 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
                 errors.append(f"group {name!r}: members differ between dumps ({f.path})")
 
     status: dict[tuple[str, int], tuple[int | None, int | None, str]] = {}
+    started: dict[tuple[str, int], int] = {}
     pending: dict[tuple[str, int], int] = defaultdict(int)
     p2p_groups: set[str] = set()
     seq_entries: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
@@ -161,6 +166,8 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
             st = f.dump.status.get(pg_id)
             if st is not None:
                 status[(name, rank)] = (st.last_enqueued, st.last_completed, how)
+                if st.last_started is not None and st.last_started >= 0:
+                    started[(name, rank)] = st.last_started
         for e in f.dump.entries:
             if not isinstance(e, dict):
                 continue
@@ -259,6 +266,11 @@ def triage(files: Sequence[DumpFile]) -> HangReport:
                         r for r, c in sorted(counters.items()) if c[0] >= seq > c[1]
                     ),
                     completed=tuple(r for r, c in sorted(counters.items()) if c[1] >= seq),
+                    started=tuple(
+                        r
+                        for r, c in sorted(counters.items())
+                        if c[1] < seq <= started.get((name, r), -1)
+                    ),
                     unknown=tuple(unknown),
                     first_created_ns=(
                         as_int(first.get("time_created_ns")) if first is not None else None
@@ -301,7 +313,9 @@ def format_report(report: HangReport) -> str:
         lines.append(
             f"  group {who} seq {f.seq} {f.raw_op or '?'} {f.input_sizes or ''}: "
             f"never reached {_ranks(f.never_reached)}; never completed "
-            f"{_ranks(f.never_completed)}; completed {_ranks(f.completed)}"
+            f"{_ranks(f.never_completed)}"
+            + (f" (started {_ranks(f.started)})" if f.started else "")
+            + f"; completed {_ranks(f.completed)}"
             + (f"; unknown {_ranks(f.unknown)}" if f.unknown else "")
         )
     if waiting:

@@ -627,3 +627,51 @@ def test_deep_nesting_and_too_many_entries(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr("parsers.flight_recorder._dump.MAX_ENTRIES", 1)
     with pytest.raises(ParseError, match="more than 1: not read"):
         Parsed(path)
+
+
+# --------------------------------------------------------------------------- a real GPU run
+
+GPU_RUN = "gpu_nccl_tp2_dp2_1gpu"
+
+
+def _comm_ops(fmt: str, path: Path) -> pl.DataFrame:
+    frames = [
+        ch.tables["comm_ops"]
+        for ch in load_all()[fmt].parse(Source(path), run_id="t")
+        if "comm_ops" in ch.tables
+    ]
+    return pl.concat(frames, how="diagonal_relaxed")
+
+
+@pytest.mark.parametrize("rank", range(4))
+def test_real_gpu_dump_agrees_with_the_kineto_trace_of_the_same_calls(
+    sample_traces: Path, rank: int
+) -> None:
+    """Oracle: the same job's Kineto trace (kernels). Each profiled call is matched to the
+    FR entry enqueued at its CPU launch; group name, op and size agree, and FR's duration_ms
+    (CUDA events around the collective) is the kernel's duration plus a few microseconds,
+    never less: a GPU time, not a CPU one."""
+    run = sample_traces / GPU_RUN
+    kin = _comm_ops("kineto", run / "kineto" / f"rank{rank}.pt.trace.json.gz")
+    fr = _comm_ops("flight_recorder", run / "flight_recorder" / f"nccl_trace_rank_{rank}")
+    assert fr.height == 81 and kin.height == 54
+    fr_json = _comm_ops("flight_recorder", run / "flight_recorder" / f"rank{rank}.json")
+    assert fr_json.equals(fr)  # the JSON form gives the same rows as the pickle
+    kin = kin.sort("launch_ts_ns")
+    right = fr.select(
+        "launch_ts_ns",
+        pl.col("launch_ts_ns").alias("created"),
+        pl.col("comm_id").alias("fr_comm"),
+        pl.col("op").alias("fr_op"),
+        pl.col("msg_bytes").alias("fr_bytes"),
+        pl.col("dur_ns").alias("fr_dur"),
+        pl.col("timing_source").alias("fr_timing"),
+    ).sort("launch_ts_ns")
+    j = kin.join_asof(right, on="launch_ts_ns", strategy="nearest")
+    assert (j["created"] - j["launch_ts_ns"]).abs().max() < 1_000_000  # < 1 ms apart
+    assert j["fr_comm"].to_list() == j["comm_id"].to_list()
+    assert j["fr_op"].to_list() == j["op"].to_list()
+    assert j["fr_bytes"].to_list() == j["msg_bytes"].to_list()
+    assert set(j["fr_timing"]) == {"logged"} and set(j["timing_source"]) == {"kernel"}
+    extra = j["fr_dur"] - j["dur_ns"]
+    assert extra.min() >= 0 and extra.max() < 20_000, (extra.min(), extra.max())

@@ -200,3 +200,18 @@ def test_dumps_without_pg_status_use_their_entries(tmp_path: Path) -> None:
     assert report.suspects == [(1, 1)]
     (f,) = report.findings
     assert (f.seq, f.never_reached, f.never_completed) == (5, (1,), (0, 2))
+
+
+def test_real_gpu_hang_names_rank_2_and_the_dp_reduce_scatter(sample_traces: Path) -> None:
+    """The recorded hang (sample_traces/README.md): rank 2 sleeps before its DP
+    reduce_scatter (DP group {0,2}, seq 5); rank 0 is stuck in it, ranks 1 and 3 in the world
+    all_reduce (seq 3), which rank 2 never posts. Rank 0 did post that all_reduce: it is in
+    its dump (scheduled, behind the reduce_scatter on its stream), it never started."""
+    folder = sample_traces / "gpu_nccl_hang_1gpu" / "flight_recorder"
+    report = triage_files(sorted(folder.glob("nccl_trace_rank_*")))
+    assert report.suspects == [(2, 2)]
+    dp, world = report.findings
+    assert (dp.group, dp.desc, dp.seq, dp.op) == ("3", "DP", 5, "reduce_scatter")
+    assert (dp.never_reached, dp.never_completed, dp.started) == ((2,), (0,), (0,))
+    assert (world.group, world.seq, world.op) == ("0", 3, "all_reduce")
+    assert (world.never_reached, world.never_completed, world.started) == ((2,), (0, 1, 3), (1, 3))
