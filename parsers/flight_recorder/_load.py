@@ -3,13 +3,14 @@
 Why a module of its own: a dump is a pickle, and ``pickle.load`` runs whatever a pickle names
 (any importable callable, e.g. ``os.system``). Both official analyzers load dumps with plain
 ``pickle.load`` (``fr_trace``'s ``loader.py``, nvrx's ``fr_attribution.py``); commscope never
-does. :class:`_PlainUnpickler` refuses every global *before* it is looked up, so nothing is
-imported and nothing is called: the only objects a load can build are those pickle's opcodes
-build by themselves (dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float,
-bool, None), plus bytes/set/frozenset through strict stand-ins for the calls Python's
-protocol-2 pickler writes for them (:data:`_PLAIN_GLOBALS`). The real dumps use none of the refused opcodes (protocol 2: PROTO, EMPTY_DICT,
-EMPTY_LIST, MARK, SETITEMS, APPENDS, BINUNICODE, BINPUT/BINGET, BININT*, LONG1, TUPLE2, NONE,
-NEWTRUE/NEWFALSE, STOP; see ``FORMATS_flight_recorder.md`` §1).
+does. :class:`_PlainUnpickler` resolves no global: it refuses every name *before* any
+lookup, so nothing is imported and nothing is called, except the few names Python's own
+protocol-2 pickler writes for bytes, set and frozenset, which it answers with strict
+stand-ins defined here (:data:`_PLAIN_GLOBALS`). The only objects a load can build are plain
+values: dict, list, tuple, set, frozenset, str, bytes, bytearray, int, float, bool, None. The
+real dumps need none of that (protocol 2: PROTO, EMPTY_DICT, EMPTY_LIST, MARK, SETITEMS,
+APPENDS, BINUNICODE, BINPUT/BINGET, BININT*, LONG1, TUPLE2, NONE, NEWTRUE/NEWFALSE, STOP; see
+``FORMATS_flight_recorder.md`` §1).
 
 The JSON form (C++ ``dump_json``, or nvrx's ``json.dump`` of the unpickled dict) is read with
 ``json.loads``. Both are bounded: a dump larger than :data:`MAX_DUMP_BYTES` (decompressed) is
