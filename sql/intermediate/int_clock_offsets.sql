@@ -1,5 +1,5 @@
 -- Clock offset of every timed rank against the run's reference clock, estimated from matched instances whose members end together (issue 18 item 2): a collective's (or p2p transfer's) kernels end within microseconds of each other on every member, so end_r - end_ref over shared instances is clock r - clock ref.
--- One row per (run_id, rank) with a timed lane (int_instance_members.timed). Evidence: instances of int_instance_members whose members are all present and timed by kernel or logged timing (cpu_range ends only time the enqueue on a GPU run), with at least two clock domains; a clock domain is a host (ranks of one host share a clock; a rank without a host is its own). Per instance the anchor is the member domain of lowest rank, its end the median end of its members there; every other member gives v = end - anchor end. Edge (anchor domain -> domain): estimate = median of v over its members and instances, scatter = max |v - estimate| (the largest disagreement of one member end with the estimate). Collective edges are preferred over p2p edges (a send may end before its recv), then the lower bound. The reference domain (that of the lowest timed rank) has offset 0; the other domains are reached breadth-first over the edges (6 hops at most, undirected: a reversed edge negates its estimate): offset = offset of the domain it is reached from + edge estimate, error_bound = that domain's bound + edge scatter, floored at 1 ns when the edge has fewer than 3 instances: then the bound widens to the causal one, max(estimate - lo, hi - estimate), lo/hi = max(start - anchor end) / min(end - anchor start) over the edge's members (no member of an all-reduce-like instance ends before every member posted). What the bound bounds: |offset_ns - true offset| under the assumption that members' ends coincide up to the scatter seen in the evidence (on generated runs they coincide exactly; on real runs the scatter of the data is the bound, not a model). Ranks: each rank's own estimate (median of v + its anchor domain's offset over its non-anchor members); a rank whose estimate differs from its domain's by more than the domain's bound plus its own scatter gets its own offset (scope rank). Domains no edge reaches: offset 0, bound null (scope unaligned).
+-- One row per (run_id, rank) with a timed lane (int_instance_members.timed). Evidence: instances of int_instance_members whose members are all present and timed by kernel or logged timing (cpu_range ends only time the enqueue on a GPU run), with at least two clock domains; a clock domain is a host (ranks of one host share a clock; a rank without a host is its own). Per instance the anchor is the member domain of lowest rank, its end the median end of its members there; every other member gives v = end - anchor end. Edge (anchor domain -> domain): estimate = median of v over its members and instances; scatter = max |v - estimate| (the largest disagreement of one member's end with the estimate) + the timestamps' resolution (1 ns; Kineto: one unit in the last place of a double holding microseconds, ~250 ns near 2025 epoch times). An edge with fewer than 3 instances shows too little scatter to trust: its scatter widens to the causal bound max(estimate - lo, hi - estimate), lo = max(start - anchor end), hi = min(end - anchor start) over its members (no member of an all-reduce-like instance ends before every member posted). Collective edges are preferred over p2p edges (a send may end before its recv), then the lower bound. The reference domain (that of the lowest timed rank) has offset 0; the other domains are reached breadth-first over the edges (6 hops at most; undirected: a reversed edge negates its estimate): offset = offset of the domain it is reached from + edge estimate, error_bound = that domain's bound + edge scatter. What the bound bounds: |offset_ns - true offset|, assuming the members' ends coincide up to the scatter seen in the evidence (generated runs: they coincide, the bound is the Kineto rounding, < 2 us; real runs: the data's own scatter is the bound, not a model of it). Ranks: each rank's own estimate (median of v + its anchor domain's offset over its non-anchor members; a rank that is always the anchor is not checked); a rank whose estimate differs from its domain's by more than the domain's bound plus its own scatter gets its own offset (scope rank). Domains no edge reaches: offset 0, bound null (scope unaligned).
 CREATE OR REPLACE VIEW int_clock_offsets(
   -- Training run identifier.
   run_id,
@@ -32,7 +32,14 @@ WITH
       timing_source,
       group_size,
       ts_ns,
-      end_ns
+      end_ns,
+      -- resolution of the end timestamp: Kineto writes microseconds as JSON doubles, so an end
+      -- near 1.7e18 ns carries a rounding of up to one unit in the last place (~250 ns)
+      CASE
+        WHEN source_format = 'kineto' AND abs(end_ns) >= 1000
+          THEN pow(2, floor(log2(abs(end_ns) / 1000.0)) - 52) * 1000
+        ELSE 1
+      END AS res
     FROM int_instance_members
   ),
   timed_ranks AS (
@@ -59,7 +66,7 @@ WITH
     SEMI JOIN usable AS u ON u.run_id = mm.run_id AND u.instance_key = mm.instance_key
   ),
   anchors AS (
-    SELECT run_id, instance_key, median(end_ns) AS a_end, min(ts_ns) AS a_start
+    SELECT run_id, instance_key, median(end_ns) AS a_end, min(ts_ns) AS a_start, max(res) AS a_res
     FROM ev
     WHERE domain = a_domain
     GROUP BY run_id, instance_key
@@ -74,7 +81,8 @@ WITH
       e.a_domain,
       e.end_ns - a.a_end AS v,
       e.ts_ns - a.a_end AS lo_v,
-      e.end_ns - a.a_start AS hi_v
+      e.end_ns - a.a_start AS hi_v,
+      e.res + a.a_res AS res
     FROM ev AS e
     JOIN anchors AS a ON a.run_id = e.run_id AND a.instance_key = e.instance_key
     WHERE e.domain <> e.a_domain
@@ -88,7 +96,8 @@ WITH
       median(v) AS est,
       max(lo_v) AS lo,
       min(hi_v) AS hi,
-      count(DISTINCT instance_key) AS n
+      count(DISTINCT instance_key) AS n,
+      max(res) AS res
     FROM v
     GROUP BY run_id, a_domain, domain, is_p2p
   ),
@@ -101,14 +110,14 @@ WITH
       round(e.est)::BIGINT AS est,
       e.n,
       CASE
-        WHEN e.n >= 3 THEN greatest(max(abs(v.v - e.est)), 1)
-        ELSE greatest(e.est - e.lo, e.hi - e.est, max(abs(v.v - e.est)), 1)
+        WHEN e.n >= 3 THEN max(abs(v.v - e.est)) + e.res
+        ELSE greatest(e.est - e.lo, e.hi - e.est, max(abs(v.v - e.est)) + e.res)
       END AS scatter
     FROM edge_est AS e
     JOIN v
       ON v.run_id = e.run_id AND v.a_domain = e.a_domain AND v.domain = e.domain
       AND v.is_p2p = e.is_p2p
-    GROUP BY e.run_id, e.a_domain, e.domain, e.is_p2p, e.est, e.lo, e.hi, e.n
+    GROUP BY e.run_id, e.a_domain, e.domain, e.is_p2p, e.est, e.lo, e.hi, e.n, e.res
   ),
   edges AS (
     -- undirected: from -> to with to's clock = from's + est
@@ -199,17 +208,24 @@ WITH
       v.rank,
       median(v.v + d.off) AS est,
       count(DISTINCT v.instance_key) AS n,
-      max(d.bound) AS anchor_bound
+      max(d.bound) AS anchor_bound,
+      max(v.res) AS res
     FROM v
     JOIN domains AS d ON d.run_id = v.run_id AND d.domain = v.a_domain
     GROUP BY v.run_id, v.rank
   ),
   rank_scatter AS (
-    SELECT r.run_id, r.rank, r.est, r.n, r.anchor_bound, max(abs(v.v + d.off - r.est)) AS scatter
+    SELECT
+      r.run_id,
+      r.rank,
+      r.est,
+      r.n,
+      r.anchor_bound,
+      max(abs(v.v + d.off - r.est)) + r.res AS scatter
     FROM rank_est AS r
     JOIN v ON v.run_id = r.run_id AND v.rank = r.rank
     JOIN domains AS d ON d.run_id = v.run_id AND d.domain = v.a_domain
-    GROUP BY r.run_id, r.rank, r.est, r.n, r.anchor_bound
+    GROUP BY r.run_id, r.rank, r.est, r.n, r.anchor_bound, r.res
   )
 SELECT
   t.run_id,
@@ -223,7 +239,7 @@ SELECT
   CASE
     WHEN d.domain IS NULL THEN NULL
     WHEN d.hops > 0 AND abs(rs.est - d.off) > d.bound + rs.scatter
-      THEN ceil(rs.anchor_bound + greatest(rs.scatter, 1))
+      THEN ceil(rs.anchor_bound + rs.scatter)
     ELSE d.bound
   END::BIGINT AS error_bound_ns,
   CASE
