@@ -110,6 +110,28 @@ WITH
     LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
     WHERE c.rank IS NOT NULL
   ),
+  -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
+  -- the logged rank itself on the world or an unknown group
+  pairs AS (
+    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
+    FROM members
+    WHERE group_size = 2
+    GROUP BY run_id, global_group
+  ),
+  resolved AS (
+    SELECT
+      c.*,
+      CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
+        -- a two-rank group: the other member (whatever numbering peer_rank uses)
+        CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
+        g.global_rank,
+        CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
+      ) END AS peer_resolved
+    FROM calls AS c
+    LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
+    LEFT JOIN members AS g
+      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
+  ),
   -- ---- collectives ----------------------------------------------------------------------
   coll AS (
     SELECT
@@ -126,8 +148,11 @@ WITH
         PARTITION BY run_id, global_group, rank, seq
         ORDER BY launch_ts_ns, order_ts, source_file, source_line
       ) AS k_seq
-    FROM calls
-    WHERE global_group IS NOT NULL AND group_size > 1 AND op NOT IN ('send', 'recv')
+    FROM resolved
+    -- send/recv whose peer cannot be named (a group whose members are not all known) are
+    -- matched as calls of their group, so a missing partner still shows
+    WHERE global_group IS NOT NULL AND group_size > 1
+      AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
   ),
   coll_rank AS (
     SELECT
@@ -180,43 +205,22 @@ WITH
         AS instance_seq
     FROM coll_keyed
   ),
-  -- ---- p2p ---------------------------------------------------------------------------------
-  pairs AS (
-    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
-    FROM members
-    WHERE group_size = 2
-    GROUP BY run_id, global_group
-  ),
-  p2p_peer AS (
-    SELECT
-      c.*,
-      coalesce(
-        -- a two-rank group: the other member (whatever numbering peer_rank uses)
-        CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
-        g.global_rank,
-        CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
-      ) AS peer_global
-    FROM calls AS c
-    LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
-    LEFT JOIN members AS g
-      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
-    WHERE c.op IN ('send', 'recv')
-  ),
   p2p AS (
     SELECT
-      *,
-      CASE WHEN op = 'send' THEN rank ELSE peer_global END AS p2p_src,
-      CASE WHEN op = 'send' THEN peer_global ELSE rank END AS p2p_dst,
+      * EXCLUDE (peer_resolved),
+      peer_resolved AS peer_global,
+      CASE WHEN op = 'send' THEN rank ELSE peer_resolved END AS p2p_src,
+      CASE WHEN op = 'send' THEN peer_resolved ELSE rank END AS p2p_dst,
       row_number() OVER (
-        PARTITION BY run_id, rank, op, peer_global
+        PARTITION BY run_id, rank, op, peer_resolved
         ORDER BY launch_ts_ns, order_ts, source_file, source_line
       ) AS k_all,
       row_number() OVER (
-        PARTITION BY run_id, rank, op, peer_global, iteration
+        PARTITION BY run_id, rank, op, peer_resolved, iteration
         ORDER BY launch_ts_ns, order_ts, source_file, source_line
       ) AS k_iter
-    FROM p2p_peer
-    WHERE peer_global IS NOT NULL AND peer_global <> rank
+    FROM resolved
+    WHERE peer_resolved IS NOT NULL AND peer_resolved <> rank
   ),
   p2p_method AS (
     SELECT
