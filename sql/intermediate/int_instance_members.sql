@@ -134,7 +134,8 @@ WITH
         CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
       ) END AS peer_resolved
     FROM calls AS c
-    JOIN files AS f ON f.run_id = c.run_id AND f.source_file = c.source_file
+    JOIN files AS f
+      ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
     LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
     LEFT JOIN members AS g
       ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank

@@ -7,15 +7,15 @@ CREATE OR REPLACE VIEW int_instances(
   instance_key,
   -- Group of global ranks (int_comm_ops_classified.global_group); for p2p the logged pair group, may be null.
   global_group,
-  -- TP | PP | DP | EP | EmbTableSyn | other (the members' most common class).
+  -- TP | PP | DP | EP | EmbTableSyn | other (the members' class; the lowest name if they differ).
   traffic_class,
-  -- Normalised operation (the members' most common); 'send/recv' for p2p transfers (also a send or recv on a group whose members are not all known, matched as a call of its group).
+  -- Normalised operation (the members'; the lowest name on an op_mismatch); 'send/recv' for p2p transfers (also a send or recv on a group whose members are not all known, matched as a call of its group).
   op,
   -- Matched position of the instance in its group (or src->dst pair).
   instance_seq,
   -- seq (logged sequence numbers) | order (k-th call of the group on each rank).
   match_method,
-  -- Iteration (the members' most common; null outside every iteration).
+  -- Iteration (the members' lowest; null outside every iteration).
   iteration,
   -- Message size in bytes: the largest member's.
   msg_bytes,
@@ -55,45 +55,55 @@ CREATE OR REPLACE VIEW int_instances(
   offset_bound_ns
 ) AS
 WITH
-  calls AS MATERIALIZED (
+  calls AS MATERIALIZED (SELECT * FROM int_instance_calls),
+  last_post AS (
+    -- the latest aligned post of each instance, the host and offset bound of that member
     SELECT
-      *,
-      max(arrival_ns) OVER w AS last_arr,
-      arg_max(host, arrival_ns) OVER w AS last_host,
-      arg_max(offset_bound_ns, arrival_ns) OVER w AS last_bound
-    FROM int_instance_calls
-    WINDOW w AS (PARTITION BY run_id, instance_key)
+      run_id,
+      instance_key,
+      max(arrival_ns) AS last_arr,
+      arg_max(host, arrival_ns) AS last_host,
+      arg_max(offset_bound_ns, arrival_ns) AS last_bound
+    FROM calls
+    GROUP BY run_id, instance_key
   ),
   flagged AS (
     -- tied with the last arrival: the same instant, or on another clock closer than the two
     -- offsets' bounds (alignment cannot order them)
     SELECT
-      *,
-      arrival_ns = last_arr
+      c.*,
+      l.last_arr,
+      c.arrival_ns = l.last_arr
       OR (
-        host IS DISTINCT FROM last_host
-        AND last_arr - arrival_ns <= coalesce(offset_bound_ns, 0) + coalesce(last_bound, 0)
+        c.host IS DISTINCT FROM l.last_host
+        AND l.last_arr - c.arrival_ns <= coalesce(c.offset_bound_ns, 0) + coalesce(l.last_bound, 0)
       ) AS tied
-    FROM calls
+    FROM calls AS c
+    JOIN last_post AS l ON l.run_id = c.run_id AND l.instance_key = c.instance_key
   ),
   inst AS (
     SELECT
       run_id,
       instance_key,
       any_value(global_group) AS global_group,
-      mode(traffic_class) AS traffic_class,
-      CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE mode(op) END AS op,
+      min(traffic_class) AS traffic_class,
+      CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE min(op) END AS op,
       any_value(instance_seq) AS instance_seq,
       any_value(match_method) AS match_method,
-      mode(iteration) AS iteration,
+      min(iteration) AS iteration,
       max(msg_bytes) AS msg_bytes,
-      count(DISTINCT msg_bytes) > 1 AND bool_and(op NOT IN ('all_to_all', 'all_to_allv'))
-        AS size_mismatch,
+      coalesce(min(msg_bytes) <> max(msg_bytes), FALSE)
+        AND bool_and(op NOT IN ('all_to_all', 'all_to_allv')) AS size_mismatch,
       -- a send and a recv are the two sides of one transfer, not a mismatch
-      count(DISTINCT CASE WHEN op IN ('send', 'recv') THEN 'p2p' ELSE op END) > 1 AS op_mismatch,
+      coalesce(
+        min(CASE WHEN op IN ('send', 'recv') THEN 'p2p' ELSE op END)
+        <> max(CASE WHEN op IN ('send', 'recv') THEN 'p2p' ELSE op END),
+        FALSE
+      ) AS op_mismatch,
       max(group_size) AS ranks_expected,
-      count(DISTINCT rank) AS ranks_seen,
-      count(DISTINCT rank) FILTER (WHERE timed) AS ranks_timed,
+      -- a rank is in an instance at most once (int_instance_members' k-th call)
+      count(*) AS ranks_seen,
+      count(*) FILTER (WHERE timed) AS ranks_timed,
       -- p2p: the pair's two ranks (the sender's src, the receiver's dst)
       min(CASE WHEN op = 'send' THEN rank ELSE peer_global END) AS p2p_src,
       min(CASE WHEN op = 'send' THEN peer_global ELSE rank END) AS p2p_dst,

@@ -7,15 +7,15 @@ CREATE OR REPLACE VIEW collective_instances(
   instance_key,
   -- Group of global ranks (int_comm_ops_classified.global_group); for p2p the logged pair group, may be null.
   global_group,
-  -- TP | PP | DP | EP | EmbTableSyn | other (the members' most common class).
+  -- TP | PP | DP | EP | EmbTableSyn | other (the members' class; the lowest name if they differ).
   traffic_class,
-  -- Normalised operation (the members' most common); 'send/recv' for p2p transfers (also a send or recv on a group whose members are not all known, matched as a call of its group).
+  -- Normalised operation (the members'; the lowest name on an op_mismatch); 'send/recv' for p2p transfers (also a send or recv on a group whose members are not all known, matched as a call of its group).
   op,
   -- Matched position of the instance in its group (or src->dst pair).
   instance_seq,
   -- seq (logged sequence numbers) | order (k-th call of the group on each rank).
   match_method,
-  -- Iteration (the members' most common; null outside every iteration).
+  -- Iteration (the members' lowest; null outside every iteration).
   iteration,
   -- Message size in bytes: the largest member's.
   msg_bytes,
