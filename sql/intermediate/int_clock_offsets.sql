@@ -40,7 +40,11 @@ WITH
           THEN pow(2, floor(log2(abs(end_ns) / 1000.0)) - 52) * 1000
         ELSE 1
       END AS res
-    FROM int_instance_members
+    FROM int_instance_members AS i
+    -- only instances with a timed member can give a timed rank or a usable instance (usable
+    -- needs every member timed); an untimed run (NCCL logs) skips the grouping of its calls
+    SEMI JOIN (SELECT DISTINCT run_id, instance_key FROM int_instance_members WHERE timed) AS t
+      ON t.run_id = i.run_id AND t.instance_key IS NOT DISTINCT FROM i.instance_key
   ),
   timed_ranks AS (
     SELECT run_id, rank, any_value(host) AS host, any_value(domain) AS domain
