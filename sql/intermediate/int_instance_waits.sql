@@ -1,5 +1,5 @@
 -- Every member call of a complete, timed cross-rank instance with the instance's last arrival and the member's wait for it: the cross-rank split of a call into waiting (for the group's last member to post) and transfer (APNet'24 §4.1's PP rule, applied to every class and measured across ranks on aligned clocks).
--- One row per row of int_instance_calls whose instance is complete and timed: every expected member seen once (group_size members; 2 for p2p), every member timed, one op (p2p: one send and one recv), one msg_bytes unless the op is an all-to-all. Inputs: int_instance_calls (instance_key, arrival_ns/finish_ns = raw minus the rank's clock offset), int_clock_offsets (error bounds), int_rank_nodes (stage, node). Definitions: last_arrival = max member arrival (aligned); last_rank = the lowest rank arriving then; wait = least(last_arrival - arrival, dur) (a member cannot wait longer than its call); transfer = max member finish - last_arrival (>= 0); an instance whose members differ by a clock the offsets could not align (scope 'unaligned' on a member of another host) is still here: offset_bound_ns is then null and its cross-host waits carry that clock difference.
+-- One row per row of int_instance_calls whose instance (int_instances) is complete with every member timed (status complete: every rank of the group seen, no op or size mismatch). Inputs: int_instance_calls (the members: arrival_ns = raw post minus the rank's clock offset), int_instances (last arrival, last rank with ties inside the offsets' error bounds, transfer, wait), int_rank_nodes (stage, node). Definitions: wait = least(last_arrival - arrival, dur) (a member cannot wait longer than its call; Σ over the members = int_instances.wait_ns); transfer = int_instances.transfer_ns (latest member end - last arrival, >= 0); wait_kind as int_breakdown_calls. A member on a clock the offsets could not align (int_clock_offsets scope 'unaligned') keeps its raw clock: offset_bound_ns is then null and its cross-host waits carry that clock difference.
 CREATE OR REPLACE VIEW int_instance_waits(
   -- Training run identifier.
   run_id,
@@ -25,7 +25,7 @@ CREATE OR REPLACE VIEW int_instance_waits(
   instance_bytes,
   -- Iteration of the member's call (null outside every iteration).
   iteration,
-  -- Iteration of the instance: the lowest of its members' (null when none has one).
+  -- Iteration of the instance: its members' most common one (as collective_instances; null when none has one).
   instance_iteration,
   -- The member's post of the call on its own clock (raw), ns.
   ts_ns,
@@ -37,9 +37,9 @@ CREATE OR REPLACE VIEW int_instance_waits(
   finish_ns,
   -- Latest post among the members (aligned), ns: the transfer start.
   last_arrival_ns,
-  -- The rank the others waited for: the member that posted last (lowest rank on ties).
+  -- The rank the others waited for: the lowest rank among the members tied with the last post (same instant, or another host within the two offsets' bounds).
   last_rank,
-  -- Members that posted at last_arrival_ns (ties).
+  -- Members tied for last (1 = no tie).
   last_tied,
   -- This member's wait: least(last_arrival_ns - arrival_ns, dur_ns), ns (>= 0; 0 for the last rank).
   wait_ns,
@@ -55,56 +55,37 @@ CREATE OR REPLACE VIEW int_instance_waits(
   wait_kind
 ) AS
 WITH
+  timed AS MATERIALIZED (
+    -- complete instances whose every member is timed (int_instances fills their times)
+    SELECT *
+    FROM int_instances
+    WHERE status = 'complete' AND last_arrival_ns IS NOT NULL
+  ),
   members AS (
     SELECT
-      i.*,
+      c.*,
+      t.last_arrival_ns,
+      t.last_rank,
+      t.last_tied,
+      t.msg_bytes AS instance_bytes,
+      t.iteration AS instance_iteration,
+      t.wait_ns AS instance_wait_ns,
+      t.transfer_ns,
+      t.offset_bound_ns AS instance_bound_ns,
       n.stage,
-      coalesce(n.node::VARCHAR, i.host) AS place,
-      CASE WHEN o.scope IN ('reference', 'host', 'rank') THEN o.error_bound_ns END AS bound_ns,
-      o.scope IS NULL OR o.scope = 'unaligned' AS unaligned
-    FROM int_instance_calls AS i
-    LEFT JOIN int_clock_offsets AS o ON o.run_id = i.run_id AND o.rank = i.rank
-    LEFT JOIN int_rank_nodes AS n ON n.run_id = i.run_id AND n.rank = i.rank
-  ),
-  instances AS (
-    SELECT
-      run_id,
-      instance_key,
-      max(arrival_ns) AS last_arrival_ns,
-      max(finish_ns) AS last_finish_ns,
-      max(msg_bytes) AS instance_bytes,
-      min(iteration) AS instance_iteration,
-      CASE WHEN bool_or(unaligned) THEN NULL ELSE max(bound_ns) END AS offset_bound_ns,
-      count(DISTINCT place) > 1 AS spans_nodes,
-      count(DISTINCT stage) > 1 AS spans_stages
-    FROM members
-    GROUP BY run_id, instance_key
-    HAVING
-      count(*) = max(CASE WHEN instance_key LIKE 'p2p:%' THEN 2 ELSE group_size END)
-      AND count(DISTINCT rank) = count(*)
-      AND bool_and(timed AND arrival_ns IS NOT NULL AND finish_ns IS NOT NULL)
-      AND (
-        CASE
-          WHEN instance_key LIKE 'p2p:%'
-            THEN count(*) FILTER (WHERE op = 'send') = 1 AND count(*) FILTER (WHERE op = 'recv') = 1
-          ELSE count(DISTINCT op) = 1
-        END
-      )
-      AND (count(DISTINCT msg_bytes) <= 1 OR bool_and(op LIKE 'all_to_all%'))
+      coalesce(n.node::VARCHAR, c.host) AS place
+    FROM int_instance_calls AS c
+    JOIN timed AS t ON t.run_id = c.run_id AND t.instance_key = c.instance_key
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
   ),
   joined AS (
     SELECT
-      m.*,
-      s.last_arrival_ns,
-      s.last_finish_ns,
-      s.instance_bytes,
-      s.instance_iteration,
-      s.offset_bound_ns,
-      s.spans_nodes,
-      s.spans_stages,
-      least(s.last_arrival_ns - m.arrival_ns, m.dur_ns) AS wait_ns
-    FROM members AS m
-    JOIN instances AS s ON s.run_id = m.run_id AND s.instance_key = m.instance_key
+      *,
+      least(last_arrival_ns - arrival_ns, dur_ns) AS wait_ns,
+      count(DISTINCT place) OVER w > 1 AS spans_nodes,
+      count(DISTINCT stage) OVER w > 1 AS spans_stages
+    FROM members
+    WINDOW w AS (PARTITION BY run_id, instance_key)
   )
 SELECT
   run_id,
@@ -115,7 +96,7 @@ SELECT
   op,
   traffic_class,
   global_group,
-  CASE WHEN instance_key LIKE 'p2p:%' THEN 2 ELSE group_size END AS group_size,
+  group_size,
   msg_bytes,
   instance_bytes,
   iteration,
@@ -125,16 +106,15 @@ SELECT
   arrival_ns,
   finish_ns,
   last_arrival_ns,
-  min(rank) FILTER (WHERE arrival_ns = last_arrival_ns) OVER w AS last_rank,
-  count(*) FILTER (WHERE arrival_ns = last_arrival_ns) OVER w AS last_tied,
+  last_rank,
+  last_tied,
   wait_ns,
-  (sum(wait_ns) OVER w)::BIGINT AS instance_wait_ns,
-  greatest(last_finish_ns - last_arrival_ns, 0) AS transfer_ns,
-  offset_bound_ns,
+  instance_wait_ns::BIGINT AS instance_wait_ns,
+  transfer_ns,
+  instance_bound_ns AS offset_bound_ns,
   spans_nodes,
   CASE
     WHEN traffic_class IN ('PP', 'EmbTableSyn') OR spans_stages THEN 'bubble'
     ELSE 'sync'
   END AS wait_kind
 FROM joined
-WINDOW w AS (PARTITION BY run_id, instance_key)
