@@ -57,6 +57,8 @@ MARTS = (
     "model_vs_measured",
     "collective_instances",
     "clock_offsets",
+    "rank_waits",
+    "stragglers",
 )
 
 
