@@ -744,6 +744,8 @@ def instance_gaps(ev: Evidence, marts: dict[str, Any], missing: dict[str, str]) 
     out: dict[str, Gap] = {}
 
     def derived(mart: str) -> Gap:
+        if "not defined" in missing[mart]:  # an older commscope read the store
+            return Gap("missing", missing[mart], "use a commscope with issue 18's marts")
         return Gap("missing", missing[mart], "run commscope derive {run}")
 
     ci = marts.get("collective_instances")

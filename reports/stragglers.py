@@ -139,8 +139,8 @@ def heatmap(d: rd.RunData) -> Heat:
 def offenders(st: pl.DataFrame, top: int = MAX_OFFENDERS) -> pl.DataFrame:
     """The run's top offenders (run-level rows, iteration null) by rank_order, with their
     evidence: instances last, wait caused (same-stage and all classes, ms), share of the run's
-    same-stage wait (%), where the delay sat, link excess (ms), iterations as top offender,
-    persistent."""
+    same-stage wait (%), where the delay sat, link excess (ms) and slow instances, iterations
+    as top offender, persistent."""
     run = st.filter(pl.col("iteration").is_null())
     if run.is_empty():
         raise rd.Unavailable("stragglers has no run-level rows (iteration null)")
@@ -152,12 +152,18 @@ def offenders(st: pl.DataFrame, top: int = MAX_OFFENDERS) -> pl.DataFrame:
         cols.append((pl.col("share") * 100).round(2).alias("share_pct"))
     cols += [pl.col(c) for c in _has(run, "delay_location")]
     cols += [_ms(c) for c in _has(run, "link_excess_ns")]
+    cols += [pl.col(c) for c in _has(run, "slow_instances")]
     cols += [pl.col(c) for c in _has(run, "iterations_top", "persistent")]
     return run.select(cols)
 
 
 def iterations_with_wait(st: pl.DataFrame) -> int:
-    """Iterations in which some rank caused same-stage wait (persistent's denominator)."""
+    """Iterations in which some rank caused same-stage wait (persistent's denominator): the
+    mart's iterations_with_waits where it has one, else counted from its per-iteration rows."""
+    if "iterations_with_waits" in st.columns:
+        n = st.filter(pl.col("iteration").is_null())["iterations_with_waits"].max()
+        if n is not None:
+            return int(n)  # type: ignore[arg-type]
     it = st.filter(pl.col("iteration").is_not_null() & (pl.col("wait_caused_ns").fill_null(0) > 0))
     return int(it["iteration"].n_unique())
 
@@ -390,12 +396,21 @@ def section(d: rd.RunData) -> list[Block]:
             )
         return out
 
-    return (
+    blocks = (
         _guard(waits, d.gaps, "waits")
         + _guard(skew, d.gaps, "skew")
         + _guard(clocks, d.gaps, "clocks")
         + _guard(gaps, d.gaps, "instances")
     )
+    # views with one cause (instances not matched: no waits, skew or gaps) say it once
+    seen: set[str] = set()
+    out = []
+    for b in blocks:
+        if b.kind == "na" and b.text in seen:
+            continue
+        seen.add(b.text)
+        out.append(b)
+    return out
 
 
 # ---------------------------------------------------------------------------- compare
