@@ -685,13 +685,44 @@ STATUS_REMEDY = {
 }
 
 
-def _status_counts(ci: Any) -> dict[str, int]:
-    """Instances per status (every row counts as complete when the column is absent)."""
+def instance_state(columns: Any) -> Any:
+    """A Polars expression: each instance's state for the page, from collective_instances'
+    status and timing. 'complete' only when every member is timed (ranks_timed = ranks_seen,
+    else a skew present); a complete instance without times (NCCL debug logs time nothing) and
+    one timed on some members only are both 'untimed'; other statuses as the mart states.
+
+    Args:
+        columns: the mart's column names (older or hand-built frames may lack some).
+    """
+    import polars as pl
+
+    cols = set(columns)
+    if "status" not in cols:
+        return pl.lit("complete")
+    if {"ranks_timed", "ranks_seen"} <= cols:
+        timed = pl.col("ranks_timed") == pl.col("ranks_seen")
+    elif "skew_ns" in cols:
+        timed = pl.col("skew_ns").is_not_null()
+    else:
+        timed = pl.lit(True)
+    return (
+        pl.when((pl.col("status") == "complete") & ~timed.fill_null(False))
+        .then(pl.lit("untimed"))
+        .otherwise(pl.col("status"))
+    )
+
+
+def status_counts(ci: Any) -> dict[str, int]:
+    """Instances per state (:func:`instance_state`), most frequent first."""
     if ci is None or ci.height == 0:
         return {}
-    if "status" not in ci.columns:
-        return {"complete": int(ci.height)}
-    rows = ci.group_by("status").len().sort(["len", "status"], descending=[True, False]).iter_rows()
+    rows = (
+        ci.select(instance_state(ci.columns).alias("state"))
+        .group_by("state")
+        .len()
+        .sort(["len", "state"], descending=[True, False])
+        .iter_rows()
+    )
     return {str(k): int(v) for k, v in rows}
 
 
@@ -736,8 +767,8 @@ def instance_gaps(ev: Evidence, marts: dict[str, Any], missing: dict[str, str]) 
     """Gaps of the straggler section (:mod:`reports.stragglers`), in the order it needs them.
 
     ``instances``: the collective_instances mart has rows (matching needs calls of two or
-    more ranks of a known group). ``skew`` and ``waits``: some instance is complete (timed
-    on every member; NCCL logs time nothing, so they match but never complete); ``waits``
+    more ranks of a known group). ``skew`` and ``waits``: some instance is complete and timed
+    on every member (NCCL logs time nothing: their instances match, untimed); ``waits``
     also needs stragglers rows, and says (partial) how many instances it leaves out.
     ``clocks``: clock_offsets has rows (offsets come from timed matched collectives).
     """
@@ -749,7 +780,7 @@ def instance_gaps(ev: Evidence, marts: dict[str, Any], missing: dict[str, str]) 
         return Gap("missing", missing[mart], "run commscope derive {run}")
 
     ci = marts.get("collective_instances")
-    counts = _status_counts(ci)
+    counts = status_counts(ci)
     if "collective_instances" in missing:
         out["instances"] = derived("collective_instances")
     elif not counts:

@@ -26,6 +26,7 @@ import polars as pl
 
 from reports import charts
 from reports import data as rd
+from reports import gaps as rg
 
 if TYPE_CHECKING:
     from reports.html import Block
@@ -45,6 +46,10 @@ DELAY_TEXT = {
 # Clock-offset rows shown; above it, the reference, per-rank and unaligned rows come first.
 MAX_CLOCK_ROWS = 32
 SCOPE_ORDER = {"reference": 0, "rank": 1, "unaligned": 2, "host": 3}
+STATUS_TEXT = {
+    "complete": "complete (every rank present and timed)",
+    "untimed": "untimed (not timed on every member: gap checks only)",
+}
 STATUS_ORDER = {"missing_ranks": 0, "size_mismatch": 1, "op_mismatch": 2, "untimed": 3}
 
 
@@ -194,9 +199,7 @@ def skew_per_class(d: rd.RunData) -> pl.DataFrame:
     """Per traffic class over complete instances: count, median / p95 / max skew (µs), median
     transfer (µs), total wait (ms) and the largest clock bound (µs: skew is known ± it)."""
     ci = d.mart("collective_instances")
-    if "status" in ci.columns:
-        ci = ci.filter(pl.col("status") == "complete")
-    ci = ci.filter(pl.col("skew_ns").is_not_null())
+    ci = ci.filter((rg.instance_state(ci.columns) == "complete") & pl.col("skew_ns").is_not_null())
     if ci.is_empty():
         raise rd.Unavailable("no complete (timed on every member) instance")
     aggs = [
@@ -289,14 +292,17 @@ def clock_table(d: rd.RunData) -> tuple[pl.DataFrame, str]:
 
 
 def instance_gaps(d: rd.RunData) -> tuple[pl.DataFrame, str]:
-    """Instances whose status is not 'complete', per group, class, op and status (count,
-    iterations, an example of the missing ranks), and a sentence with the counts per status."""
+    """Instances that are not complete and timed, per group, class, op and state (count,
+    iterations, an example of the missing ranks), and a sentence with the counts per state
+    (:func:`reports.gaps.instance_state`: a complete instance without times is 'untimed')."""
     ci = d.mart("collective_instances")
     if ci.is_empty():
         raise rd.Unavailable("collective_instances has no rows")
-    counts = ci.group_by("status").len().sort(["len", "status"], descending=[True, False])
-    total = ci.height
-    text = f"{total:,} instances matched: " + ", ".join(f"{n:,} {s}" for s, n in counts.iter_rows())
+    counts = rg.status_counts(ci)
+    text = f"{ci.height:,} instances matched: " + ", ".join(
+        f"{n:,} {STATUS_TEXT.get(s, s)}" for s, n in counts.items()
+    )
+    ci = ci.with_columns(rg.instance_state(ci.columns).alias("status"))
     bad = ci.filter(pl.col("status") != "complete")
     if bad.is_empty():
         return bad.head(0), text + ". No gaps: every instance has all its ranks, timed."
@@ -460,8 +466,8 @@ def _run_summary(d: rd.RunData) -> tuple[dict[str, Any], pl.DataFrame | None]:
             int(r) for r in run.filter(pl.col("persistent").fill_null(False))["rank"]
         )
     ci = d.marts.get("collective_instances")
-    if ci is not None and "status" in ci.columns:
-        out["complete_instances"] = int((ci["status"] == "complete").sum())
+    if ci is not None:
+        out["complete_instances"] = rg.status_counts(ci).get("complete", 0)
     return out, off
 
 

@@ -496,7 +496,15 @@ def test_group_gap_ignores_point_to_point_calls() -> None:
 
 # ---------------------------------------------------------------------------- instances (issue 18)
 
-UNTIMED = {"collective_instances": {"status": ["untimed", "untimed"]}, "stragglers": None}
+# as NCCL debug logs give them: every rank present and consistent (complete), nothing timed
+UNTIMED = {
+    "collective_instances": {
+        "status": ["complete", "complete"],
+        "ranks_seen": [2, 2],
+        "ranks_timed": [0, 0],
+    },
+    "stragglers": None,
+}
 
 
 def test_nccl_only_instances_say_to_record_timelines_of_every_rank() -> None:

@@ -275,13 +275,29 @@ def test_clock_table_of_many_hosts_shows_the_exceptions_first() -> None:
 
 def test_instance_gaps_per_group_and_status() -> None:
     table, text = rs.instance_gaps(run_data())
-    assert text == ("9 instances matched: 5 complete, 2 missing_ranks, 1 size_mismatch, 1 untimed.")
+    assert text == (
+        "9 instances matched: 5 complete (every rank present and timed), 2 missing_ranks, "
+        "1 size_mismatch, 1 untimed (not timed on every member: gap checks only)."
+    )
     rows = table.select("global_group", "status", "instances", "missing_ranks").rows()
     assert rows == [
         ("tp0", "missing_ranks", 2, "3"),
         ("tp0", "size_mismatch", 1, None),
         ("dp", "untimed", 1, None),
     ]
+
+
+def test_complete_instances_without_times_are_untimed() -> None:
+    # NCCL debug logs: every rank present and consistent (status complete), nothing timed
+    ci = INSTANCES.head(4).with_columns(
+        ranks_timed=pl.Series([4, 4, 0, 0]), skew_ns=pl.Series([1_000, 2_000, None, None])
+    )
+    assert rg.status_counts(ci) == {"complete": 2, "untimed": 2}
+    d = run_data(collective_instances=ci)
+    assert rs.skew_per_class(d)["instances"].to_list() == [2]
+    table, text = rs.instance_gaps(d)
+    assert text.startswith("4 instances matched: 2 complete (every rank present and timed), 2 ")
+    assert table.select("global_group", "status", "instances").rows() == [("tp0", "untimed", 2)]
 
 
 def test_section_renders_offender_tables_and_escapes() -> None:
