@@ -680,6 +680,7 @@ def view_gaps(
 # What a non-complete instance status means, and what to record so it becomes complete.
 STATUS_REMEDY = {
     "untimed": REMEDY_TIMELINES,
+    "partly_timed": REMEDY_TIMELINES,
     "missing_ranks": "ingest the logs of every rank of each group (a call missing on a rank "
     "that was ingested points to a rank that hung, crashed or whose log was cut short)",
 }
@@ -687,9 +688,13 @@ STATUS_REMEDY = {
 
 def instance_state(columns: Any) -> Any:
     """A Polars expression: each instance's state for the page, from collective_instances'
-    status and timing. 'complete' only when every member is timed (ranks_timed = ranks_seen,
-    else a skew present); a complete instance without times (NCCL debug logs time nothing) and
-    one timed on some members only are both 'untimed'; other statuses as the mart states.
+    status and timing.
+
+    Of the instances whose status is complete or untimed (every rank present and consistent):
+    'complete' when every member is timed, 'untimed' when none is (NCCL debug logs time
+    nothing), 'partly_timed' when some are (a timeline missing for some ranks). Without
+    ranks_timed/ranks_seen a skew marks a timed instance. Other statuses (missing_ranks,
+    size_mismatch, op_mismatch) as the mart states them.
 
     Args:
         columns: the mart's column names (older or hand-built frames may lack some).
@@ -699,17 +704,25 @@ def instance_state(columns: Any) -> Any:
     cols = set(columns)
     if "status" not in cols:
         return pl.lit("complete")
+    present = pl.col("status").is_in(["complete", "untimed"])
     if {"ranks_timed", "ranks_seen"} <= cols:
-        timed = pl.col("ranks_timed") == pl.col("ranks_seen")
-    elif "skew_ns" in cols:
-        timed = pl.col("skew_ns").is_not_null()
-    else:
-        timed = pl.lit(True)
-    return (
-        pl.when((pl.col("status") == "complete") & ~timed.fill_null(False))
-        .then(pl.lit("untimed"))
-        .otherwise(pl.col("status"))
-    )
+        timed = pl.col("ranks_timed").fill_null(0)
+        return (
+            pl.when(present & (timed == pl.col("ranks_seen")))
+            .then(pl.lit("complete"))
+            .when(present & (timed == 0))
+            .then(pl.lit("untimed"))
+            .when(present)
+            .then(pl.lit("partly_timed"))
+            .otherwise(pl.col("status"))
+        )
+    if "skew_ns" in cols:
+        return (
+            pl.when((pl.col("status") == "complete") & pl.col("skew_ns").is_null())
+            .then(pl.lit("untimed"))
+            .otherwise(pl.col("status"))
+        )
+    return pl.col("status")
 
 
 def status_counts(ci: Any) -> dict[str, int]:
@@ -755,8 +768,8 @@ def _untimed_instances(ev: Evidence, counts: dict[str, int]) -> Gap:
     nccl = ev.untimed.get("nccl_debug", 0)
     if nccl:
         causes.append(
-            f"{nccl:,} calls come from NCCL debug logs, which time nothing: they give the "
-            "gap checks only (instance gaps below)"
+            f"{nccl:,} calls come from NCCL debug logs, which time nothing (the gap checks "
+            "below are what they give)"
         )
     if ev.timed_ranks < ev.ranks:
         causes.append(f"{ev.timed_ranks:,} of {ev.ranks:,} ranks have timed calls")

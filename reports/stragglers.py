@@ -48,9 +48,12 @@ MAX_CLOCK_ROWS = 32
 SCOPE_ORDER = {"reference": 0, "rank": 1, "unaligned": 2, "host": 3}
 STATUS_TEXT = {
     "complete": "complete (every rank present and timed)",
-    "untimed": "untimed (not timed on every member: gap checks only)",
+    "untimed": "untimed (every rank present and consistent, no member timed: gap checks only)",
+    "partly_timed": "partly timed (some members have no timeline)",
 }
-STATUS_ORDER = {"missing_ranks": 0, "size_mismatch": 1, "op_mismatch": 2, "untimed": 3}
+# States that are gaps of the matching or the recording (listed per group).
+GAP_STATES = ("missing_ranks", "size_mismatch", "op_mismatch", "partly_timed")
+STATUS_ORDER = {s: i for i, s in enumerate(GAP_STATES)}
 
 
 def _ms(col: str) -> pl.Expr:
@@ -292,9 +295,11 @@ def clock_table(d: rd.RunData) -> tuple[pl.DataFrame, str]:
 
 
 def instance_gaps(d: rd.RunData) -> tuple[pl.DataFrame, str]:
-    """Instances that are not complete and timed, per group, class, op and state (count,
-    iterations, an example of the missing ranks), and a sentence with the counts per state
-    (:func:`reports.gaps.instance_state`: a complete instance without times is 'untimed')."""
+    """The gap checks: instances missing a rank, disagreeing in size or op, or timed on some
+    members only, per group, class, op and state (count, iterations, the most frequent missing
+    ranks), and a sentence with the counts per state (:func:`reports.gaps.instance_state`).
+    Untimed instances (every rank present, nothing timed: NCCL debug logs) are counted in the
+    sentence, not listed: they are no gap of the matching."""
     ci = d.mart("collective_instances")
     if ci.is_empty():
         raise rd.Unavailable("collective_instances has no rows")
@@ -303,9 +308,12 @@ def instance_gaps(d: rd.RunData) -> tuple[pl.DataFrame, str]:
         f"{n:,} {STATUS_TEXT.get(s, s)}" for s, n in counts.items()
     )
     ci = ci.with_columns(rg.instance_state(ci.columns).alias("status"))
-    bad = ci.filter(pl.col("status") != "complete")
+    bad = ci.filter(pl.col("status").is_in(GAP_STATES))
     if bad.is_empty():
-        return bad.head(0), text + ". No gaps: every instance has all its ranks, timed."
+        return bad.head(0), text + (
+            ". Gap checks: no instance misses a rank, disagrees in size or op between ranks, "
+            "or is timed on some members only."
+        )
     keys = _has(bad, "global_group", "traffic_class", "op", "status")
     aggs = [pl.len().alias("instances")]
     if "iteration" in bad.columns:
@@ -402,11 +410,16 @@ def section(d: rd.RunData) -> list[Block]:
             )
         return out
 
+    gaps_ = dict(d.gaps)
+    w, c = gaps_.get("waits"), gaps_.get("clocks")
+    if w is not None and c is not None and c.remedy and c.remedy == w.remedy:
+        # one remedy for both views: say it once
+        gaps_["clocks"] = rg.Gap(c.kind, c.reason, "record the same timelines (above)")
     blocks = (
-        _guard(waits, d.gaps, "waits")
-        + _guard(skew, d.gaps, "skew")
-        + _guard(clocks, d.gaps, "clocks")
-        + _guard(gaps, d.gaps, "instances")
+        _guard(waits, gaps_, "waits")
+        + _guard(skew, gaps_, "skew")
+        + _guard(clocks, gaps_, "clocks")
+        + _guard(gaps, gaps_, "instances")
     )
     # views with one cause (instances not matched: no waits, skew or gaps) say it once
     seen: set[str] = set()

@@ -72,6 +72,8 @@ def instances(*rows: tuple[Any, ...]) -> pl.DataFrame:
         op=pl.lit("all_reduce"),
         ranks_expected=pl.lit(4, pl.Int64),
         ranks_seen=pl.when(pl.col("status") == "missing_ranks").then(3).otherwise(4),
+        # the untimed row is timed on 2 of its 4 members (a timeline missing for 2 ranks)
+        ranks_timed=pl.when(pl.col("status") == "untimed").then(2).otherwise(4),
     )
 
 
@@ -277,13 +279,13 @@ def test_instance_gaps_per_group_and_status() -> None:
     table, text = rs.instance_gaps(run_data())
     assert text == (
         "9 instances matched: 5 complete (every rank present and timed), 2 missing_ranks, "
-        "1 size_mismatch, 1 untimed (not timed on every member: gap checks only)."
+        "1 partly timed (some members have no timeline), 1 size_mismatch."
     )
     rows = table.select("global_group", "status", "instances", "missing_ranks").rows()
     assert rows == [
         ("tp0", "missing_ranks", 2, "3"),
         ("tp0", "size_mismatch", 1, None),
-        ("dp", "untimed", 1, None),
+        ("dp", "partly_timed", 1, None),
     ]
 
 
@@ -296,8 +298,12 @@ def test_complete_instances_without_times_are_untimed() -> None:
     d = run_data(collective_instances=ci)
     assert rs.skew_per_class(d)["instances"].to_list() == [2]
     table, text = rs.instance_gaps(d)
-    assert text.startswith("4 instances matched: 2 complete (every rank present and timed), 2 ")
-    assert table.select("global_group", "status", "instances").rows() == [("tp0", "untimed", 2)]
+    assert text == (
+        "4 instances matched: 2 complete (every rank present and timed), 2 untimed (every rank "
+        "present and consistent, no member timed: gap checks only). Gap checks: no instance "
+        "misses a rank, disagrees in size or op between ranks, or is timed on some members only."
+    )
+    assert table.is_empty()  # untimed instances are no gap of the matching
 
 
 def test_section_renders_offender_tables_and_escapes() -> None:
@@ -319,6 +325,17 @@ def test_empty_views_say_what_to_record() -> None:
     assert "Kineto" in page and "nsys" in page and "every rank of each group" in page
     assert "Rank 3 held" not in page
     assert "reference clock: host a" in page  # the clock view has its data
+
+
+def test_one_remedy_for_waits_and_clocks_is_said_once() -> None:
+    d = run_data()
+    d.gaps = {
+        "waits": rg.Gap("missing", "none of the 9 matched instances is timed", rg.REMEDY_TIMELINES),
+        "clocks": rg.Gap("missing", "no rank has a timed call", rg.REMEDY_TIMELINES),
+    }
+    page = rh._Page().blocks(rs.section(d))
+    assert page.count("nsys profile") == 1
+    assert "not available: no rank has a timed call; to get it, record the same timelines" in page
 
 
 def test_section_without_the_marts() -> None:

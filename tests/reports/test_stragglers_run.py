@@ -151,7 +151,10 @@ def test_nccl_logs_say_what_to_record(runs: Runs) -> None:
     assert "NCCL debug logs, which time nothing" in part
     assert "from every rank of each group" in part and "Kineto" in part
     assert "held the others back" not in part
-    assert "instances matched" in part  # the gap checks NCCL logs do give
+    assert "not available: no rank has a timed call" in part  # no clock offsets either
+    # the gap checks NCCL logs do give: every instance matched, none with a gap
+    assert "untimed (every rank present and consistent, no member timed" in part
+    assert "Gap checks: no instance misses a rank" in part
 
 
 def test_compare_prints_straggler_changes(
