@@ -27,13 +27,12 @@ from reports.html import build_report
 from reports.model.config import config_from_dict
 from tests.sql.generated_runs import GeneratedRun, ingest_and_derive
 
-NEEDED = {"collective_instances", "clock_offsets", "stragglers"}
+MARTS = {m.name for m in discover() if m.layer == "marts"}
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(
-        not {m.name for m in discover() if m.layer == "marts"} >= NEEDED,
-        reason="the issue-18 marts (collective_instances, clock_offsets, stragglers) are not "
-        "in this checkout",
+        not {"collective_instances", "stragglers"} <= MARTS,
+        reason="the issue-18 marts (collective_instances, stragglers) are not in this checkout",
     ),
 ]
 
@@ -135,6 +134,9 @@ def test_tables_and_heatmap_are_the_marts(runs: Runs) -> None:
     }
     assert got == want
     # the clock-offset table: the mart's offsets and bounds in µs
+    if "clock_offsets" not in MARTS:  # A1's clock_offsets mart not merged yet: the page says so
+        assert "mart clock_offsets is not defined by this version of commscope" in part
+        return
     co = run.mart("clock_offsets")
     clock = next(t for t in tables(part) if t and "offset_us" in t[0])
     assert len(clock) == co.height
@@ -151,7 +153,8 @@ def test_nccl_logs_say_what_to_record(runs: Runs) -> None:
     assert "NCCL debug logs, which time nothing" in part
     assert "from every rank of each group" in part and "Kineto" in part
     assert "held the others back" not in part
-    assert "not available: no rank has a timed call" in part  # no clock offsets either
+    if "clock_offsets" in MARTS:
+        assert "not available: no rank has a timed call" in part  # no clock offsets either
     # the gap checks NCCL logs do give: every instance matched, none with a gap
     assert "untimed (every rank present and consistent, no member timed" in part
     assert "Gap checks: no instance misses a rank" in part
