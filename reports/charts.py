@@ -528,8 +528,10 @@ def wait_heatmap(
     """
     rank_title = "rank" if block == 1 else f"rank (cells: blocks of {block} ranks)"
     rows = size // block
+    cols = cells["iteration"].n_unique() if cells.height else 1
+    width = max(WIDTH, min(2 * WIDTH, 16 * cols))  # a few iterations need no double width
     return (
-        alt.Chart(_data(cells), title=title, width=2 * WIDTH, height=max(160, min(520, 18 * rows)))
+        alt.Chart(_data(cells), title=title, width=width, height=max(160, min(520, 18 * rows)))
         .mark_rect()
         .encode(
             x=alt.X("iteration:O", title=iteration_unit, axis=alt.Axis(labelAngle=0)),

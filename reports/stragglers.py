@@ -144,16 +144,18 @@ def heatmap(d: rd.RunData) -> Heat:
 # ---------------------------------------------------------------------------- offenders
 
 
-def offenders(st: pl.DataFrame, top: int = MAX_OFFENDERS) -> pl.DataFrame:
+def offenders(st: pl.DataFrame, top: int | None = MAX_OFFENDERS) -> pl.DataFrame:
     """The run's top offenders (run-level rows, iteration null) by rank_order, with their
     evidence: instances last, wait caused (same-stage and all classes, ms), share of the run's
     same-stage wait (%), where the delay sat, link excess (ms) and slow instances, iterations
-    as top offender, persistent."""
+    as top offender, persistent. ``top`` None: every rank that was last in an instance."""
     run = st.filter(pl.col("iteration").is_null())
     if run.is_empty():
         raise rd.Unavailable("stragglers has no run-level rows (iteration null)")
     order = "rank_order" if "rank_order" in run.columns else "wait_caused_ns"
-    run = run.sort(order, descending=order != "rank_order", nulls_last=True).head(top)
+    run = run.sort(order, descending=order != "rank_order", nulls_last=True)
+    if top is not None:
+        run = run.head(top)
     cols: list[pl.Expr] = [pl.col(c) for c in _has(run, "rank_order", "rank", "instances_last")]
     cols += [_ms(c) for c in _has(run, "wait_caused_ns", "wait_caused_all_ns")]
     if "share" in run.columns:
@@ -379,11 +381,18 @@ def section(d: rd.RunData) -> list[Block]:
 
     def skew() -> list[Block]:
         df = skew_per_class(d)
+        cross = [c for c in ("PP", "EmbTableSyn") if c in df["traffic_class"].to_list()]
+        note = (
+            f"; {' and '.join(cross)} span pipeline stages, so their skew includes the "
+            "pipeline schedule (the bubble), not only stragglers"
+            if cross
+            else ""
+        )
         return [
             Block(
                 "text",
                 text="Skew per class (last arrival - first arrival of each complete instance, "
-                "on aligned clocks; known to ± the clock bound):",
+                f"on aligned clocks; known to ± the clock bound{note}):",
             ),
             Block("chart", chart=charts.skew_per_class(skew_chart_frame(df), df)),
             Block("table", frame=df),
@@ -460,14 +469,14 @@ class StragglerChanges:
 
 
 def _run_summary(d: rd.RunData) -> tuple[dict[str, Any], pl.DataFrame | None]:
-    """One run's straggler summary and its offenders (None when it has none)."""
+    """One run's straggler summary and all its offenders in order (None when it has none)."""
     out: dict[str, Any] = {"run_id": d.run_id}
     gap = d.gaps.get("waits")
     try:
         if gap is not None and gap.kind != "partial":
             raise rd.Unavailable(gap.text())
         st = d.mart("stragglers")
-        off = offenders(st, top=MAX_OFFENDERS)
+        off = offenders(st, top=None)
     except rd.Unavailable as exc:
         out["unavailable"] = str(exc)
         return out, None
@@ -519,21 +528,42 @@ def _side(off: pl.DataFrame | None, tag: str) -> pl.DataFrame:
     )
 
 
-def changes(off_a: pl.DataFrame | None, off_b: pl.DataFrame | None) -> pl.DataFrame:
-    """Ranks in either run's top offenders, A beside B, with the wait difference and what
-    changed ('top offender in both', 'new in B', 'gone in B', 'now persistent', ...)."""
+def changes(
+    off_a: pl.DataFrame | None, off_b: pl.DataFrame | None, top: int = MAX_OFFENDERS
+) -> pl.DataFrame:
+    """Ranks in either run's ``top`` offenders, A beside B (their place and wait in the other
+    run even outside its top), with the wait difference B - A and what changed, first that
+    applies: 'new top offender', 'no longer top offender', 'no wait caused in A' / 'in B',
+    'now persistent', 'no longer persistent', 'entered the top N', 'left the top N', 'in
+    both top N'.
+
+    Args:
+        off_a, off_b: every offender of each run (:func:`offenders` with ``top`` None), or
+            None when the run has none.
+        top: offenders per run to compare.
+    """
     a, b = _side(off_a, "A"), _side(off_b, "B")
-    out = a.join(b, on="rank", how="full", coalesce=True)
+    keep = pl.col("order_A").le(top).fill_null(False) | pl.col("order_B").le(top).fill_null(False)
+    out = a.join(b, on="rank", how="full", coalesce=True).filter(keep)
+    pa, pb = pl.col("persistent_A").fill_null(False), pl.col("persistent_B").fill_null(False)
     change = (
-        pl.when(pl.col("order_A").is_null())
-        .then(pl.lit("new in B"))
+        pl.when((pl.col("order_B") == 1) & (pl.col("order_A") != 1).fill_null(True))
+        .then(pl.lit("new top offender"))
+        .when((pl.col("order_A") == 1) & (pl.col("order_B") != 1).fill_null(True))
+        .then(pl.lit("no longer top offender"))
+        .when(pl.col("order_A").is_null())
+        .then(pl.lit("no wait caused in A"))
         .when(pl.col("order_B").is_null())
-        .then(pl.lit("gone in B"))
-        .when(pl.col("persistent_B").fill_null(False) & ~pl.col("persistent_A").fill_null(False))
+        .then(pl.lit("no wait caused in B"))
+        .when(pb & ~pa)
         .then(pl.lit("now persistent"))
-        .when(pl.col("persistent_A").fill_null(False) & ~pl.col("persistent_B").fill_null(False))
+        .when(pa & ~pb)
         .then(pl.lit("no longer persistent"))
-        .otherwise(pl.lit("in both"))
+        .when(pl.col("order_A") > top)
+        .then(pl.lit(f"entered the top {top}"))
+        .when(pl.col("order_B") > top)
+        .then(pl.lit(f"left the top {top}"))
+        .otherwise(pl.lit(f"in both top {top}"))
     )
     return (
         out.with_columns(

@@ -358,13 +358,34 @@ B_STRAGGLERS = strag(
 
 
 def test_changes_between_runs() -> None:
-    table = rs.changes(rs.offenders(STRAGGLERS), rs.offenders(B_STRAGGLERS))
+    table = rs.changes(rs.offenders(STRAGGLERS, top=None), rs.offenders(B_STRAGGLERS, top=None))
     got = table.select("rank", "order_A", "order_B", "diff_ms", "change").rows()
     assert got == [
-        (2, None, 1, 9.0, "new in B"),
-        (3, 1, 2, -13.0, "no longer persistent"),
-        (1, 2, None, -2.0, "gone in B"),
+        (2, None, 1, 9.0, "new top offender"),
+        (3, 1, 2, -13.0, "no longer top offender"),
+        (1, 2, None, -2.0, "no wait caused in B"),
     ]
+    assert table.filter(pl.col("rank") == 3)["persistent_A", "persistent_B"].row(0) == (
+        True,
+        False,
+    )
+
+
+def test_changes_show_the_other_runs_place_outside_its_top() -> None:
+    # top 1: rank 3 leads A and is #2 in B; rank 2 leads B and caused no wait in A
+    table = rs.changes(
+        rs.offenders(STRAGGLERS, top=None), rs.offenders(B_STRAGGLERS, top=None), top=1
+    )
+    assert table.select("rank", "order_A", "order_B", "wait_caused_ms_B").rows() == [
+        (2, None, 1, 9.0),
+        (3, 1, 2, 1.0),
+    ]
+    # both lead their runs' top 2, persistence lost: the persistence change is named
+    a = STRAGGLERS.with_columns(
+        rank_order=pl.when(pl.col("rank") == 3).then(2).otherwise(1).cast(pl.Int64)
+    )
+    table = rs.changes(rs.offenders(a, top=None), rs.offenders(B_STRAGGLERS, top=None))
+    assert dict(table.select("rank", "change").rows())[3] == "no longer persistent"
 
 
 def test_compare_text_and_json() -> None:
@@ -377,8 +398,8 @@ def test_compare_text_and_json() -> None:
     assert ch.runs["A"]["complete_instances"] == 5
     text = "\n".join(ch.lines)
     assert "A r1: top offender rank 3" in text and "B r2: top offender rank 2" in text
-    assert "rank 3: A #1 14 ms -> B #2 1 ms (no longer persistent)" in text
-    assert "rank 2: A - -> B #1 9 ms (new in B)" in text
+    assert "rank 3: A #1 14 ms -> B #2 1 ms (no longer top offender)" in text
+    assert "rank 2: A - -> B #1 9 ms (new top offender)" in text
     doc = ch.as_json()
     assert [o["rank"] for o in doc["offenders"]] == [2, 3, 1]
 
@@ -389,5 +410,6 @@ def test_compare_says_why_a_run_has_no_stragglers() -> None:
     db.gaps = {}
     ch = rs.compare(da, db)
     assert ch.runs["B"] == {"run_id": "r2", "unavailable": "mart stragglers was not derived"}
-    assert ch.table.filter(pl.col("change") == "gone in B")["rank"].to_list() == [3, 1]
+    assert ch.table.filter(pl.col("change") == "no longer top offender")["rank"].to_list() == [3]
+    assert ch.table.filter(pl.col("change") == "no wait caused in B")["rank"].to_list() == [1]
     assert "B r2: mart stragglers was not derived" in "\n".join(ch.lines)
