@@ -244,6 +244,26 @@ def skew_chart_frame(skew: pl.DataFrame) -> pl.DataFrame:
 # ---------------------------------------------------------------------------- clocks
 
 
+def rank_ranges(text: str | None) -> str | None:
+    """'0,1,2,3,5' -> '0-3, 5' (a host's ranks, shorter on the page); other text unchanged."""
+    if not text:
+        return text
+    try:
+        ranks = sorted({int(x) for x in text.split(",")})
+    except ValueError:
+        return text
+    out: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ", ".join(out)
+
+
 def clock_table(d: rd.RunData) -> tuple[pl.DataFrame, str]:
     """The clock_offsets rows in µs, and a summary sentence (hosts, offset range, largest error
     bound, per-rank and unaligned rows).
@@ -264,6 +284,9 @@ def clock_table(d: rd.RunData) -> tuple[pl.DataFrame, str]:
     cols += [_us(c) for c in _has(co, "offset_ns", "error_bound_ns")]
     cols += [pl.col(c) for c in _has(co, "scope", "n_instances", "method")]
     table = co.select(cols)
+    if "ranks" in table.columns:
+        shown = [rank_ranges(x) for x in table["ranks"].cast(pl.Utf8).to_list()]
+        table = table.with_columns(ranks=pl.Series(shown, dtype=pl.Utf8))
     hosts = co.filter(pl.col("rank").is_null())
     scope = co["scope"] if "scope" in co.columns else pl.Series([], dtype=pl.Utf8)
     aligned = co.filter(pl.col("scope") != "unaligned") if "scope" in co.columns else co

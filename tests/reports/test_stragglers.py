@@ -251,6 +251,13 @@ def test_clock_table_is_the_marts_rows_in_microseconds() -> None:
     assert "1 rank disagrees with its host" in text
 
 
+def test_rank_ranges() -> None:
+    assert rs.rank_ranges("0,1,2,3,5,7,8") == "0-3, 5, 7-8"
+    assert rs.rank_ranges("4") == "4"
+    assert rs.rank_ranges("0-3") == "0-3"  # already a range: as the mart wrote it
+    assert rs.rank_ranges(None) is None
+
+
 def test_clock_table_of_many_hosts_shows_the_exceptions_first() -> None:
     n = 100
     co = pl.DataFrame(
