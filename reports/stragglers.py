@@ -41,7 +41,8 @@ MAX_ITER_AXIS = 50
 # How the page names delay_location.
 DELAY_TEXT = {
     "before_call": "before the call (arrived late: compute or data loading)",
-    "inside_call": "inside the call (its transfers slower than the same signature's median: link)",
+    "inside_call": "inside the call (its transfers slower than the same kind of transfer "
+    "elsewhere: a link)",
 }
 # Clock-offset rows shown; above it, the reference, per-rank and unaligned rows come first.
 MAX_CLOCK_ROWS = 32
@@ -395,9 +396,9 @@ def section(d: rd.RunData) -> list[Block]:
                 "text",
                 text=f"Top offenders over the run ({min(off.height, MAX_OFFENDERS)} shown of "
                 f"{st.filter(pl.col('iteration').is_null()).height:,} ranks that were last in "
-                "an instance); share = of the run's same-stage wait; link excess = how much "
-                "longer its instances' transfers took than the median of the same (op, bytes, "
-                "group size):",
+                "an instance); share = of the run's same-stage wait; link excess = the time its "
+                "slow instances' transfers took beyond the usual transfer of the same (op, "
+                "bytes, group size), slow_instances = how many (stragglers mart's header):",
             ),
             Block("table", frame=off),
         ]

@@ -168,6 +168,27 @@ def test_heatmap_cells_are_the_marts_per_iteration_rows() -> None:
     ).to_dict()
 
 
+def test_charts_survive_a_json_round_trip() -> None:
+    import json
+
+    import altair as alt
+
+    d = run_data()
+    heat = rs.heatmap(d)
+    skew = rs.skew_per_class(d)
+    for chart in (
+        charts.wait_heatmap(
+            heat.cells, block=1, size=4, iteration_unit="iteration", measure=heat.measure
+        ),
+        charts.skew_per_class(rs.skew_chart_frame(skew), skew),
+    ):
+        spec = chart.to_dict()  # validates against the Vega-Lite schema
+        again = json.loads(chart.to_json())
+        assert again == json.loads(json.dumps(spec))
+        assert type(chart).from_dict(again).to_dict() == spec
+        assert isinstance(chart, alt.TopLevelMixin)
+
+
 def test_heatmap_falls_back_to_all_classes_when_no_same_stage_wait() -> None:
     # a pipeline-only run: waits in PP only (wait_caused_ns 0, wait_caused_all_ns > 0)
     st = STRAGGLERS.with_columns(wait_caused_ns=pl.lit(0, pl.Int64))
