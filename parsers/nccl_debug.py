@@ -998,14 +998,19 @@ def _int(text: str | None) -> int | None:
     return v if -(2**63) <= v < 2**63 else None
 
 
-_INIT_NUMBERS = ("rank", "nranks", "cudadev", "nvmldev", "color", "key")
+_INIT_NUMBERS = ("rank", "nranks", "cudadev", "nvmldev")
+"""Init/Destroy numbers stored as int32 (ranks, counts, devices)."""
+_SPLIT_NUMBERS = ("color", "key")
+"""ncclCommSplit's color and key: C ints, stored as int64 (split_color, split_key). PyTorch passes
+a hash of the group's ranks as the color, often 10 digits (``color 2130503744``, NCCL 2.28.9 via
+torch 2.11), so a digit count is not a range check."""
 
 
 def _init_fits(fields: dict[str, Any]) -> bool:
-    """Whether an Init/Destroy line's numbers fit int32 (ranks, counts, devices)."""
-    for name in _INIT_NUMBERS:
+    """Whether an Init/Destroy line's numbers fit their columns (int32; color/key int32 as in C)."""
+    for name in (*_INIT_NUMBERS, *_SPLIT_NUMBERS):
         v = fields.get(name)
-        if v is not None and len(v.lstrip("-")) > 9:
+        if v is not None and (len(v.lstrip("-")) > 10 or not -(2**31) <= int(v) < 2**31):
             return False
     return True
 

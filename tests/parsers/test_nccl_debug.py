@@ -874,3 +874,36 @@ def test_timing_and_group_source_on_every_sample(shared_samples: Path) -> None:
         assert ops.filter(pl.col("group_source").is_null())["group_size"].null_count() == (
             ops.height - len(logged)
         )
+
+
+def test_gpu_recording_torch_splits_with_hash_colors(sample_traces: Path) -> None:
+    """real (sample_traces/gpu_nccl_tp2_dp2_1gpu, NCCL 2.28.9 via torch 2.11): PyTorch passes a
+    hash of the group as ncclCommSplit's color (10 digits, ``color 2130503744``); the split lines
+    are communicators, not "out of range" rejects, and every COLL line is a call."""
+    files = sorted((sample_traces / "gpu_nccl_tp2_dp2_1gpu" / "nccl").glob("nccl.*.log"))
+    assert len(files) == 4
+    colors: dict[int, set[int]] = {}
+    for path in files:
+        # Independent: the split children (COMPLETE lines) and COLL lines read off the text.
+        want = {}
+        for line in lines_of(path):
+            m = SPLIT_T.search(line)
+            if m and m.group(7) == "COMPLETE":
+                want[m.group(1)] = (int(m.group(2)), int(m.group(3)), int(m.group(5)))
+        coll = record_lines(path)["coll"]
+        assert len(want) == 2 and max(c for _, _, c in want.values()) > 999_999_999
+        tables, counts, _ = parse(path)
+        conform_all(tables, path)
+        assert counts.rejected == 0
+        assert counts.total == line_count(path)
+        split = tables["communicators"].filter(pl.col("split_color").is_not_null())
+        got = {
+            r["comm_id"]: (r["rank"], r["nranks"], r["split_color"])
+            for r in split.iter_rows(named=True)
+        }
+        assert got == want
+        assert tables["comm_ops"].height == coll
+        for _, _, c in want.values():
+            colors.setdefault(c, set()).add(path.name)
+    # two TP and two DP children: each color names one child of two members (processes)
+    assert len(colors) == 4 and all(len(v) == 2 for v in colors.values())

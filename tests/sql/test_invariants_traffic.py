@@ -63,8 +63,15 @@ def test_no_negative_or_self_bytes(con: duckdb.DuckDBPyConnection) -> None:
     ).fetchall() == [(0,)]
 
 
-def _sent_bounds(op: str, n: int | None, s: float) -> tuple[float, float] | None:
-    """Bytes a logging rank sends for one call: (low, high), or None when not checkable."""
+def _sent_bounds(
+    op: str, n: int | None, s: float, algorithm: str | None = None
+) -> tuple[float, float] | None:
+    """Bytes a logging rank sends for one call: (low, high), or None when not checkable.
+
+    A TREE all_reduce (the algorithm logged, e.g. by NCCL's TUNING lines) sends S to its parent
+    and S to each child in every tree, the channels sharing S: at least S (every member of a
+    tree of n >= 2 has a neighbour), at most 3 S (NCCL's trees are binary: a parent, 2 children).
+    """
     if op == "send":
         return s, s
     if op == "recv":
@@ -73,6 +80,8 @@ def _sent_bounds(op: str, n: int | None, s: float) -> tuple[float, float] | None
         return 0.0, 0.0
     # s is the canonical msg_bytes, the same for every source: all_gather the per-rank
     # send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer.
+    if op == "all_reduce" and (algorithm or "").upper() == "TREE":
+        return s, 3.0 * s
     if op == "all_reduce":
         v = 2.0 * (n - 1) / n * s
         return v, v
@@ -97,7 +106,8 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
     format tied on the plain criteria is accepted.
     """
     rows = con.sql(
-        "SELECT run_id, rank, op, group_size, comm_id, msg_bytes, source_format FROM comm_ops "
+        "SELECT run_id, rank, op, group_size, comm_id, msg_bytes, source_format, algorithm "
+        "FROM comm_ops "
         "WHERE rank IS NOT NULL"
     ).fetchall()
     assert rows, "no comm_ops ingested from the samples"
@@ -107,7 +117,7 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
     traffic: Counter[Key] = Counter()
     calls: Counter[Key] = Counter()
     skip: set[Key] = set()
-    for run_id, rank, op, n, comm_id, s, fmt in rows:
+    for run_id, rank, op, n, comm_id, s, fmt, algo in rows:
         key = (run_id, rank, fmt or "")
         calls[key] += 1
         if op in ("barrier", "other"):
@@ -118,7 +128,7 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
         if n is None and comm_id is not None and op not in ("send", "recv"):
             skip.add(key)  # the SQL may learn n from the group's members; not checkable here
             continue
-        lo_hi = _sent_bounds(op, n, float(s))
+        lo_hi = _sent_bounds(op, n, float(s), algo)
         assert lo_hi is not None
         low[key] += lo_hi[0]
         high[key] += lo_hi[1]
