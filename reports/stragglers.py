@@ -291,11 +291,14 @@ def clock_table(d: rd.RunData) -> tuple[pl.DataFrame, str]:
     hosts = co.filter(pl.col("rank").is_null())
     scope = co["scope"] if "scope" in co.columns else pl.Series([], dtype=pl.Utf8)
     aligned = co.filter(pl.col("scope") != "unaligned") if "scope" in co.columns else co
-    parts = [f"{hosts['host'].n_unique() if hosts.height else co['host'].n_unique()} hosts"]
+    n_hosts = hosts["host"].n_unique() if hosts.height else co["host"].n_unique()
+    parts = [f"{n_hosts} host{'s' if n_hosts != 1 else ''}"]
     ref = co.filter(pl.col("scope") == "reference") if "scope" in co.columns else co.head(0)
     if ref.height:
         parts.append(f"reference clock: host {ref['host'][0]}")
-    if aligned.height:
+    if n_hosts == 1 and co.height == 1:
+        parts.append("every rank shares the reference clock: no offset to estimate")
+    elif aligned.height:
         lo, hi = aligned["offset_ns"].min(), aligned["offset_ns"].max()
         parts.append(f"offsets from {lo / 1e3:,.1f} to {hi / 1e3:,.1f} µs")  # type: ignore[operator]
         bound = aligned["error_bound_ns"].max()
