@@ -180,22 +180,35 @@ def iterations_with_wait(st: pl.DataFrame) -> int:
 
 
 def top_sentence(off: pl.DataFrame, n_iter: int) -> str:
-    """One sentence naming the top offender and its evidence (from :func:`offenders`)."""
+    """One sentence naming the top offender and its evidence (from :func:`offenders`); a run
+    whose waits are all pipeline waits (no same-stage wait) says so instead of naming a
+    straggler."""
     r = off.row(0, named=True)
+    delay = ""
+    if r.get("delay_location"):
+        delay = "; delay " + DELAY_TEXT.get(r["delay_location"], str(r["delay_location"]))
+    if not r.get("wait_caused_ms"):
+        text = (
+            "No rank made its peers wait in same-stage collectives (TP, DP, EP, other): this "
+            "run's waits sit in transfers between pipeline stages (PP, EmbTableSyn), the "
+            "schedule's bubble, which names no straggler"
+        )
+        if r.get("wait_caused_all_ms"):
+            text += (
+                f". Rank {r['rank']} arrived last there most: in {r['instances_last']:,} "
+                f"instances, {r['wait_caused_all_ms']:.4g} ms of wait caused{delay}"
+            )
+        return text + "."
     parts = [f"Rank {r['rank']} held the others back most"]
     if r.get("instances_last") is not None:
         parts.append(f"last to arrive in {r['instances_last']:,} instances")
-    if r.get("wait_caused_ms") is not None:
-        share = f" ({r['share_pct']:.1f} % of the run's)" if r.get("share_pct") is not None else ""
-        parts.append(f"{r['wait_caused_ms']:.4g} ms of same-stage wait caused{share}")
-    if r.get("delay_location"):
-        parts.append("delay " + DELAY_TEXT.get(r["delay_location"], str(r["delay_location"])))
+    share = f" ({r['share_pct']:.1f} % of the run's)" if r.get("share_pct") is not None else ""
+    parts.append(f"{r['wait_caused_ms']:.4g} ms of same-stage wait caused{share}")
+    text = "; ".join(parts) + delay
     if r.get("iterations_top") is not None:
         tail = ": persistent" if r.get("persistent") else ""
-        parts.append(
-            f"top offender in {r['iterations_top']} of {n_iter} iterations with waits{tail}"
-        )
-    return "; ".join(parts) + "."
+        text += f"; top offender in {r['iterations_top']} of {n_iter} iterations with waits{tail}"
+    return text + "."
 
 
 # ---------------------------------------------------------------------------- skew

@@ -157,6 +157,14 @@ def test_top_sentence_names_the_offender_and_its_evidence() -> None:
         assert part in text
 
 
+def test_pipeline_only_waits_name_no_straggler() -> None:
+    st = STRAGGLERS.with_columns(wait_caused_ns=pl.lit(0, pl.Int64), share=pl.lit(None))
+    text = rs.top_sentence(rs.offenders(st), rs.iterations_with_wait(st))
+    assert text.startswith("No rank made its peers wait in same-stage collectives")
+    assert "Rank 3 arrived last there most: in 9 instances, 15 ms of wait caused" in text
+    assert "held the others back" not in text
+
+
 def test_heatmap_cells_are_the_marts_per_iteration_rows() -> None:
     heat = rs.heatmap(run_data())
     got = {(r["rank_axis"], r["iteration"]): r["wait_ms"] for r in heat.cells.iter_rows(named=True)}
