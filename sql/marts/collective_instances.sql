@@ -9,7 +9,7 @@ CREATE OR REPLACE VIEW collective_instances(
   global_group,
   -- TP | PP | DP | EP | EmbTableSyn | other (the members' most common class).
   traffic_class,
-  -- Normalised operation (the members' most common); 'send/recv' for p2p transfers.
+  -- Normalised operation (the members' most common); 'send/recv' for p2p transfers (also a send or recv on a group whose members are not all known, matched as a call of its group).
   op,
   -- Matched position of the instance in its group (or src->dst pair).
   instance_seq,
@@ -82,14 +82,15 @@ WITH
       instance_key,
       any_value(global_group) AS global_group,
       mode(traffic_class) AS traffic_class,
-      CASE WHEN bool_or(peer_global IS NOT NULL) THEN 'send/recv' ELSE mode(op) END AS op,
+      CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE mode(op) END AS op,
       any_value(instance_seq) AS instance_seq,
       any_value(match_method) AS match_method,
       mode(iteration) AS iteration,
       max(msg_bytes) AS msg_bytes,
       count(DISTINCT msg_bytes) > 1 AND bool_and(op NOT IN ('all_to_all', 'all_to_allv'))
         AS size_mismatch,
-      bool_and(peer_global IS NULL) AND count(DISTINCT op) > 1 AS op_mismatch,
+      -- a send and a recv are the two sides of one transfer, not a mismatch
+      count(DISTINCT CASE WHEN op IN ('send', 'recv') THEN 'p2p' ELSE op END) > 1 AS op_mismatch,
       max(group_size) AS ranks_expected,
       count(DISTINCT rank) AS ranks_seen,
       count(DISTINCT rank) FILTER (WHERE timed) AS ranks_timed,
