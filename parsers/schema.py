@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.4.0"
+SCHEMA_VERSION = "1.5.0"
 
 
 @dataclass(frozen=True)
@@ -171,8 +171,11 @@ COMM_OPS = Table(
             "delay included: a CPU clock, never a kernel duration), cpu_range (the CPU op or "
             "nccl:/gloo: range: only where no kernel exists, e.g. gloo or CPU-only runs), logged (the log's own "
             "timing, DeepSpeed comms logger: a line's time is the op's end, so ts_ns = that time "
-            "minus the logged latency), none (no duration: NCCL debug lines, or a call "
-            "that launched nothing, which has no comm time and no bandwidth).",
+            "minus the logged latency; a Flight Recorder entry's duration_ms, the CUDA events "
+            "around the collective, with ts_ns null: FR records no GPU start, only when a CPU "
+            "thread noticed it), none (no duration: NCCL debug lines, Flight Recorder entries "
+            "without duration_ms, or a call that launched nothing, which has no comm time and "
+            "no bandwidth).",
         ),
         Column(
             "launch_ts_ns",
@@ -184,7 +187,8 @@ COMM_OPS = Table(
             "group_source",
             STR,
             "Where group_size/comm_id came from: logged (the record names its group), "
-            "pg_config (the trace's distributedInfo.pg_config), inferred_default (a call on "
+            "pg_config (the trace's distributedInfo.pg_config, or a Flight Recorder dump's "
+            "pg_config), inferred_default (a call on "
             "the default group of a trace with world size W gets the W-rank world group), "
             "inferred_shapes (an old trace's all_gather/reduce_scatter sized by its c10d op's "
             "whole/shard shapes: group_size known, which sub-group not), null when unknown.",
@@ -194,6 +198,16 @@ COMM_OPS = Table(
             I32,
             "GPU kernels merged into this call (DeepEP notify + data = one call), when "
             "timing_source = kernel.",
+        ),
+        Column(
+            "call_state",
+            STR,
+            "Progress of the call when the source recorded it (schema 1.5.0): scheduled "
+            "(enqueued, no start seen), started (its start event seen), completed (its end "
+            "seen). Flight Recorder entries carry it (state); a dump taken during a hang "
+            "holds the calls not yet completed. Null for sources that log a call without a "
+            "state (NCCL, DeepSpeed, Kineto, nsys) and in stores written before 1.5.0.",
+            aliases="flight_recorder: state",
         ),
     ),
 )
@@ -367,7 +381,7 @@ TRACE_META = Table(
             "rank_source",
             STR,
             "Where rank came from: distributedInfo, mpi_ranks, mpi_thread_name, file_name, "
-            "option, unknown.",
+            "dump_key (a Flight Recorder dump's own rank key), option, unknown.",
         ),
         Column("backend", STR, "Communication backend (nccl, gloo, rccl)."),
         Column("clock_anchor_ns", I64, "Wall-clock epoch ns of ts_ns = 0, when known."),

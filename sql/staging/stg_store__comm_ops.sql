@@ -67,7 +67,10 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- Where group_size/comm_id came from: logged | pg_config | inferred_default | null.
   group_source,
   -- GPU kernels merged into the call (timing_source = kernel).
-  kernel_count
+  kernel_count,
+  -- Progress of the call when recorded: scheduled | started | completed (Flight Recorder);
+  -- null for sources without a state and in stores written before schema 1.5.0.
+  call_state
 ) AS
 SELECT
   run_id,
@@ -101,5 +104,6 @@ SELECT
   timing_source,
   launch_ts_ns,
   group_source,
-  kernel_count
+  kernel_count,
+  call_state
 FROM comm_ops
