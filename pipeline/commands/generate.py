@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--formats",
         default=None,
-        help=f"comma-separated subset of {','.join(FORMATS)} (default: config or all)",
+        help=f"comma-separated subset of {','.join(FORMATS)} (default: config, else nccl,deepspeed,kineto,nsys)",
     )
     p.add_argument("--iterations", type=int, default=None, help="training iterations to simulate")
     p.add_argument("--seed", type=int, default=None, help="random seed (same seed, same bytes)")
