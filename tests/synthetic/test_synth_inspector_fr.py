@@ -25,6 +25,7 @@ from pipeline.ingest import ingest_paths
 from pipeline.store import Store
 from pipeline.synthetic import GenerateOptions, Scenario, generate
 from pipeline.synthetic.presets import tiny_config
+from pipeline.synthetic.write_kineto import CPU_LEAD_NS
 from reports.model.config import config_from_dict
 
 FORMATS = ("nccl", "kineto", "inspector", "flight_recorder")
@@ -201,13 +202,18 @@ def test_flight_recorder_keeps_the_last_n_entries_of_every_rank(
 
 def test_flight_recorder_full_ring_equals_every_call(tmp_path: Path) -> None:
     """With a ring larger than the run, the dumps hold every call: sizes and per-group
-    sequences as the simulation issued them, durations equal the Kineto kernels."""
-    cfg = config_from_dict(tiny_config(pp=2, tp=2, dp=2))
-    generate(
-        cfg,
-        GenerateOptions(iterations=2, seed=2, formats=("kineto", "flight_recorder")),
-        tmp_path / "gen",
+    sequences as the simulation issued them, durations equal the Kineto kernels, enqueue
+    times on the same (skewed) node clock as the Kineto trace."""
+    raw = tiny_config(pp=2, tp=2, dp=2)
+    raw["platform"]["gpus_per_node"] = 4  # two nodes: the second one's clock is skewed
+    cfg = config_from_dict(raw)
+    opts = GenerateOptions(
+        iterations=2,
+        seed=2,
+        formats=("kineto", "flight_recorder"),
+        scenario=Scenario(clock_skew_us=(0.0, 2500.0)),
     )
+    generate(cfg, opts, tmp_path / "gen")
     store = Store.open(tmp_path / "store")
     results = ingest_paths(store, [tmp_path / "gen"], run_id="g")
     assert all(r.status == "ingested" for r in results)
@@ -226,6 +232,9 @@ def test_flight_recorder_full_ring_equals_every_call(tmp_path: Path) -> None:
     assert a["comm_id"].to_list() == b["comm_id"].to_list()
     rel = ((a["dur_ns"] - b["dur_ns"]).abs() / b["dur_ns"]).max()
     assert rel is not None and rel < 1e-6  # duration_ms is a float32, like CUDA event times
+    # Enqueued CPU_LEAD_NS before the kernel starts (Kineto's record_param_comms lead).
+    lead = a["launch_ts_ns"] - b["ts_ns"]
+    assert lead.unique().to_list() == [-CPU_LEAD_NS]
 
 
 def test_hang_dumps_name_the_stuck_rank_and_collective(tmp_path: Path) -> None:
