@@ -295,3 +295,54 @@ def test_hang_needs_no_other_format_change(tmp_path: Path) -> None:
     a = load_dump(tmp_path / "a" / "flight_recorder" / "nccl_trace_rank_1")
     b = load_dump(tmp_path / "b" / "flight_recorder" / "nccl_trace_rank_1")
     assert len(b["entries"]) < len(a["entries"])
+
+
+def test_moe_all_to_all_in_inspector_and_flight_recorder(tmp_path: Path) -> None:
+    """A routed all_to_all_single is grouped Send/Recv for NCCL (one Inspector p2p record per
+    peer, self included, each with its split) and one ``nccl:all_to_all`` entry in the Flight
+    Recorder (the whole send buffer); both equal what the NCCL log of the same run shows."""
+    b, m, dp = 2, 2, 8
+    cfg = config_from_dict(
+        {
+            "model": {
+                "name": "moe",
+                "layers": 2,
+                "hidden": 128,
+                "seq": 64,
+                "vocab": 512,
+                "global_batch": b * m * dp,
+                "micro_batch": b,
+                "experts": 8,
+                "top_k": 2,
+                "moe_every": 2,
+            },
+            "parallel": {"pp": 1, "tp": 1, "dp": dp, "ep": 8},
+            "platform": {"gpus_per_node": 8, "peak_flops": 2e12},
+        }
+    )
+    opts = GenerateOptions(
+        iterations=1, formats=("nccl", "inspector", "flight_recorder"), inspector_min_bytes=0
+    )
+    generate(cfg, opts, tmp_path / "gen")
+    store = Store.open(tmp_path / "store")
+    assert all(r.status == "ingested" for r in ingest_paths(store, [tmp_path / "gen"], run_id="g"))
+    nccl = comm_ops(store, "nccl_debug")
+    ident = dict(
+        nccl.select(pl.concat_str("host", "pid", separator=":"), "rank").unique().iter_rows()
+    )
+    ep = nccl.filter(pl.col("op").is_in(["send", "recv"]))
+    assert ep.height > 0
+    want = Counter(ep.select("rank", "op", "peer_rank", "msg_bytes").iter_rows())
+    insp = comm_ops(store, "nccl_inspector")
+    got = Counter(
+        (ident[f"{h}:{p}"], op, peer, size)
+        for h, p, op, peer, size in insp.filter(pl.col("op").is_in(["send", "recv"]))
+        .select("host", "pid", "op", "peer_rank", "msg_bytes")
+        .iter_rows()
+    )
+    assert got == want
+    fr = comm_ops(store, "flight_recorder").filter(pl.col("op") == "all_to_all")
+    sent = ep.filter(pl.col("op") == "send").group_by("rank").agg(pl.col("msg_bytes").sum())
+    assert dict(fr.group_by("rank").agg(pl.col("msg_bytes").sum()).iter_rows()) == dict(
+        sent.iter_rows()
+    )
