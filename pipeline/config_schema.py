@@ -161,6 +161,7 @@ GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
         "jobs": _int(1, 1 << 10),
         "run_name": _Key("str", nullable=True),
         "inspector_min_bytes": _int(0, 1 << 40),
+        "inspector_shape": _Key("choice", choices=("2.30", "2.28")),
         "fr_buffer_size": _int(1, 1 << 24),
     },
     "scenario": {

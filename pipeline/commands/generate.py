@@ -1,4 +1,4 @@
-"""``commscope generate``: write a synthetic training run (logs in four formats + ground truth).
+"""``commscope generate``: write a synthetic training run (logs in up to six formats + ground truth).
 
 Why: real multi-rank logs are scarce; a generated run with known answers tests every derived
 metric, benchmarks ingest at scale and demos without a cluster. The command is a thin shell

@@ -27,6 +27,7 @@ TOML layout of the extra sections (every key optional)::
     profile_iterations = []        # iterations in the Kineto/nsys traces ([] = all)
     jobs = 1                       # worker processes for writing (lanes are independent)
     inspector_min_bytes = 8192     # NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES: smaller ops get no record
+    inspector_shape = "2.30"       # "2.30": every call, p2p too; "2.28": latest collective per tick
     fr_buffer_size = 2000          # TORCH_NCCL_TRACE_BUFFER_SIZE: Flight Recorder keeps the last N
 
     [scenario]
@@ -193,6 +194,7 @@ class GenerateOptions:
     jobs: int = 1
     run_name: str | None = None
     inspector_min_bytes: int = 8192
+    inspector_shape: str = "2.30"
     fr_buffer_size: int = 2000
     scenario: Scenario = field(default_factory=Scenario)
 
@@ -220,6 +222,9 @@ class GenerateOptions:
         _require(self.kineto_compress in ("gz", "none"), "generate.kineto_compress: 'gz' or 'none'")
         _require(self.jobs >= 1, "generate.jobs must be >= 1")
         _require(self.inspector_min_bytes >= 0, "generate.inspector_min_bytes must be >= 0")
+        _require(
+            self.inspector_shape in ("2.30", "2.28"), "generate.inspector_shape: '2.30' or '2.28'"
+        )
         _require(self.fr_buffer_size >= 1, "generate.fr_buffer_size must be >= 1")
         object.__setattr__(
             self, "profile_iterations", tuple(sorted({int(i) for i in self.profile_iterations}))

@@ -39,6 +39,11 @@ inspector_json.cc`` v2.30.3+ and the real dumps in ../shared/samples/nccl_inspec
   fills), ordered by dump tick, then communicator, then completion;
 * ``dump_timestamp_us``: the dump thread's tick after the call completed
   (:data:`DUMP_INTERVAL_US`), on the node's clock (clock skew applies).
+
+``GenerateOptions.inspector_shape = "2.28"`` writes the NCCL 2.28.1 - 2.29.7 shape instead:
+no ``comm_name``, no point-to-point records, no size threshold, and one slot per communicator
+(``completedCollInfo``, overwritten): at each dump tick only the latest collective completed
+on the communicator since the previous tick is written, so ``coll_sn`` has gaps on every rank.
 """
 
 from __future__ import annotations
@@ -70,6 +75,8 @@ class _Proc:
     coll_sn: dict[tuple[str, str], int] = field(default_factory=dict)
     p2p_sn: dict[str, int] = field(default_factory=dict)
     written: int = 0
+    slots: dict[tuple[int, int], tuple[int, str]] = field(default_factory=dict)
+    """2.28 shape: (dump tick, comm hash) -> (end, line) of the latest completed collective."""
 
 
 def comm_id(group: Group) -> str:
@@ -107,7 +114,8 @@ class InspectorWriter:
         self.sim = sim
         self.names = names
         self.cluster = sim.cluster
-        self.min_bytes = sim.opts.inspector_min_bytes
+        self.old = sim.opts.inspector_shape == "2.28"
+        self.min_bytes = 0 if self.old else sim.opts.inspector_min_bytes
         self.epoch = sim.opts.start_epoch_ns
         self._procs: dict[int, _Proc] = {}
 
@@ -124,6 +132,7 @@ class InspectorWriter:
         """Close the files."""
         paths = []
         for proc in self._procs.values():
+            self._flush_slots(proc, None)
             proc.fh.close()
             paths.append(proc.path)
         self._procs = {}
@@ -142,6 +151,9 @@ class InspectorWriter:
         info = self.cluster.ranks[rank]
         skew = self.cluster.skew_ns(rank)
         meta_tail = f',"hostname":"{info.host}","pid":{info.pid}}}'
+        if self.old and part.height:
+            first_end = (self.epoch + skew + int(part["t_end"].min())) // 1000
+            self._flush_slots(proc, -(-first_end // DUMP_INTERVAL_US) * DUMP_INTERVAL_US)
         lines: list[tuple[int, int, int, str]] = []
         for ev in part.iter_rows(named=True):
             g = self.cluster.group(rank, ev["group"])
@@ -149,19 +161,37 @@ class InspectorWriter:
             end_us = (self.epoch + skew + ev["t_end"]) // 1000
             tick = -(-end_us // DUMP_INTERVAL_US) * DUMP_INTERVAL_US
             dump_us = tick + (rank * 37) % 200
+            name = "" if self.old else '"comm_name":"unknown",'
             head = (
-                f'{{"header":{{"id":"{comm_id(g)}","comm_name":"unknown","rank":{g.comm_rank(rank)},'
+                f'{{"header":{{"id":"{comm_id(g)}",{name}"rank":{g.comm_rank(rank)},'
                 f'"n_ranks":{g.nranks},"nnodes":{self._nnodes(g)}}},'
                 '"metadata":{"inspector_output_format_version":"v4.0","git_rev":"",'
                 f'"rec_mechanism":"nccl_profiler_interface","dump_timestamp_us":{dump_us}'
                 + meta_tail
             )
             for perf in self._perfs(rank, g, ev, us):
+                if self.old:
+                    if perf.startswith('"coll_perf"'):
+                        slot = proc.slots.get((tick, g.comm_hash))
+                        if slot is None or slot[0] <= ev["t_end"]:
+                            proc.slots[(tick, g.comm_hash)] = (ev["t_end"], head + "," + perf + "}")
+                    continue
                 lines.append((tick, g.comm_hash, ev["t_end"], head + "," + perf + "}"))
         lines.sort(key=lambda x: x[:3])
         if lines:
             proc.fh.write(("\n".join(x[3] for x in lines) + "\n").encode())
             proc.written += len(lines)
+
+    def _flush_slots(self, proc: _Proc, before: int | None) -> None:
+        """Write the 2.28-shape slots of ticks before ``before`` (all when None): final, since
+        no later call completes in an earlier tick."""
+        keys = sorted(
+            (k for k in proc.slots if before is None or k[0] < before),
+            key=lambda k: (k[0], k[1], proc.slots[k][0]),
+        )
+        if keys:
+            proc.fh.write(("\n".join(proc.slots.pop(k)[1] for k in keys) + "\n").encode())
+            proc.written += len(keys)
 
     def _nnodes(self, g: Group) -> int:
         return len({self.cluster.ranks[r].node for r in g.members})

@@ -346,3 +346,27 @@ def test_moe_all_to_all_in_inspector_and_flight_recorder(tmp_path: Path) -> None
     assert dict(fr.group_by("rank").agg(pl.col("msg_bytes").sum()).iter_rows()) == dict(
         sent.iter_rows()
     )
+
+
+def test_inspector_2_28_shape_keeps_the_latest_collective_per_dump_tick(tmp_path: Path) -> None:
+    """NCCL 2.28-2.29: one slot per communicator, written at the dump tick: every record is one
+    of the run's collectives (size and exec time as Kineto's kernel), none is written twice,
+    some are lost (coll_sn gaps), no p2p, no comm_name."""
+    cfg = config_from_dict(tiny_config(pp=2, tp=2, dp=2))
+    opts = GenerateOptions(
+        iterations=2, seed=6, formats=("kineto", "inspector"), inspector_shape="2.28"
+    )
+    generate(cfg, opts, tmp_path / "gen")
+    text = "".join(p.read_text() for p in sorted((tmp_path / "gen" / "inspector").iterdir()))
+    assert '"comm_name"' not in text and '"p2p_perf"' not in text
+    store = Store.open(tmp_path / "store")
+    assert all(r.status == "ingested" for r in ingest_paths(store, [tmp_path / "gen"], run_id="g"))
+    insp = comm_ops(store, "nccl_inspector")
+    kin = comm_ops(store, "kineto").filter(pl.col("op") == "all_reduce")
+    assert set(insp["op"]) == {"all_reduce"}
+    assert 0 < insp.height < kin.height
+    # Each (process, comm, seq) at most once; every record a real call (size, µs-cut kernel).
+    assert insp.select("host", "pid", "comm_id", "seq").is_duplicated().sum() == 0
+    calls = Counter((b, d // 1000 * 1000) for b, d in kin.select("msg_bytes", "dur_ns").iter_rows())
+    recs = Counter(insp.select("msg_bytes", "dur_ns").iter_rows())
+    assert not recs - calls
