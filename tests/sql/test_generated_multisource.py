@@ -3,8 +3,9 @@ run give each of the generator's calls once, with size and duration.
 
 The oracle is ``truth/counts.parquet`` (calls per rank from the simulation's events) and the
 NCCL log's own host:pid -> rank lines. Until the cross-source ``calls`` view exists the run is
-read through ``int_comm_ops_classified.counted`` (one source per rank); both checks are strict
-xfails while they fail, so they turn into errors the day they pass and must be switched on.
+read through ``int_comm_ops_classified.counted`` (one source per rank; an Inspector dump never
+outcounts a full source). The Inspector-rank check is a strict xfail while it fails, so it turns
+into an error the day it passes and must be switched on.
 """
 
 from __future__ import annotations
@@ -62,11 +63,6 @@ def test_inspector_rows_carry_the_rank_of_their_process(run: GeneratedRun) -> No
     assert wrong == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="no cross-source calls view yet, and Inspector rows with the wrong global rank win "
-    "int_rank_primary_source for ranks 0-1 (their Inspector rows come from every process)",
-)
 def test_counted_calls_equal_the_generators(run: GeneratedRun) -> None:
     counts = pl.read_parquet(run.gen / "truth" / "counts.parquet")
     want = dict(counts.group_by("rank").agg(pl.col("calls").sum()).iter_rows())
