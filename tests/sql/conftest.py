@@ -6,6 +6,7 @@ so the samples are parsed once per test session.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import duckdb
@@ -14,9 +15,9 @@ import pytest
 
 from parsers.schema import TABLES
 from pipeline import run_config as rc
-from pipeline.derive import predictions, run_config_frame
+from pipeline.derive import materialise_intermediates, predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import apply
+from pipeline.sql_modules import SqlModule, apply
 from pipeline.store import Store
 
 
@@ -67,4 +68,16 @@ def materialised(store: Store) -> duckdb.DuckDBPyConnection:
         c.execute(f"CREATE TABLE {name} AS SELECT * FROM _pred")
         c.unregister("_pred")
     apply(c)
+    materialise_intermediates(c)
     return c
+
+
+def tables_for_views(con: duckdb.DuckDBPyConnection, modules: Iterable[SqlModule]) -> None:
+    """Replace each intermediate view of ``modules`` (in their order) by a table of its rows,
+    as derive does, so a query reads each once (live, a mart's plan repeats every shared
+    subtree: minutes for the instance views)."""
+    for mod in modules:
+        if mod.layer == "intermediate" and mod.kind.upper() == "VIEW":
+            con.execute(f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
+            con.execute(f"DROP VIEW {mod.name}")
+            con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")

@@ -32,6 +32,7 @@ from polars.testing import assert_frame_equal
 from parsers.schema import TABLES, conform, empty_frame
 from pipeline.derive import INPUT_COLUMNS, RUN_CONFIG_COLUMNS, predictions
 from pipeline.sql_modules import SqlModule, apply, discover
+from tests.sql.conftest import tables_for_views
 
 CASES = Path(__file__).with_name("cases")
 
@@ -90,7 +91,10 @@ def test_sql_case(obj: str, case: dict[str, Any]) -> None:
         if rel not in given:
             con.register(f"_g_{rel}", _given_frame(rel, []).to_arrow())
             con.execute(f"CREATE TABLE {rel} AS SELECT * FROM _g_{rel}")
-    apply(con, _needed(modules[obj], given))
+    needed = _needed(modules[obj], given)
+    apply(con, needed)
+    # as derive does: each intermediate computed once, into a table
+    tables_for_views(con, [m for m in needed if m.name != obj])
     got = con.sql(f"SELECT * FROM {obj}").pl()
     expect = pl.DataFrame(case.get("expect") or [], infer_schema_length=None)
     if expect.width:
