@@ -90,17 +90,20 @@ comm time and no bandwidth); ``group_source`` ``logged`` where the line names it
 size (``[nranks=N]`` → ``group_size``), else null. Both are set on the block's frame, not per
 line.
 
-``peer_rank``: for Send/Recv the peer, for Broadcast/Reduce/Gather/Scatter the root, else null.
-NCCL logs it as a rank **of the communicator**; it is translated to a **global** rank when the
-comm's membership is known in the file (the member with that comm rank and the same ``commId``
-has a known global rank, or the comm is the process's world comm, whose ranks are global ranks by
-definition); otherwise the comm rank is kept as logged.
+``peer_rank``: for Send/Recv the peer, for Broadcast/Reduce/Gather/Scatter the root, else null:
+the rank **of the communicator**, as NCCL logs it (on the world comm it is the global rank). It
+is never translated here: the SQL maps it through the group's members (int_groups_members),
+which hold every file's Init lines. A translation from one file's partial knowledge mixed the
+two meanings within one communicator (on a 2-rank split comm of a per-process log only the
+process's own comm rank was known, so its sends to itself became global rank 2 while its sends
+to the other member stayed comm rank 1; sample_traces/gpu_nccl_pp2ep2_1gpu).
 
-``msg_bytes`` = ``count`` x element size for every op, i.e. the NCCL count semantics: AllReduce/
+``msg_bytes`` = ``count`` x element size, i.e. the NCCL count semantics: AllReduce/
 Broadcast/Reduce the whole buffer; **AllGather the per-rank send buffer** (``sendcount``; the
 receive buffer is ``msg_bytes * group_size``); **ReduceScatter the per-rank receive buffer**
-(``recvcount``; the send buffer is ``msg_bytes * group_size``); AlltoAll the per-peer block;
-Send/Recv the message. nccl-tests' algbw size S (FORMATS section 3) is ``msg_bytes * group_size``
+(``recvcount``; the send buffer is ``msg_bytes * group_size``); AlltoAll (the native API, 2.28+,
+whose ``count`` is per peer) ``count x size x nranks``, the whole per-rank send buffer as for
+every source's all_to_all (null when ``[nranks=]`` is missing); Send/Recv the message. nccl-tests' algbw size S (FORMATS section 3) is ``msg_bytes * group_size``
 for AllGather/ReduceScatter and ``msg_bytes`` otherwise. Null for an unknown datatype.
 
 ``algorithm``/``protocol`` come from TUNING lines (``[Func: ]N Bytes -> Algo A proto P``,
@@ -569,7 +572,6 @@ class _Registry:
     incs: list[_Inc] = field(default_factory=list)
     by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
     proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
-    members: dict[tuple[str, int, int], int] = field(default_factory=dict)
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
     _starts: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # see attribute
@@ -724,15 +726,6 @@ class _Registry:
             self._link_parents(incs)
         for inc in self.incs:
             inc.ident = self._ident(inc)
-        seen: dict[tuple[str, int, int], int | None] = {}
-        for inc in self.incs:
-            if inc.ident and inc.global_rank is not None:
-                key = (inc.ident, inc.nranks, inc.rank)
-                if key in seen and seen[key] != inc.global_rank:
-                    seen[key] = None  # conflicting: do not translate
-                else:
-                    seen.setdefault(key, inc.global_rank)
-        self.members = {k: v for k, v in seen.items() if v is not None}
         self._assign_versions()
 
     def _new_inc(self, ev: _Event, comm: str, window_start: int) -> _Inc:
@@ -921,25 +914,6 @@ class _Registry:
                 "proc_global": [self.proc_global[k] for k in keys],
             },
             schema={"host": pl.Utf8, "pid": pl.Int64, "proc_global": pl.Int32},
-            strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
-        )
-
-    def member_frame(self) -> pl.DataFrame:
-        """(comm_hash, nranks, comm rank) -> global rank of the member."""
-        keys = list(self.members)
-        return pl.DataFrame(
-            {
-                "comm_hash": [k[0] for k in keys],
-                "group_size": [k[1] for k in keys],
-                "peer_comm": [k[2] for k in keys],
-                "peer_global": [self.members[k] for k in keys],
-            },
-            schema={
-                "comm_hash": pl.Utf8,
-                "group_size": pl.Int32,
-                "peer_comm": pl.Int32,
-                "peer_global": pl.Int32,
-            },
             strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
         )
 
@@ -1289,7 +1263,6 @@ class _Pass2:
         self.rank = rank
         self.incs = reg.inc_frame()
         self.procs = reg.proc_frame()
-        self.members = reg.member_frame()
         self.known_hosts = set(reg.known_hosts)
         prior = resume if resume and resume.get("v") == 1 else {}
         _add_hosts(self.known_hosts, list(prior.get("pass2_hosts", [])))
@@ -1492,8 +1465,13 @@ class _Pass2:
             dtype=pl.col("dtype_code")
             .replace_strict(dt_names, default=None, return_dtype=pl.Utf8)
             .fill_null(pl.format("dtype_{}", pl.col("dtype_code"))),
+            # the canonical size (parsers/schema.py): NCCL's native AlltoAll (2.28+) logs the
+            # per-peer count, the whole send buffer is count x nranks
             msg_bytes=pl.col("count")
-            * pl.col("dtype_code").replace_strict(dt_sizes, default=None, return_dtype=pl.Int64),
+            * pl.col("dtype_code").replace_strict(dt_sizes, default=None, return_dtype=pl.Int64)
+            * pl.when(pl.col("raw_op") == "AlltoAll")
+            .then(pl.col("group_size").cast(pl.Int64))
+            .otherwise(1),
             redop=pl.when(pl.col("raw_op").is_in(list(enums.REDUCING_OPS)))
             .then(
                 pl.col("redop_code")
@@ -1524,13 +1502,10 @@ class _Pass2:
         )
         self.n_unknown_comm += int(df["group_rank"].null_count())
         df = df.join(self.procs, on=["host", "pid"], how="left")
-        df = df.join(self.members, on=["comm_hash", "group_size", "peer_comm"], how="left")
         fallback = pl.lit(self.rank, dtype=pl.Int32)
         df = df.with_columns(
             rank=pl.coalesce("inc_global", "proc_global", fallback),
-            peer_rank=pl.when(pl.col("identity_world").fill_null(False))
-            .then(pl.col("peer_comm"))
-            .otherwise(pl.coalesce("peer_global", "peer_comm")),
+            peer_rank=pl.col("peer_comm"),
         ).sort("source_line")
         return self._tuning(df, info).select(
             "rank",

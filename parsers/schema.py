@@ -120,7 +120,8 @@ COMM_OPS = Table(
         Column(
             "comm_id",
             STR,
-            "Communicator identity as logged (NCCL comm pointer, process-group name).",
+            "Communicator identity as logged (NCCL comm pointer, process-group name; NCCL "
+            "Inspector: its header id, the commId cut to 14 hex digits).",
         ),
         Column("group_size", I32, "Number of ranks in the communicator (nranks)."),
         Column("group_rank", I32, "Rank of the caller inside its communicator."),
@@ -163,8 +164,12 @@ COMM_OPS = Table(
             "timing_source",
             STR,
             "Clock of ts_ns/dur_ns (issue 16): kernel (the GPU kernel(s) the call launched, "
-            "found by correlation / External id), cpu_range (the CPU op or nccl:/gloo: range: "
-            "only where no kernel exists, e.g. gloo or CPU-only runs), logged (the log's own "
+            "found by correlation / External id; or timed on the GPU by NCCL's profiler: "
+            "Inspector kernel_gpu, the longest kernel channel's globaltimer span, ts_ns null), "
+            "profiler_cpu (NCCL Inspector kernel_cpu / collective_cpu: the GPU work as the host "
+            "saw it, host times of the profiler's kernel-channel start/stop callbacks, polling "
+            "delay included: a CPU clock, never a kernel duration), cpu_range (the CPU op or "
+            "nccl:/gloo: range: only where no kernel exists, e.g. gloo or CPU-only runs), logged (the log's own "
             "timing, DeepSpeed comms logger: a line's time is the op's end, so ts_ns = that time "
             "minus the logged latency; a Flight Recorder entry's duration_ms, the CUDA events "
             "around the collective, with ts_ns null: FR records no GPU start, only when a CPU "
@@ -248,7 +253,12 @@ COMMUNICATORS = Table(
         Column("cuda_dev", I32, "CUDA device of the communicator."),
         Column("nvml_dev", I32, "NVML device index (NCCL 2.19+)."),
         Column("bus_id", STR, "PCI bus id, lowercase hex."),
-        Column("comm_hash", STR, "commId / commHash when logged (same on every member)."),
+        Column(
+            "comm_hash",
+            STR,
+            "commId / commHash when logged (same on every member). NCCL Inspector prints it "
+            "'0x%lx' into 16 characters: the first 16 characters of the Init lines' commId.",
+        ),
         Column(
             "parent_comm_id",
             STR,

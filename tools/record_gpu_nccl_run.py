@@ -134,36 +134,8 @@ def _new_group(dist, ranks: list[int], desc: str):
         return dist.new_group(ranks)
 
 
-def _worker(rank: int, args: argparse.Namespace, port: int, out: Path) -> None:
-    _redirect_output(out / "logs" / f"rank{rank}.log")
-    os.environ.update(
-        {
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "RANK": str(rank),
-            "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": str(WORLD),
-            "NCCL_HOSTID": f"commscope-recording-host{rank}",
-        }
-    )
-    os.environ.update(_nccl_env(out, args))
-    import torch
-    import torch.distributed as dist
-
-    cuda = args.backend == "nccl"
-    dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
-    if cuda:
-        torch.cuda.set_device(dev)
-    dtype = torch.bfloat16 if cuda else torch.float32
-    kw = {"device_id": dev} if cuda else {}
-    dist.init_process_group(
-        args.backend,
-        rank=rank,
-        world_size=WORLD,
-        timeout=_dt.timedelta(seconds=args.timeout),
-        **kw,
-    )
-    _log(rank, f"init done backend={args.backend} pid={os.getpid()}")
+def _tp_dp_stepper(rank: int, args: argparse.Namespace, dist, torch, dev, dtype, cuda: bool):
+    """The training step of layout tp2dp2 (see the module docstring)."""
     groups = _Groups(rank, dist)
     tp_rank = TP_GROUPS[rank // TP].index(rank)
     dp_rank = next(g for g in DP_GROUPS if rank in g).index(rank)
@@ -255,6 +227,157 @@ def _worker(rank: int, args: argparse.Namespace, port: int, out: Path) -> None:
         _log(rank, f"step {k} done loss={lval.item() / WORLD:.6f}")
 
     heavy_holder = [heavy]
+    return step
+
+
+PP_PAIRS = [[0, 2], [1, 3]]
+STAGE_GROUPS = [[0, 1], [2, 3]]
+
+
+def _pp_ep_stepper(rank: int, args: argparse.Namespace, dist, torch, dev, dtype, cuda: bool):
+    """The training step of layout pp2ep2: pipeline 2 stages x (data = expert parallel) 2.
+
+    Stage 0 = ranks 0, 1; stage 1 = ranks 2, 3; rank r of stage 0 sends its activations to r + 2
+    and receives their gradients back (GPipe: all forwards, then all backwards). Each stage has
+    a dense layer and a top-1 MoE layer of 2 experts, one per rank of the stage (the stage's
+    group is both its EP and its DP group): tokens are dispatched and combined with
+    all_to_all_single, uneven splits from the router (after an all_to_all of the counts), and the
+    backward runs the reverse all_to_alls. Then the dense gradients are all-reduced over the
+    stage group and the loss over the world. Rank ``--straggler`` runs extra matrix products
+    before its first dispatch in the steps ``--straggle-steps``.
+    """
+    stage = rank // 2
+    for g in STAGE_GROUPS:
+        pg = _new_group(dist, g, "EP_DP")
+        if rank in g:
+            ep = pg
+    peer = rank + 2 if stage == 0 else rank - 2
+    me = STAGE_GROUPS[stage].index(rank)
+    h = args.hidden
+    gen = torch.Generator(device=dev).manual_seed(2000 + rank)
+    dense = (torch.randn(h, h, device=dev, generator=gen) * h**-0.5).to(dtype).requires_grad_()
+    router = (torch.randn(h, 2, device=dev, generator=gen)).to(dtype).requires_grad_()
+    expert = (torch.randn(h, h, device=dev, generator=gen) * h**-0.5).to(dtype).requires_grad_()
+    heavy = [torch.randn(args.delay_size, args.delay_size, device=dev, dtype=dtype)]
+    data_gen = torch.Generator(device=dev).manual_seed(99 + me)
+    _log(rank, f"stage={stage} pp_peer={peer} ep_dp_group={STAGE_GROUPS[stage]}")
+
+    class AllToAll(torch.autograd.Function):
+        """all_to_all_single forward; the reverse exchange backward."""
+
+        @staticmethod
+        def forward(ctx, x, send_splits, recv_splits):
+            ctx.splits = (send_splits, recv_splits)
+            y = x.new_empty((sum(recv_splits), x.shape[1]))
+            dist.all_to_all_single(y, x.contiguous(), recv_splits, send_splits, group=ep)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            send_splits, recv_splits = ctx.splits
+            gx = g.new_empty((sum(send_splits), g.shape[1]))
+            dist.all_to_all_single(gx, g.contiguous(), send_splits, recv_splits, group=ep)
+            return gx, None, None
+
+    def moe(x):
+        tokens = x.reshape(-1, h)
+        probs = torch.softmax((tokens @ router).float(), dim=1)
+        choice = probs.argmax(dim=1)
+        gate = probs.gather(1, choice[:, None]).to(dtype)
+        order = torch.argsort(choice, stable=True)
+        send = torch.bincount(choice, minlength=2).to(torch.int64)
+        recv = torch.empty_like(send)
+        dist.all_to_all_single(recv, send, group=ep)
+        send_splits, recv_splits = send.tolist(), recv.tolist()
+        mine = AllToAll.apply(tokens[order], send_splits, recv_splits)
+        done = torch.nn.functional.gelu(mine @ expert)
+        back = AllToAll.apply(done, recv_splits, send_splits)
+        out = torch.empty_like(back)
+        out[order] = back
+        return (tokens + out * gate).reshape(x.shape)
+
+    def step(k: int) -> None:
+        if rank == args.straggler and k in args.straggle_steps:
+            _log(
+                rank,
+                f"step {k}: {args.delay_matmuls} extra matmuls before the first dispatch (planted)",
+            )
+            for _ in range(args.delay_matmuls):
+                y = heavy[0] @ heavy[0]
+                heavy[0] = y / y.abs().amax().clamp(min=1)
+        outs, ins = [], []
+        shape = (args.micro_batch, args.seq, h)
+        for _mb in range(args.micro_batches):
+            if stage == 0:
+                x = torch.randn(*shape, device=dev, dtype=dtype, generator=data_gen)
+                y = moe(torch.nn.functional.gelu(x @ dense))
+                dist.send(y.detach().contiguous(), peer)
+                outs.append(y)
+            else:
+                x = torch.empty(*shape, device=dev, dtype=dtype)
+                dist.recv(x, peer)
+                x.requires_grad_()
+                y = moe(torch.nn.functional.gelu(x @ dense))
+                ins.append(x)
+                outs.append(y.float().pow(2).mean())
+        loss = torch.zeros(1, device=dev, dtype=torch.float32)
+        for mb in reversed(range(args.micro_batches)):
+            if stage == 1:
+                outs[mb].backward()
+                loss += outs[mb].detach()
+                dist.send(ins[mb].grad.contiguous(), peer)
+            else:
+                g = torch.empty_like(outs[mb])
+                dist.recv(g, peer)
+                outs[mb].backward(g)
+        grads = torch.cat([dense.grad.reshape(-1), router.grad.reshape(-1)])
+        dist.all_reduce(grads, group=ep)
+        with torch.no_grad():
+            for p in (dense, router, expert):
+                p -= 1e-3 * p.grad
+                p.grad = None
+        dist.all_reduce(loss)
+        if cuda:
+            torch.cuda.synchronize()
+        _log(rank, f"step {k} done loss={loss.item() / 2:.6f}")
+
+    return step
+
+
+def _worker(rank: int, args: argparse.Namespace, port: int, out: Path) -> None:
+    _redirect_output(out / "logs" / f"rank{rank}.log")
+    os.environ.update(
+        {
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(WORLD),
+            "NCCL_HOSTID": f"commscope-recording-host{rank}",
+        }
+    )
+    os.environ.update(_nccl_env(out, args))
+    import torch
+    import torch.distributed as dist
+
+    cuda = args.backend == "nccl"
+    dev = torch.device("cuda", 0) if cuda else torch.device("cpu")
+    if cuda:
+        torch.cuda.set_device(dev)
+    dtype = torch.bfloat16 if cuda else torch.float32
+    kw = {"device_id": dev} if cuda else {}
+    dist.init_process_group(
+        args.backend,
+        rank=rank,
+        world_size=WORLD,
+        timeout=_dt.timedelta(seconds=args.timeout),
+        **kw,
+    )
+    _log(rank, f"init done backend={args.backend} pid={os.getpid()}")
+    if args.layout == "pp2ep2":
+        step = _pp_ep_stepper(rank, args, dist, torch, dev, dtype, cuda)
+    else:
+        step = _tp_dp_stepper(rank, args, dist, torch, dev, dtype, cuda)
     if args.hang:
         for k in range(args.steps):
             step(k)
@@ -303,14 +426,23 @@ def _manifest(args: argparse.Namespace, out: Path, pids: dict[int, int]) -> dict
         nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     except Exception:
         pass
+    moe = args.layout == "pp2ep2"
+    parallel = {"pp": 2, "tp": 1, "dp": 2, "ep": 2} if moe else {"pp": 1, "tp": TP, "dp": DP}
+    groups = (
+        {"pp": PP_PAIRS, "ep_dp": STAGE_GROUPS, "world": [list(range(WORLD))]}
+        if moe
+        else {"tp": TP_GROUPS, "dp": DP_GROUPS, "world": [list(range(WORLD))]}
+    )
+    model_extra = {"experts": 2, "top_k": 1, "moe_every": 1, "capacity_factor": 2.0} if moe else {}
     return {
         "run_id": out.name,
         "world_size": WORLD,
-        "parallel": {"pp": 1, "tp": TP, "dp": DP},
+        "layout": args.layout,
+        "parallel": parallel,
         "synthetic": False,
         "note": "real NCCL/torch.profiler/Flight Recorder output of 4 processes sharing one GPU "
         "(each its own NCCL_HOSTID: NET/Socket over loopback); the data are random",
-        "groups": {"tp": TP_GROUPS, "dp": DP_GROUPS, "world": [list(range(WORLD))]},
+        "groups": groups,
         "pids": {str(r): p for r, p in sorted(pids.items())},
         "planted": (
             {
@@ -326,7 +458,10 @@ def _manifest(args: argparse.Namespace, out: Path, pids: dict[int, int]) -> dict
                 "kind": "straggler",
                 "rank": args.straggler,
                 "steps": args.straggle_steps,
-                "where": "extra matrix products on the compute stream before the DP reduce_scatter",
+                "where": "extra matrix products on the compute stream before the first MoE "
+                "dispatch (all_to_all) of the step"
+                if moe
+                else "extra matrix products on the compute stream before the DP reduce_scatter",
                 "matmuls": args.delay_matmuls,
                 "matmul_size": args.delay_size,
             }
@@ -355,7 +490,9 @@ def _manifest(args: argparse.Namespace, out: Path, pids: dict[int, int]) -> dict
         "command": "python " + shlex.join(sys.argv),
         "config": {
             "model": {
-                "name": "TP MLP stack (GPU recording)",
+                "name": "PP x EP MoE stack (GPU recording)"
+                if moe
+                else "TP MLP stack (GPU recording)",
                 "layers": args.layers,
                 "hidden": args.hidden,
                 "heads": 8,
@@ -368,8 +505,9 @@ def _manifest(args: argparse.Namespace, out: Path, pids: dict[int, int]) -> dict
                 "vocab_divisible_by": 1,
                 "recompute": False,
                 "tied_embeddings": False,
+                **model_extra,
             },
-            "parallel": {"pp": 1, "tp": TP, "dp": DP},
+            "parallel": parallel,
             "platform": {"name": "1 GPU shared by 4 NCCL ranks", "gpus_per_node": 4},
             "mapping": {"order": ["pipe", "data", "model"]},
         },
@@ -380,6 +518,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--backend", default="nccl", choices=["nccl", "gloo"])
+    ap.add_argument("--layout", default="tp2dp2", choices=["tp2dp2", "pp2ep2"])
     ap.add_argument("--steps", type=int, default=9)
     ap.add_argument("--active", type=int, default=6)
     ap.add_argument("--layers", type=int, default=2)

@@ -1,5 +1,5 @@
 -- Communication calls with their group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other).
--- One row per communication call of every source (a rank logged by two tools has its calls twice, once per source; `counted` marks the one source per rank whose calls count for traffic, volume and message metrics: int_rank_primary_source; calls without a rank are counted). Timed calls of any source therefore keep their class. Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4); a call whose group members are unknown (e.g. the DeepSpeed comms logger: op and size, no group) by the model's predicted call signatures, the paper's own method (predicted_signatures: the classes the model predicts on the call's rank with the same op, the same group size when the call logs one, and a size within logged_size_tolerance of the call's; reduce_scatter compared as its whole input, msg_bytes x n, except DeepSpeed's, logged whole): one class -> that class (class_source signature), several -> other (signature_ambiguous), none -> the config's group-size rules; else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked.
+-- One row per communication call of every source (a rank logged by two tools has its calls twice, once per source; `counted` marks the one source per rank whose calls count for traffic, volume and message metrics: int_rank_primary_source; calls without a rank are counted). Timed calls of any source therefore keep their class. Traffic class from group membership matched to the parallel config (APNet'24 §3, model_spec §A.4); a call whose group members are unknown (e.g. the DeepSpeed comms logger: op and size, no group) by the model's predicted call signatures, the paper's own method (predicted_signatures: the classes the model predicts on the call's rank with the same op, the same group size when the call logs one, and a size within logged_size_tolerance of the call's; reduce_scatter compared as its whole input, msg_bytes x n, except DeepSpeed's, logged whole): one class -> that class (class_source signature), several -> other (signature_ambiguous), none -> the config's group-size rules; else inferred from group sizes and strides. Group: the communicator or process group the call names, else (a call on the default group of a trace with world size W, group_source inferred_default, group_size W) the W-rank world group; group_source keeps how the group was found so inferred rows stay marked. Point-to-point: send/recv is PP, except on a communicator whose known members all sit in one pipeline stage (an uneven all_to_all_single is grouped send/recv on the EP group, NCCL logs it so: EP when ep > 1, else other; class_source config_group) and without pipeline stages (EP when ep > 1); all_to_all is EP.
 CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- Training run identifier.
   run_id,
@@ -55,7 +55,7 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   node,
   -- TP | PP | DP | EP | EmbTableSyn | other.
   traffic_class,
-  -- How traffic_class was decided: op (send/recv, all_to_all), config_group (known members + config), signature (members unknown: the one class whose predicted (op, group size, size) the call matches), signature_ambiguous (several classes match: other), config_size (group size + config), inferred_group, inferred_size, unknown.
+  -- How traffic_class was decided: op (send/recv, all_to_all), config_group (known members + config; also send/recv inside one stage), signature (members unknown: the one class whose predicted (op, group size, size) the call matches), signature_ambiguous (several classes match: other), config_size (group size + config), inferred_group, inferred_size, unknown.
   class_source,
   -- Compact key of the call (stg_store__comm_ops.call_key).
   call_key,
@@ -163,6 +163,13 @@ WITH
         -- p2p without pipeline stages: NCCL's all-to-all is grouped send/recv (EP)
         WHEN k.op IN ('send', 'recv') AND k.has_config AND k.pp = 1 AND k.ep > 1 THEN 'EP'
         WHEN k.op IN ('send', 'recv') AND k.has_config AND k.pp = 1 THEN 'other'
+        -- p2p on a communicator inside one pipeline stage (an uneven all_to_all_single is
+        -- grouped send/recv on the EP group: sample_traces/gpu_nccl_pp2ep2_1gpu) is not
+        -- pipeline traffic
+        WHEN k.op IN ('send', 'recv') AND k.has_config AND g.n_members > 1 AND g.n_stage = 1
+          AND k.ep > 1 THEN 'EP'
+        WHEN k.op IN ('send', 'recv') AND k.has_config AND g.n_members > 1 AND g.n_stage = 1
+          THEN 'other'
         WHEN k.op IN ('send', 'recv') THEN 'PP'
         WHEN k.op = 'all_to_all' THEN 'EP'
         WHEN NOT k.is_traffic THEN 'other'
@@ -200,6 +207,8 @@ WITH
         ELSE 'other'
       END AS traffic_class,
       CASE
+        WHEN k.op IN ('send', 'recv') AND k.has_config AND k.pp > 1 AND g.n_members > 1
+          AND g.n_stage = 1 THEN 'config_group'
         WHEN k.op IN ('send', 'recv', 'all_to_all') THEN 'op'
         WHEN NOT k.is_traffic THEN 'unknown'
         WHEN k.has_config AND g.n_members IS NOT NULL THEN 'config_group'

@@ -1,5 +1,5 @@
-"""Fuzz the text-log parsers (NCCL debug, DeepSpeed comms logger): mutated real lines and random
-bytes give rows or ParseError.
+"""Fuzz the text-log parsers (NCCL debug, NCCL Inspector, DeepSpeed comms logger): mutated
+real lines and random bytes give rows or ParseError.
 
 Every input balances (``total = parsed + ignored + rejected``), ``total`` equals an independent
 line count, every frame conforms to the canonical schema and every rejected line has a reject
@@ -28,6 +28,10 @@ SAMPLES = {
         "nccl_debug/megatron_4gpu_nccl2.19-2.20_tail_coll_excerpt.log",
         "nccl_debug/p5_efa_2.22.3_2node_16rank_mpirun_tagged.log",
         "nccl_debug/cori_2.5.6_2node_16rank_srun_labelled.out",
+    ),
+    "nccl_inspector": (
+        "nccl_inspector/sugarlxn_inspector_v4.0_4rank_allreduce_tuner/stone-pid2029565.log",
+        "nccl_inspector/sugarlxn_inspector_v4.0_4rank_allreduce_tuner/stone-pid2029568.log",
     ),
     "deepspeed_comms": (
         "deepspeed_comms/mlprof_thetagpu_2node_16gpu_verbose_run1.log",

@@ -606,8 +606,9 @@ def test_synthetic_subcommunicator_rank_is_not_global(tmp_path: Path) -> None:
     assert ops["rank"].to_list() == [3, 3, 3]
     assert ops["group_rank"].to_list() == [1, 1, None]
     assert ops["group_size"].to_list() == [2, 2, 2]
-    # Send peer 0 of the sub-comm is the process whose world rank is 2
-    assert ops.row(1, named=True)["peer_rank"] == 2
+    # Send peer 0 of the sub-comm stays comm rank 0 (the SQL maps it through the group's members:
+    # the process whose world rank is 2); peers are never half translated
+    assert ops.row(1, named=True)["peer_rank"] == 0
     comms = tables["communicators"].sort("host", "comm_id")
     assert comms.select("comm_id", "rank", "global_rank").rows() == [
         ("0xc0", 3, 3),
@@ -907,3 +908,19 @@ def test_gpu_recording_torch_splits_with_hash_colors(sample_traces: Path) -> Non
             colors.setdefault(c, set()).add(path.name)
     # two TP and two DP children: each color names one child of two members (processes)
     assert len(colors) == 4 and all(len(v) == 2 for v in colors.values())
+
+
+def test_native_alltoall_msg_bytes_is_the_whole_send_buffer(tmp_path: Path) -> None:
+    """NCCL 2.28's ncclAlltoAll logs the per-peer count (sample_traces/gpu_nccl_pp2ep2_1gpu:
+    torch's all_to_all_single of 2 int64 counts over 2 ranks logs ``count 1 datatype 4``); the
+    canonical all_to_all size is the whole per-rank send buffer: count x size x nranks."""
+    lines = [
+        init(c="0xc0", r=0, n=4),
+        coll(op="AlltoAll", cnt=1, dt=4, n=2, c="0xc1"),
+        coll(op="AlltoAll", cnt=1000, dt=9, n=4),
+        coll(op="Send", sb="(nil)", cnt=1000, dt=9, n=4, root=2),
+    ]
+    tables, _, _ = parse(write(tmp_path, "\n".join(lines) + "\n"))
+    ops = tables["comm_ops"]
+    assert ops["op"].to_list() == ["all_to_all", "all_to_all", "send"]
+    assert ops["msg_bytes"].to_list() == [1 * 8 * 2, 1000 * 2 * 4, 1000 * 2]
