@@ -100,8 +100,9 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
     """A rank's sent bytes in the matrix equal the volume of the calls of its primary source.
 
     The matrix counts one source format per rank (a rank logged by two tools is not counted
-    twice). The rule is re-applied here on plain rows: formats other than the DeepSpeed comms
-    logger first, then the most data-moving calls, then the most calls. The SQL breaks a
+    twice). The rule is re-applied here on plain rows: a Flight Recorder dump (a window of the
+    rank's calls) last, formats other than the DeepSpeed comms logger first, then the most
+    data-moving calls, then the most calls. The SQL breaks a
     remaining tie by the calls whose group is known; that is not recomputed here, so every
     format tied on the plain criteria is accepted.
     """
@@ -145,8 +146,8 @@ def test_rank_sent_bytes_equal_logged_volume(con: duckdb.DuckDBPyConnection) -> 
     two_formats = 0
     for rank_key, keys in by_rank.items():
 
-        def order(k: Key) -> tuple[bool, int, int]:
-            return (k[2] == "deepspeed_comms", -traffic[k], -calls[k])
+        def order(k: Key) -> tuple[bool, bool, int, int]:
+            return (k[2] == "flight_recorder", k[2] == "deepspeed_comms", -traffic[k], -calls[k])
 
         best = min(order(k) for k in keys)
         tied = [k for k in keys if order(k) == best]
