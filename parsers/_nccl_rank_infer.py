@@ -9,7 +9,7 @@ here carries its rule in ``comm_ops.rank_source`` (parsers/schema.py), never pas
 Rules, in order, applied only when the file has no Init/Destroy line at all (a file with some
 has logged ranks, and its processes without one keep null):
 
-1. ``inferred_world`` precondition: the file shows N processes (host:pid) and every one of them
+1. World (a precondition, no flag of its own): the file shows N processes (host:pid) and every one of them
    logs calls on exactly one communicator of N ranks, N the largest ``[nranks=]`` of the file.
    That communicator is the world, so a process's rank in it is its global rank (what rules 2
    and 3 name); without this nothing is inferred.

@@ -66,6 +66,12 @@ process is its rank in a communicator of W ranks (the world comm). Rules:
 * ``parse(rank=...)`` (caller knows the file's rank, e.g. per-rank ``NCCL_DEBUG_FILE``) fills
   only the global ranks that are still null.
 
+``rank_source`` (schema 1.6.0) says how each row's rank is known: ``logged`` (a world comm's
+Init line), ``option`` (the ``rank`` argument), or, in a file with **no** Init/Destroy line at
+all, one of the rules of :mod:`parsers._nccl_rank_infer` (``inferred_peers``: Send/Recv roots
+on the N-rank world every process shows; ``inferred_device``: one host, devices 0..N-1), found
+by one extra pass over the COLL lines that only such a file costs; null when nothing names it.
+
 W is taken per file, not per process, so that a process whose world Init line was lost (spliced
 output) gets null rather than a sub-communicator rank. Limitation: an excerpt in which no
 process shows its world comm takes the largest comm it does show as the world.

@@ -217,9 +217,9 @@ COMM_OPS = Table(
             STR,
             "How ``rank`` is known (schema 1.6.0): logged (the source names it: an NCCL world "
             "communicator's Init line, a trace's distributedInfo, a dump's rank key, ...), "
-            "option (given at ingest), inferred_world (NCCL log without Init lines: N processes "
-            "each with one N-rank communicator, the largest of the file, so its comm rank is "
-            "the global rank, which the next rules name), inferred_peers (that comm's Send/Recv "
+            "option (given at ingest); in an NCCL log without Init lines whose N processes each "
+            "show one N-rank communicator, the largest of the file (the world: comm rank = "
+            "global rank; parsers/_nccl_rank_infer.py): inferred_peers (that comm's Send/Recv "
             "roots: a process whose peers are every rank but one is that one; the last process "
             "left gets the last rank), inferred_device (one host, N processes on N distinct "
             "devices 0..N-1 of the line prefix, consistent with the ranks the peers gave: "

@@ -74,7 +74,7 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- null for sources without a state and in stores written before schema 1.5.0.
   call_state,
   -- How rank is known: logged (the source names it; also every ranked row of a store written
-  -- before schema 1.6.0) | option | inferred_world/peers/device (an NCCL log without Init lines,
+  -- before schema 1.6.0) | option | inferred_peers | inferred_device (an NCCL log without Init lines,
   -- parsers/_nccl_rank_infer.py) | inferred_process (above) | null when rank is null.
   rank_source
 ) AS
