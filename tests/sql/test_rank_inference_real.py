@@ -47,6 +47,16 @@ def con(
     for run_id, rel in (("dl", DLCOMM), ("ns", NSYS)):
         results = ingest_paths(store, [shared_samples / rel], run_id=run_id)
         assert all(r.ok for r in results), results
+    # synthetic (written here): two hosts, one 2-rank world, no p2p: nothing names the ranks
+    unk = tmp_path_factory.mktemp("unk") / "nccl_unknown.log"
+    unk.write_text(
+        "".join(
+            f"{h}:{p}:{p} [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x10 recvbuff 0x20 "
+            f"count 256 datatype 7 op 0 root 0 comm 0x{p} [nranks=2] stream 0x30\n"
+            for h, p in (("a", 40), ("b", 41))
+        )
+    )
+    assert all(r.ok for r in ingest_paths(store, [unk], run_id="unk"))
     return materialised(store)
 
 
@@ -167,3 +177,21 @@ def test_nsys_calls_have_a_message_size(con: duckdb.DuckDBPyConnection) -> None:
         "SELECT msg_bytes FROM stg_store__comm_ops WHERE run_id = 'ns' AND source_format = 'nsys'"
     ).pl()
     assert sizes.height == 3 and sizes["msg_bytes"].null_count() == 0
+
+
+def test_unknown_ranks_key_the_matrix_on_the_process(con: duckdb.DuckDBPyConnection) -> None:
+    ops = con.execute(
+        "SELECT count(*), count(rank), count(rank_source) FROM stg_store__comm_ops "
+        "WHERE run_id = 'unk'"
+    ).fetchone()
+    assert ops == (2, 0, 0)
+    tm = con.execute(
+        "SELECT src_process, src_rank, dst_rank, bytes FROM traffic_matrix WHERE run_id = 'unk' "
+        "ORDER BY src_process"
+    ).fetchall()
+    # 256 float32 = 1024 bytes; a 2-rank ring all_reduce sends 2(n-1)/n x 1024 per rank
+    assert tm == [("a:40", None, None, 1024.0), ("b:41", None, None, 1024.0)]
+    # ranked rows never carry a process key
+    assert con.execute(
+        "SELECT count(*) FROM traffic_matrix WHERE run_id = 'dl' AND src_process IS NOT NULL"
+    ).fetchone() == (0,)
