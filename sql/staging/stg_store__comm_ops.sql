@@ -93,14 +93,17 @@ WITH
     GROUP BY run_id, split_part(host, '.', 1), pid
     HAVING count(DISTINCT global_rank) = 1
   ),
+  -- Algorithm: rows with a rank (nearly all) pass through without a join; only the rankless
+  -- rows look their process up (a join over every row doubled this view's cost).
   ops AS (
+    SELECT * EXCLUDE (rank_source), coalesce(rank_source, 'logged') AS rank_source
+    FROM comm_ops
+    WHERE rank IS NOT NULL
+    UNION ALL BY NAME
     SELECT
       o.* EXCLUDE (rank, group_size, group_source, rank_source),
-      coalesce(o.rank, p.global_rank) AS rank,
-      CASE
-        WHEN o.rank IS NOT NULL THEN coalesce(o.rank_source, 'logged')
-        WHEN p.global_rank IS NOT NULL THEN 'inferred_process'
-      END AS rank_source,
+      p.global_rank AS rank,
+      CASE WHEN p.global_rank IS NOT NULL THEN 'inferred_process' END AS rank_source,
       coalesce(o.group_size, CASE WHEN o.comm_id IS NULL THEN p.nranks END) AS group_size,
       CASE
         WHEN o.group_size IS NULL AND o.comm_id IS NULL AND p.nranks IS NOT NULL
@@ -108,11 +111,9 @@ WITH
         ELSE o.group_source
       END AS group_source
     FROM comm_ops AS o
-    -- only rows without a rank look their process up (null keys match nothing)
     LEFT JOIN proc_ranks AS p
-      ON p.run_id = o.run_id
-      AND p.pid = CASE WHEN o.rank IS NULL THEN o.pid END
-      AND p.short_host = CASE WHEN o.rank IS NULL THEN split_part(o.host, '.', 1) END
+      ON p.run_id = o.run_id AND p.pid = o.pid AND p.short_host = split_part(o.host, '.', 1)
+    WHERE o.rank IS NULL
   )
 SELECT
   run_id,

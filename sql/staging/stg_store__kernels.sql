@@ -56,16 +56,18 @@ WITH
     GROUP BY run_id, source_file
     HAVING count(DISTINCT pid) = 1 AND count(DISTINCT host) = 1
   ),
+  -- Algorithm: ranked rows pass through without a join; only rankless ones look their file up
   k AS (
+    SELECT * FROM kernels WHERE rank IS NOT NULL
+    UNION ALL BY NAME
     SELECT
       k.* EXCLUDE (rank),
-      coalesce(k.rank, CASE WHEN coalesce(k.pid, f.pid) = f.pid THEN p.global_rank END) AS rank
+      CASE WHEN coalesce(k.pid, f.pid) = f.pid THEN p.global_rank END AS rank
     FROM kernels AS k
-    -- only rows without a rank look their file up (a null key matches nothing)
-    LEFT JOIN file_procs AS f
-      ON f.run_id = k.run_id AND f.source_file = CASE WHEN k.rank IS NULL THEN k.source_file END
+    LEFT JOIN file_procs AS f ON f.run_id = k.run_id AND f.source_file = k.source_file
     LEFT JOIN proc_ranks AS p
       ON p.run_id = f.run_id AND p.short_host = f.short_host AND p.pid = f.pid
+    WHERE k.rank IS NULL
   )
 SELECT
   run_id,
