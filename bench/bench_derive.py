@@ -3,7 +3,7 @@
 Usage (from the project root)::
 
     .venv/bin/python bench/bench_derive.py [--ranks 64,256,1024] [--iterations 50]
-        [--formats nccl] [--work /tmp/commscope-bench-derive] [--threads N]
+        [--formats nccl] [--work /tmp/commscope-bench-derive] [--keep DIR]
 
 Each size is generated once (configs/synthetic_gpt3b_1024.toml with dp scaled to the rank
 count, pp 8 x tp 4 kept, 8 micro-batches) into ``WORK/gen<N>`` and ingested into
@@ -12,7 +12,9 @@ run's rows, SQL modules), each intermediate object (computed once) and each mart
 figures and writes ``bench/results_derive.json`` (with the load average around each derive: on a
 shared machine other processes inflate the wall time). Derive caps DuckDB's memory at half the RAM
 (``COMMSCOPE_DERIVE_MEMORY_LIMIT`` overrides; the 1024-rank run spills under 8 GB and slows
-down). This is a script, not a test.
+down). ``--keep DIR`` copies the derived marts to ``DIR/<ranks>/<mart>.parquet``, so that two
+derives (before and after a change) can be compared with ``bench/diff_marts.py``. This is a
+script, not a test.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 import tomllib
@@ -69,6 +72,7 @@ def main() -> int:
     ap.add_argument("--formats", default="nccl")
     ap.add_argument("--work", type=Path, default=Path("/tmp/commscope-bench-derive"))
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results_derive.json")
+    ap.add_argument("--keep", type=Path, default=None, help="copy the marts to KEEP/<ranks>/")
     args = ap.parse_args()
     formats = tuple(f for f in args.formats.split(",") if f)
     results: list[dict[str, Any]] = []
@@ -103,6 +107,12 @@ def main() -> int:
             "mart_rows": res.marts,
         }
         results.append(entry)
+        if args.keep is not None and res.generation is not None:
+            keep = args.keep / str(ranks)
+            keep.mkdir(parents=True, exist_ok=True)
+            for mart in res.marts:
+                src = store.generation_path(store.marts_dir(), mart, f"r{ranks}", res.generation)
+                shutil.copyfile(src, keep / f"{mart}.parquet")
         print(json.dumps(entry, indent=1), flush=True)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out}")

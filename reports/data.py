@@ -55,6 +55,8 @@ MARTS = (
     "iteration_breakdown",
     "bubble_ratio",
     "model_vs_measured",
+    "collective_instances",
+    "clock_offsets",
 )
 
 

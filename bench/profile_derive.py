@@ -1,0 +1,157 @@
+"""Profile ``derive`` of one stored run step by step: wall and CPU seconds of the load, of each
+intermediate object and of each mart, DuckDB's operator profile of chosen steps, and optionally
+every intermediate and mart written to Parquet (to compare two versions of the SQL with
+``bench/diff_marts.py``).
+
+Usage (from the project root)::
+
+    .venv/bin/python bench/profile_derive.py STORE RUN_ID [--explain int_a,int_b]
+        [--profile-dir DIR] [--dump DIR] [--marts]
+
+It runs what ``pipeline.derive.derive_run`` runs (``connect_for_derive``, then each intermediate
+materialised in load order, then each mart), without publishing anything. ``--explain`` names
+the steps whose DuckDB profile (``EXPLAIN ANALYZE``-style operator tree with timings) is written
+to ``--profile-dir/<name>.txt``. This is a script, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from pipeline import derive as d  # noqa: E402
+from pipeline import run_config as rc  # noqa: E402
+from pipeline.sql_modules import discover  # noqa: E402
+from pipeline.store import Store  # noqa: E402
+
+
+def _top_operators(path: Path, n: int = 12) -> None:
+    """Print the ``n`` operators of a DuckDB JSON profile with the most time."""
+    flat: list[tuple[float, str, int, str]] = []
+
+    def walk(node: dict[str, Any]) -> None:
+        extra = node.get("extra_info") or {}
+        keys = ("Join Type", "Conditions", "Groups", "Aggregates", "Table", "CTE Name", "Function")
+        what = " ".join(f"{k}={v}" for k, v in extra.items() if k in keys)
+        timing = node.get("timing", node.get("operator_timing")) or 0.0
+        kind = node.get("type", node.get("operator_type"))
+        rows = node.get("intermediate_rows", node.get("operator_cardinality")) or 0
+        flat.append((float(timing), str(kind), int(rows), what.replace("\n", " ")[:150]))
+        for child in node.get("children", []):
+            walk(child)
+
+    doc = json.loads(path.read_text())
+    for root in doc.get("operator", [doc]):
+        walk(root)
+    for t, op, card, what in sorted(flat, reverse=True)[:n]:
+        print(f"    {t:7.2f} s  {op:<22} {card:>10} rows  {what}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("store", type=Path)
+    ap.add_argument("run_id")
+    ap.add_argument("--explain", default="", help="comma list of steps to profile")
+    ap.add_argument("--profile-dir", type=Path, default=Path("/tmp/commscope-profile"))
+    ap.add_argument(
+        "--dump", type=Path, default=None, help="write every step to DUMP/<name>.parquet"
+    )
+    ap.add_argument("--marts", action="store_true", help="also compute the marts")
+    ap.add_argument("--stop-after", default="", help="stop after this intermediate")
+    args = ap.parse_args()
+    explain = {s for s in args.explain.split(",") if s}
+    store = Store.open(args.store)
+    stored = rc.load(store, args.run_id)
+    times: dict[str, tuple[float, float]] = {}
+    load0 = os.getloadavg()[0]
+    c0, t0 = time.process_time(), time.perf_counter()
+    con, _ = d.connect_for_derive(store, args.run_id, stored)
+    times["load"] = (time.perf_counter() - t0, time.process_time() - c0)
+    print(f"load: {times['load'][0]:.2f} s wall, {times['load'][1]:.2f} s cpu", flush=True)
+    if args.dump:
+        args.dump.mkdir(parents=True, exist_ok=True)
+    args.profile_dir.mkdir(parents=True, exist_ok=True)
+    mods = discover()
+
+    def run(name: str, sql: str) -> None:
+        if name in explain:
+            out = args.profile_dir / f"{name}.json"
+            con.execute("SET enable_profiling = 'json'")
+            con.execute(f"SET profiling_output = '{out}'")
+        c1, t1 = time.process_time(), time.perf_counter()
+        con.execute(sql)
+        times[name] = (time.perf_counter() - t1, time.process_time() - c1)
+        if name in explain:
+            con.execute("SET enable_profiling = 'no_output'")
+            con.execute("RESET profiling_output")
+            con.execute("PRAGMA disable_profiling")
+        if name in explain:
+            _top_operators(args.profile_dir / f"{name}.json")
+        rows = con.execute(f"SELECT count(*) FROM _mat_{name}").fetchone() if name else None
+        print(
+            f"{name}: {times[name][0]:.2f} s wall, {times[name][1]:.2f} s cpu, "
+            f"{rows[0] if rows else '?'} rows",
+            flush=True,
+        )
+
+    freed: set[str] = set()
+    inlined: set[str] = set()
+    for i, mod in enumerate(mods):
+        if mod.layer != "intermediate" or mod.kind != "VIEW":
+            continue
+        if mod.name in d._INLINE and sum(mod.name in m.references for m in mods) == 1:
+            inlined.add(mod.name)  # as derive: computed inside its one reader
+            continue
+        run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
+        if args.dump:
+            con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
+        con.execute(f"DROP VIEW {mod.name}")
+        con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
+        still_read = set().union(*(m.references for m in mods[i + 1 :]))
+        for done in mods[: i + 1]:
+            if (
+                done.name in d._FREEABLE
+                and done.name not in inlined
+                and done.name not in still_read
+                and done.name not in freed
+            ):
+                freed.add(done.name)
+                con.execute(f"CREATE TABLE _e AS FROM {done.name} LIMIT 0")
+                con.execute(f"DROP TABLE {done.name}")
+                con.execute(f"ALTER TABLE _e RENAME TO {done.name}")
+        if mod.name == args.stop_after:
+            break
+    else:
+        if args.marts:
+            for mod in mods:
+                if mod.layer != "marts":
+                    continue
+                run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
+                if args.dump:
+                    con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
+    total = (sum(w for w, _ in times.values()), sum(c for _, c in times.values()))
+    print(
+        json.dumps(
+            {
+                "loadavg_before": round(load0, 2),
+                "loadavg_after": round(os.getloadavg()[0], 2),
+                "total_wall_s": round(total[0], 2),
+                "total_cpu_s": round(total[1], 2),
+                "steps": {k: [round(w, 2), round(c, 2)] for k, (w, c) in times.items()},
+            },
+            indent=1,
+        )
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

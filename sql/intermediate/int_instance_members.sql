@@ -1,0 +1,320 @@
+-- Cross-rank instance matching on raw clocks: every call of one lane per rank that takes part in a logical collective or p2p transfer, with the key of the instance it belongs to (issue 18 item 1; int_instance_calls adds the aligned times).
+-- One row per call of a rank's lane that has a known group of more than one rank (collectives, barriers) or is a send/recv with a known peer. Lane: the rank's timeline format (the format of its comm_ops rows in int_comm_ops_timed) when it has one, else its counted source (int_comm_ops_classified.counted); every call of that format is a member, timed = the call is a row of int_comm_ops_timed (a kernel- or CPU-timed call; a Kineto call without a kernel on a GPU rank stays an untimed member). Order of a rank's calls: CPU issue time (launch_ts_ns), then start, then file (by name) and line (NCCL logs: line order; every rank issues a communicator's calls in the same order). Matching per (run, global_group): 'seq' when every lane seen on the group is of one format and logs a seq on every call that is not constant (more than one distinct value when the rank has more than one call): instance = (seq, k-th call of the rank with that seq on the group: NCCL opCount repeats inside ncclGroup); else 'order': the k-th call of the group on each rank, counted inside the iteration when every member's calls carry a source or marker iteration (int_comm_op_iteration.method source | marker; detected iterations are not used: their boundaries are positions, not steps, and may differ between the ranks of a cross-stage group), else over the whole run. instance_seq = the key as one dense number, the same on every member: per (group, seq or iteration) the most calls any member has, summed over the earlier ones, plus the k (no sort of the group's calls). p2p: the k-th send src->dst with the k-th recv on dst from src (inside the iteration when both ranks' calls carry one). Nothing is dropped or re-paired: a member missing a call, or logging another op or size, leaves its instance incomplete or mismatched (collective_instances flags it).
+CREATE OR REPLACE VIEW int_instance_members(
+  -- Training run identifier.
+  run_id,
+  -- Global rank that issued the call.
+  rank,
+  -- Host of the rank (the call's host, else int_rank_nodes.host).
+  host,
+  -- Parser of the rank's lane.
+  source_format,
+  -- File the call came from.
+  source_file,
+  -- Line (or event index) in that file.
+  source_line,
+  -- Normalised operation.
+  op,
+  -- TP | PP | DP | EP | EmbTableSyn | other (int_comm_ops_classified).
+  traffic_class,
+  -- Group of global ranks of the call (int_comm_ops_classified.global_group); for p2p the logged group, may be null.
+  global_group,
+  -- Ranks the instance needs: the group's size for collectives, 2 for p2p.
+  group_size,
+  -- Message size in bytes (source semantics).
+  msg_bytes,
+  -- Sequence number as logged (NCCL opCount, Kineto Seq, ...); null when none.
+  seq,
+  -- Iteration of the call (int_comm_ops_timed for timed calls, else int_comm_op_iteration); null outside every iteration.
+  iteration,
+  -- Global rank of the p2p peer; null for collectives.
+  peer_global,
+  -- p2p: sending rank; null for collectives.
+  p2p_src,
+  -- p2p: receiving rank; null for collectives.
+  p2p_dst,
+  -- Identity of the logical instance in the run: '<global_group>|<instance_seq>' for collectives, 'p2p:<src>-><dst>|<instance_seq>' for p2p.
+  instance_key,
+  -- Matched position of the instance in its group (or its src->dst pair), the same on every member.
+  instance_seq,
+  -- seq (matched by logged sequence number + sub-position) | order (k-th call of the group, within the iteration when known).
+  match_method,
+  -- True when match_method = order counted positions inside iterations.
+  within_iteration,
+  -- True when the call is a row of int_comm_ops_timed (ts/end/dur on the rank's timeline clock).
+  timed,
+  -- Clock of the timing: kernel | cpu_range | logged (int_comm_ops_timed.timing_source); null when untimed.
+  timing_source,
+  -- Start (the rank's post of the call), ns on the rank's raw clock; null when untimed.
+  ts_ns,
+  -- End, ns on the rank's raw clock; null when untimed.
+  end_ns,
+  -- Duration, ns; null when untimed.
+  dur_ns
+) AS
+WITH
+  timed AS MATERIALIZED (
+    SELECT run_id, rank, source_format, source_file, source_line, ts_ns, end_ns, dur_ns,
+      iteration, timing_source
+    FROM int_comm_ops_timed
+    WHERE source = 'comm_ops'
+  ),
+  lane AS (
+    -- the rank's timeline format, else its counted source
+    SELECT DISTINCT run_id, rank, source_format FROM timed
+    UNION ALL
+    SELECT p.run_id, p.rank, p.source_format
+    FROM int_rank_primary_source AS p
+    ANTI JOIN (SELECT DISTINCT run_id, rank FROM timed) AS t
+      ON t.run_id = p.run_id AND t.rank = p.rank
+  ),
+  members AS MATERIALIZED (SELECT * FROM int_groups_members),
+  calls AS (
+    SELECT
+      c.run_id,
+      c.rank,
+      coalesce(c.host, n.host) AS host,
+      c.source_format,
+      c.source_file,
+      c.source_line,
+      c.op,
+      c.traffic_class,
+      c.global_group,
+      c.group_size,
+      c.msg_bytes,
+      c.seq,
+      c.peer_rank,
+      t.rank IS NOT NULL AS timed,
+      t.timing_source,
+      t.ts_ns,
+      t.end_ns,
+      t.dur_ns,
+      ci.launch_ts_ns,
+      coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
+      CASE
+        WHEN t.rank IS NOT NULL THEN t.iteration
+        WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration
+      END AS iteration,
+      -- an iteration that names a training step (not a position in a detected period)
+      ci.method IN ('source', 'marker') AS step_iteration
+    FROM int_comm_ops_classified AS c
+    SEMI JOIN lane AS l
+      ON l.run_id = c.run_id AND l.rank = c.rank
+      AND l.source_format IS NOT DISTINCT FROM c.source_format
+    LEFT JOIN timed AS t
+      ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
+      AND t.source_line = c.source_line
+    LEFT JOIN int_comm_op_iteration AS ci
+      ON ci.run_id = c.run_id AND ci.rank = c.rank AND ci.source_file = c.source_file
+      AND ci.source_line = c.source_line
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
+    WHERE c.rank IS NOT NULL
+  ),
+  -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
+  -- the logged rank itself on the world or an unknown group
+  pairs AS (
+    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
+    FROM members
+    WHERE group_size = 2
+    GROUP BY run_id, global_group
+  ),
+  files AS (
+    -- file order as an integer, so the per-rank order below sorts integers only
+    SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
+    FROM (SELECT DISTINCT run_id, source_file FROM calls)
+  ),
+  resolved AS (
+    SELECT
+      c.*,
+      f.fidx,
+      hash(c.global_group) AS gk,
+      CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
+        CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
+        g.global_rank,
+        CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
+      ) END AS peer_resolved
+    FROM calls AS c
+    JOIN files AS f
+      ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
+    LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
+    LEFT JOIN members AS g
+      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
+  ),
+  -- ---- collectives ----------------------------------------------------------------------
+  coll_pre AS (
+    SELECT *
+    FROM resolved
+    -- send/recv whose peer cannot be named (a group whose members are not all known) are
+    -- matched as calls of their group, so a missing partner still shows
+    WHERE global_group IS NOT NULL AND group_size > 1
+      AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
+  ),
+  coll_rank AS (
+    SELECT
+      run_id,
+      gk,
+      rank,
+      any_value(source_format) AS source_format,
+      count(*) = count(seq) AND (count(DISTINCT seq) > 1 OR count(*) = 1) AS seq_usable,
+      bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_usable
+    FROM coll_pre
+    GROUP BY run_id, gk, rank
+  ),
+  coll_method AS (
+    SELECT
+      run_id,
+      gk,
+      CASE
+        WHEN bool_and(seq_usable) AND count(DISTINCT source_format) = 1 THEN 'seq'
+        ELSE 'order'
+      END AS match_method,
+      bool_and(iter_usable) AS within_iteration
+    FROM coll_rank
+    GROUP BY run_id, gk
+  ),
+  coll_keyed AS (
+    -- one window: the k-th call of the rank among its calls with the same key_major (seq:
+    -- the logged seq; order: the iteration, or 0 over the whole run), in issue order
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY run_id, gk, rank, key_major
+        ORDER BY launch_ts_ns, order_ts, fidx, source_line
+      ) AS key_minor
+    FROM (
+      SELECT
+        c.*,
+        m.match_method,
+        m.match_method = 'order' AND m.within_iteration AS within_iteration,
+        CASE
+          WHEN m.match_method = 'seq' THEN c.seq
+          WHEN m.within_iteration THEN c.iteration
+          ELSE 0
+        END AS key_major
+      FROM coll_pre AS c
+      JOIN coll_method AS m ON m.run_id = c.run_id AND m.gk = c.gk
+    )
+  ),
+  -- instance_seq without sorting the group's calls: per (group, key_major) the most calls any
+  -- member has, summed over the earlier key_majors, plus key_minor (dense, the same on every
+  -- member)
+  coll_base AS (
+    SELECT
+      run_id,
+      gk,
+      key_major,
+      sum(max(key_minor)) OVER (
+        PARTITION BY run_id, gk ORDER BY key_major ROWS UNBOUNDED PRECEDING
+      ) - max(key_minor) AS base
+    FROM coll_keyed
+    GROUP BY run_id, gk, key_major
+  ),
+  coll_out AS (
+    SELECT
+      c.*,
+      NULL::INTEGER AS peer_global,
+      NULL::INTEGER AS p2p_src,
+      NULL::INTEGER AS p2p_dst,
+      b.base + c.key_minor AS instance_seq
+    FROM coll_keyed AS c
+    JOIN coll_base AS b
+      ON b.run_id = c.run_id AND b.gk = c.gk AND b.key_major IS NOT DISTINCT FROM c.key_major
+  ),
+  -- ---- p2p ---------------------------------------------------------------------------------
+  p2p_pre AS (
+    SELECT
+      * EXCLUDE (peer_resolved),
+      peer_resolved AS peer_global,
+      CASE WHEN op = 'send' THEN rank ELSE peer_resolved END AS p2p_src,
+      CASE WHEN op = 'send' THEN peer_resolved ELSE rank END AS p2p_dst
+    FROM resolved
+    WHERE peer_resolved IS NOT NULL AND peer_resolved <> rank
+  ),
+  p2p_method AS (
+    SELECT
+      run_id,
+      p2p_src,
+      p2p_dst,
+      bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS within_iteration
+    FROM p2p_pre
+    GROUP BY run_id, p2p_src, p2p_dst
+  ),
+  p2p_keyed AS (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY run_id, rank, op, peer_global, key_major
+        ORDER BY launch_ts_ns, order_ts, fidx, source_line
+      ) AS key_minor
+    FROM (
+      SELECT
+        p.*,
+        'order' AS match_method,
+        m.within_iteration,
+        CASE WHEN m.within_iteration THEN p.iteration ELSE 0 END AS key_major
+      FROM p2p_pre AS p
+      JOIN p2p_method AS m
+        ON m.run_id = p.run_id AND m.p2p_src = p.p2p_src AND m.p2p_dst = p.p2p_dst
+    )
+  ),
+  p2p_base AS (
+    SELECT
+      run_id,
+      p2p_src,
+      p2p_dst,
+      key_major,
+      sum(max(key_minor)) OVER (
+        PARTITION BY run_id, p2p_src, p2p_dst ORDER BY key_major ROWS UNBOUNDED PRECEDING
+      ) - max(key_minor) AS base
+    FROM p2p_keyed
+    GROUP BY run_id, p2p_src, p2p_dst, key_major
+  ),
+  p2p_out AS (
+    SELECT p.*, b.base + p.key_minor AS instance_seq
+    FROM p2p_keyed AS p
+    JOIN p2p_base AS b
+      ON b.run_id = p.run_id AND b.p2p_src = p.p2p_src AND b.p2p_dst = p.p2p_dst
+      AND b.key_major IS NOT DISTINCT FROM p.key_major
+  ),
+  unioned AS (
+    SELECT
+      run_id, rank, host, source_format, source_file, source_line, op, traffic_class,
+      global_group, group_size, msg_bytes, seq, iteration, peer_global, p2p_src, p2p_dst,
+      global_group || '|' || instance_seq AS instance_key,
+      instance_seq, match_method, within_iteration, timed, timing_source, ts_ns, end_ns, dur_ns
+    FROM coll_out
+    UNION ALL
+    SELECT
+      run_id, rank, host, source_format, source_file, source_line, op, traffic_class,
+      global_group, 2 AS group_size, msg_bytes, seq, iteration, peer_global, p2p_src, p2p_dst,
+      'p2p:' || p2p_src || '->' || p2p_dst || '|' || instance_seq AS instance_key,
+      instance_seq, match_method, within_iteration, timed, timing_source, ts_ns, end_ns, dur_ns
+    FROM p2p_out
+  )
+SELECT
+  run_id,
+  rank,
+  host,
+  source_format,
+  source_file,
+  source_line,
+  op,
+  traffic_class,
+  global_group,
+  group_size::INTEGER AS group_size,
+  msg_bytes,
+  seq,
+  iteration,
+  peer_global::INTEGER AS peer_global,
+  p2p_src::INTEGER AS p2p_src,
+  p2p_dst::INTEGER AS p2p_dst,
+  instance_key,
+  instance_seq::BIGINT AS instance_seq,
+  match_method,
+  coalesce(within_iteration, FALSE) AS within_iteration,
+  timed,
+  timing_source,
+  ts_ns,
+  end_ns,
+  dur_ns
+FROM unioned
