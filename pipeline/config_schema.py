@@ -145,7 +145,10 @@ GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
     "generate": {
         "iterations": _int(1, 1 << 20),
         "seed": _int(0, (1 << 63) - 1),
-        "formats": _Key("choice_list", choices=("nccl", "deepspeed", "kineto", "nsys")),
+        "formats": _Key(
+            "choice_list",
+            choices=("nccl", "deepspeed", "kineto", "nsys", "inspector", "flight_recorder"),
+        ),
         "nccl_version": _STR,
         "deepspeed_version": _STR,
         "torch_version": _STR,
@@ -157,6 +160,9 @@ GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
         "profile_iterations": _Key("int_list", 0, 1 << 20),
         "jobs": _int(1, 1 << 10),
         "run_name": _Key("str", nullable=True),
+        "inspector_min_bytes": _int(0, 1 << 40),
+        "inspector_shape": _Key("choice", choices=("2.30", "2.28")),
+        "fr_buffer_size": _int(1, 1 << 24),
     },
     "scenario": {
         "straggler_rank": _int(0, MAX_WORLD, nullable=True),
@@ -174,6 +180,9 @@ GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
         "moe_second_start": _FRACTION,
         "moe_second_end": _FRACTION,
         "moe_decay_iterations": _pos_float(MAX_RATE),
+        "hang_rank": _int(0, MAX_WORLD, nullable=True),
+        "hang_iteration": _int(0, 1 << 20, nullable=True),
+        "hang_class": _Key("choice", choices=("TP", "DP", "EP", "EmbTableSyn")),
     },
 }
 """Types and ranges of the generator's sections (``configs/synthetic_*.toml``); the key names are

@@ -499,3 +499,103 @@ def normalised(df: pl.DataFrame, *, title: str = "Fig. 8a: B normalised to A") -
             tooltip=["run:N", "metric:N", alt.Tooltip("value:Q", format=".3f")],
         )
     )
+
+
+# ---------------------------------------------------------------------------- stragglers
+# (reports.stragglers prepares the frames from the collective_instances and stragglers marts)
+
+
+def wait_heatmap(
+    cells: pl.DataFrame,
+    *,
+    block: int,
+    size: int,
+    iteration_unit: str,
+    measure: str,
+    title: str = "Wait caused per rank and iteration",
+) -> alt.Chart:
+    """Heatmap of the wait each rank (or rank block) caused its peers per iteration (or
+    iteration block): the rank the others waited for stands out as a dark row.
+
+    Args:
+        cells: (rank_axis, rank_end, iteration, wait_ms, instances_last, top_rank,
+            top_wait_ms): a cell spans ranks [rank_axis, rank_end); cells with no wait caused
+            are absent (white).
+        block: ranks per cell of the rank axis (1: rank by rank).
+        size: the rank axis is [0, size) in ranks.
+        iteration_unit: "iteration" or "block of N iterations" (labelled by its first).
+        measure: what the colour sums (same-stage waits, or all classes).
+    """
+    rank_title = "rank" if block == 1 else f"rank (cells: blocks of {block} ranks)"
+    rows = size // block
+    cols = cells["iteration"].n_unique() if cells.height else 1
+    width = max(WIDTH, min(2 * WIDTH, 16 * cols))  # a few iterations need no double width
+    return (
+        alt.Chart(_data(cells), title=title, width=width, height=max(160, min(520, 18 * rows)))
+        .mark_rect()
+        .encode(
+            x=alt.X("iteration:O", title=iteration_unit, axis=alt.Axis(labelAngle=0)),
+            y=alt.Y(
+                "rank_axis:Q",
+                title=rank_title,
+                scale=alt.Scale(domain=[0, size], reverse=True, nice=False),
+                axis=_index_axis(size),
+            ),
+            y2="rank_end:Q",
+            color=alt.Color(
+                "wait_ms:Q",
+                title=["wait caused (ms)", measure],
+                scale=alt.Scale(scheme="orangered", domainMin=0),
+                legend=alt.Legend(titleLimit=320),
+            ),
+            tooltip=[
+                alt.Tooltip("rank_axis:Q", title="rank" if block == 1 else "first rank"),
+                alt.Tooltip("iteration:O", title=iteration_unit),
+                alt.Tooltip("wait_ms:Q", title="wait caused (ms)", format=".4g"),
+                alt.Tooltip("instances_last:Q", title="instances last"),
+                alt.Tooltip("top_rank:Q", title="top rank"),
+                alt.Tooltip("top_wait_ms:Q", title="top rank's wait (ms)", format=".4g"),
+            ],
+        )
+    )
+
+
+def skew_per_class(
+    points: pl.DataFrame,
+    ranges: pl.DataFrame,
+    *,
+    title: str = "Arrival skew per class (complete instances)",
+) -> alt.LayerChart:
+    """Median, p95 and max arrival skew (µs) per traffic class as points on a line from the
+    median to the max; a log axis where the skews span a decade or more.
+
+    Args:
+        points: tidy (traffic_class, statistic, skew_us), statistic in median / p95 / max.
+        ranges: one row per class with median_skew_us and max_skew_us (the line's ends).
+    """
+    lo = float(points["skew_us"].min() or 0) if points.height else 0.0  # type: ignore[arg-type]
+    hi = float(points["skew_us"].max() or 0) if points.height else 0.0  # type: ignore[arg-type]
+    y_scale = alt.Scale(type="log") if lo > 0 and hi / lo >= 10 else alt.Scale(zero=True)
+    x = alt.X("traffic_class:N", title="traffic class", sort=None, axis=alt.Axis(labelAngle=0))
+    y_title = "skew: last - first arrival (µs)"
+    line = (
+        alt.Chart(_data(ranges.select("traffic_class", "median_skew_us", "max_skew_us")))
+        .mark_rule(color="#999", strokeWidth=2)
+        .encode(
+            x=x,
+            y=alt.Y("median_skew_us:Q", title=y_title, scale=y_scale),
+            y2="max_skew_us:Q",
+        )
+    )
+    stats = ["median", "p95", "max"]
+    dots = (
+        alt.Chart(_data(points))
+        .mark_point(filled=True, size=90)
+        .encode(
+            x=x,
+            y=alt.Y("skew_us:Q", title=y_title, scale=y_scale),
+            color=alt.Color("statistic:N", title="skew", sort=stats),
+            tooltip=["traffic_class:N", "statistic:N", alt.Tooltip("skew_us:Q", format=".4g")],
+        )
+    )
+    return alt.layer(line, dots, title=title, width=WIDTH, height=HEIGHT)

@@ -55,8 +55,11 @@ MARTS = (
     "iteration_breakdown",
     "bubble_ratio",
     "model_vs_measured",
+    # issue 18: cross-rank instances, clocks, waits and stragglers
     "collective_instances",
     "clock_offsets",
+    "rank_waits",
+    "stragglers",
 )
 
 

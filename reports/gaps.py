@@ -45,6 +45,11 @@ VIEWS = (
     "bubbles",
     "predictability",
     "moe",
+    # issue 18: the straggler section (reports.stragglers)
+    "waits",
+    "skew",
+    "clocks",
+    "instances",
 )
 # Formats whose calls come from a GPU timeline (a call's time is the kernel it launched).
 TIMELINE_FORMATS = ("kineto", "nsys")
@@ -73,6 +78,17 @@ REMEDY_PG = (
 REMEDY_STEPS = (
     "record with a torch.profiler schedule and call prof.step() every iteration so "
     "ProfilerStep#N exists"
+)
+REMEDY_TIMELINES = (
+    "record per-rank timelines from every rank of each group: a Kineto trace "
+    "(torch.profiler with ProfilerActivity.CUDA) or an Nsight Systems report "
+    "(nsys profile -t cuda,nvtx) of each rank; an instance is timed only when all its members "
+    "are (NCCL debug logs time nothing: they give only the gap checks)"
+)
+REMEDY_EVERY_RANK = (
+    "ingest the logs of every rank of each group: per-rank timelines (Kineto or nsys) for "
+    "waits and skew, or NCCL_DEBUG=INFO logs of every process (NCCL_DEBUG_FILE=nccl.%h.%p.log) "
+    "for the gap checks only"
 )
 REMEDY_MODEL = (
     "give the run a model config: commscope report {run} --model CONFIG.toml (see configs/)"
@@ -132,6 +148,7 @@ class Evidence:
         world_size: largest world size the traces state (None when none does).
         files: ingested files per format.
         iterations: distinct iterations in the iterations mart.
+        timed_ranks: distinct ranks with at least one call that has a duration.
     """
 
     calls: dict[str, int] = field(default_factory=dict)
@@ -152,6 +169,7 @@ class Evidence:
     world_size: int | None = None
     files: dict[str, int] = field(default_factory=dict)
     iterations: int = 0
+    timed_ranks: int = 0
 
     @property
     def n_calls(self) -> int:
@@ -230,6 +248,11 @@ def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:
         _per(con, f"SELECT 'n', count(*) {where} AND op IN ('send', 'recv')", run_id).values()
     )
     ev.ranks = sum(_per(con, f"SELECT 'n', count(DISTINCT rank) {where}", run_id).values())
+    ev.timed_ranks = sum(
+        _per(
+            con, f"SELECT 'n', count(DISTINCT rank) {where} AND dur_ns IS NOT NULL", run_id
+        ).values()
+    )
     ev.kernels = _per(
         con, "SELECT category, count(*) FROM kernels WHERE run_id = $run_id GROUP BY 1", run_id
     )
@@ -648,6 +671,168 @@ def view_gaps(
         out["moe"] = Gap("none", "the run has no all-to-all calls (no MoE expert-parallel traffic)")
     else:
         need("moe", "moe_nonuniform", blocking.get("traffic"))
+    out.update(instance_gaps(ev, marts, missing))
+    return out
+
+
+# ---------------------------------------------------------------------------- instances
+
+# What a non-complete instance status means, and what to record so it becomes complete.
+STATUS_REMEDY = {
+    "untimed": REMEDY_TIMELINES,
+    "partly_timed": REMEDY_TIMELINES,
+    "missing_ranks": "ingest the logs of every rank of each group (a call missing on a rank "
+    "that was ingested points to a rank that hung, crashed or whose log was cut short)",
+}
+
+
+def instance_state(columns: Any) -> Any:
+    """A Polars expression: each instance's state for the page, from collective_instances'
+    status and timing.
+
+    Of the instances whose status is complete or untimed (every rank present and consistent):
+    'complete' when every member is timed, 'untimed' when none is (NCCL debug logs time
+    nothing), 'partly_timed' when some are (a timeline missing for some ranks). Without
+    ranks_timed/ranks_seen a skew marks a timed instance. Other statuses (missing_ranks,
+    size_mismatch, op_mismatch) as the mart states them.
+
+    Args:
+        columns: the mart's column names (older or hand-built frames may lack some).
+    """
+    import polars as pl
+
+    cols = set(columns)
+    if "status" not in cols:
+        return pl.lit("complete")
+    present = pl.col("status").is_in(["complete", "untimed"])
+    if {"ranks_timed", "ranks_seen"} <= cols:
+        timed = pl.col("ranks_timed").fill_null(0)
+        return (
+            pl.when(present & (timed == pl.col("ranks_seen")))
+            .then(pl.lit("complete"))
+            .when(present & (timed == 0))
+            .then(pl.lit("untimed"))
+            .when(present)
+            .then(pl.lit("partly_timed"))
+            .otherwise(pl.col("status"))
+        )
+    if "skew_ns" in cols:
+        return (
+            pl.when((pl.col("status") == "complete") & pl.col("skew_ns").is_null())
+            .then(pl.lit("untimed"))
+            .otherwise(pl.col("status"))
+        )
+    return pl.col("status")
+
+
+def status_counts(ci: Any) -> dict[str, int]:
+    """Instances per state (:func:`instance_state`), most frequent first."""
+    if ci is None or ci.height == 0:
+        return {}
+    rows = (
+        ci.select(instance_state(ci.columns).alias("state"))
+        .group_by("state")
+        .len()
+        .sort(["len", "state"], descending=[True, False])
+        .iter_rows()
+    )
+    return {str(k): int(v) for k, v in rows}
+
+
+def _counts_text(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n:,} {k}" for k, n in counts.items())
+
+
+def _one_rank(ev: Evidence) -> Gap | None:
+    """Instances need two ranks of a group: a one-rank world has none, one traced rank of a
+    larger world cannot be paired."""
+    if ev.world_size == 1:
+        return Gap("none", "the world has one rank: no collective spans ranks")
+    if ev.ranks == 1:
+        world = f" (world of {ev.world_size} ranks)" if ev.world_size else ""
+        return Gap(
+            "missing",
+            f"the run has the calls of one rank{world}: an instance pairs one collective "
+            "across the ranks of its group",
+            REMEDY_EVERY_RANK,
+        )
+    return None
+
+
+def _untimed_instances(ev: Evidence, counts: dict[str, int]) -> Gap:
+    """Instances matched, none timed on every member: why (the sources), and what to record."""
+    n = sum(counts.values())
+    causes = [
+        f"none of the {n:,} matched instances is timed on every member ({_counts_text(counts)})"
+    ]
+    nccl = ev.untimed.get("nccl_debug", 0)
+    if nccl:
+        causes.append(
+            f"{nccl:,} calls come from NCCL debug logs, which time nothing (the gap checks "
+            "below are what they give)"
+        )
+    if ev.timed_ranks < ev.ranks:
+        causes.append(f"{ev.timed_ranks:,} of {ev.ranks:,} ranks have timed calls")
+    return Gap("missing", "; ".join(causes), REMEDY_TIMELINES)
+
+
+def instance_gaps(ev: Evidence, marts: dict[str, Any], missing: dict[str, str]) -> dict[str, Gap]:
+    """Gaps of the straggler section (:mod:`reports.stragglers`), in the order it needs them.
+
+    ``instances``: the collective_instances mart has rows (matching needs calls of two or
+    more ranks of a known group). ``skew`` and ``waits``: some instance is complete and timed
+    on every member (NCCL logs time nothing: their instances match, untimed); ``waits``
+    also needs stragglers rows, and says (partial) how many instances it leaves out.
+    ``clocks``: clock_offsets has rows (offsets come from timed matched collectives).
+    """
+    out: dict[str, Gap] = {}
+
+    def derived(mart: str) -> Gap:
+        if "not defined" in missing[mart]:  # an older commscope read the store
+            return Gap("missing", missing[mart], "use a commscope with issue 18's marts")
+        return Gap("missing", missing[mart], "run commscope derive {run}")
+
+    ci = marts.get("collective_instances")
+    counts = status_counts(ci)
+    if "collective_instances" in missing:
+        out["instances"] = derived("collective_instances")
+    elif not counts:
+        out["instances"] = _first(_calls_gap(ev), _one_rank(ev), _group_gap(ev)) or _fallback(
+            "collective_instances"
+        )
+    complete = counts.get("complete", 0)
+    if "instances" in out:
+        out["skew"] = out["waits"] = out["instances"]
+    elif not complete:
+        out["skew"] = out["waits"] = _untimed_instances(ev, counts)
+    elif "stragglers" in missing:
+        out["waits"] = derived("stragglers")
+    elif _empty(marts, "stragglers"):
+        out["waits"] = _fallback("stragglers")
+    else:
+        left = {k: v for k, v in counts.items() if k != "complete"}
+        if left:
+            remedies = [STATUS_REMEDY[k] for k in left if k in STATUS_REMEDY]
+            out["waits"] = Gap(
+                "partial",
+                f"{sum(left.values()):,} of {sum(counts.values()):,} instances are left out of "
+                f"the waits ({_counts_text(left)}): the figures cover the {complete:,} complete "
+                "ones",
+                "; ".join(remedies),
+            )
+    if "clock_offsets" in missing:
+        out["clocks"] = derived("clock_offsets")
+    elif _empty(marts, "clock_offsets"):
+        no_timed = None
+        if ev.n_calls and not ev.timed_ranks:
+            no_timed = Gap(
+                "missing",
+                "no rank has a timed call: offsets are estimated from the end times of matched "
+                "timed collectives (members end within microseconds of each other)",
+                REMEDY_TIMELINES,
+            )
+        blocking = out.get("instances")
+        out["clocks"] = _first(_calls_gap(ev), no_timed, blocking) or _fallback("clock_offsets")
     return out
 
 

@@ -44,6 +44,7 @@ from reports import charts
 from reports import data as rd
 from reports import gaps as rg
 from reports import paper as rp
+from reports import stragglers as rs
 from reports.headline import Headline
 
 if TYPE_CHECKING:
@@ -391,9 +392,19 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
     ),
     (
         "per-rank",
-        "Stragglers and bubbles",
-        "Communication time per rank (waiting shows up here) and the pipeline bubble per stage.",
+        "Communication time per rank and bubbles",
+        "Communication time per rank (waiting shows up here; which rank caused it: the next "
+        "section) and the pipeline bubble per stage.",
         _per_rank,
+    ),
+    (
+        "waits",
+        "Stragglers: who the others waited for",
+        "Each collective matched across the ranks of its group (collective_instances): the rank "
+        "that arrived last made the others wait. Wait caused per rank and iteration, the top "
+        "offenders with their evidence, arrival skew per class, the clock offsets the cross-rank "
+        "times rest on, and the instances that could not be completed.",
+        rs.section,
     ),
     (
         "predictability",
@@ -731,9 +742,23 @@ def compare_headlines(ha: Headline, hb: Headline) -> pl.DataFrame:
     ).select("metric", "unit", "includes", "A", "B", "diff", "rel_diff")
 
 
+@dataclass
+class Comparison:
+    """What ``compare`` produced: the page and the straggler changes it shows (for the
+    command's text and JSON output)."""
+
+    path: Path
+    stragglers: rs.StragglerChanges
+
+
 def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
-    """Write an HTML page comparing two runs: headline differences, then every view of run A
-    beside the same view of run B."""
+    """Write an HTML page comparing two runs (:func:`compare_runs`) and return its path."""
+    return compare_runs(store, run_a, run_b, out).path
+
+
+def compare_runs(store: Store, run_a: str, run_b: str, out: Path) -> Comparison:
+    """Write an HTML page comparing two runs: headline differences, straggler changes, then
+    every view of run A beside the same view of run B."""
     check_out_path(out)
     runs = store.runs()
     for r in (run_a, run_b):
@@ -744,16 +769,27 @@ def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
     try:
         sa, sb = run_sections(da), run_sections(db)
         diff = _guard(lambda: [Block("table", frame=_compare_table(da, db))])
+        strag = rs.compare(da, db)
         paper_pair = rp.compare_blocks(da, db)  # the paper's Figs. 8 and 11 (reports.paper)
     finally:
         for d in (da, db):
             if d.con is not None:
                 d.con.close()
     page = _Page()
+    strag_blocks = [Block("text", text=line) for line in strag.run_lines]
+    if strag.table.height:
+        strag_blocks.append(Block("table", frame=strag.table))
     parts = [
         '<section id="diff"><h2>Differences</h2><p class="note">'
         f"{esc(f'Headline numbers of {run_a} (A) and {run_b} (B); diff = B - A.')}</p>"
         f"{page.blocks(diff)}</section>",
+        '<section id="straggler-changes"><h2>Straggler changes</h2><p class="note">'
+        + esc(
+            f"Top offenders (ranks the others waited for; stragglers mart) of {run_a} (A) and "
+            f"{run_b} (B): rank order, same-stage wait caused (ms), share of the run's wait "
+            "(%), where the delay sat, persistent; diff = B - A."
+        )
+        + f"</p>{page.blocks(strag_blocks)}</section>",
         # the paper's two-run figures (reports.paper.compare_blocks)
         '<section id="paper-pair"><h2>The paper\'s two-run figures</h2><p class="note">'
         f"{esc(f'APNet 2024 Figs. 8 and 11 from {run_a} (A) and {run_b} (B).')}</p>"
@@ -767,6 +803,12 @@ def build_compare(store: Store, run_a: str, run_b: str, out: Path) -> Path:
         )
     title = f"commscope compare: {run_a} vs {run_b}"
     nav = _nav(
-        [Section("diff", "Differences", ""), Section("paper-pair", "Paper Figs. 8, 11", ""), *sa]
+        [
+            Section("diff", "Differences", ""),
+            Section("straggler-changes", "Straggler changes", ""),
+            Section("paper-pair", "Paper Figs. 8, 11", ""),
+            *sa,
+        ]
     )
-    return _write(out, render_page(title, _header(title, [da, db]), nav + "".join(parts)))
+    path = _write(out, render_page(title, _header(title, [da, db]), nav + "".join(parts)))
+    return Comparison(path, strag)

@@ -1,4 +1,4 @@
-"""``commscope generate``: write a synthetic training run (logs in four formats + ground truth).
+"""``commscope generate``: write a synthetic training run (logs in up to six formats + ground truth).
 
 Why: real multi-rank logs are scarce; a generated run with known answers tests every derived
 metric, benchmarks ingest at scale and demos without a cluster. The command is a thin shell
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--formats",
         default=None,
-        help=f"comma-separated subset of {','.join(FORMATS)} (default: config or all)",
+        help=f"comma-separated subset of {','.join(FORMATS)} (default: config, else nccl,deepspeed,kineto,nsys)",
     )
     p.add_argument("--iterations", type=int, default=None, help="training iterations to simulate")
     p.add_argument("--seed", type=int, default=None, help="random seed (same seed, same bytes)")

@@ -153,6 +153,14 @@ class Names:
         """nsys SQLite export of ``rank``."""
         return self.out / "nsys" / f"synthetic_rank{rank:04d}.sqlite"
 
+    def inspector(self, host: str, pid: int) -> Path:
+        """NCCL Inspector file of a process (the plugin names it ``<hostname>-pid<pid>.log``)."""
+        return self.out / "inspector" / f"{host}-pid{pid}.log"
+
+    def flight_recorder(self, rank: int) -> Path:
+        """Flight Recorder dump of ``rank`` (torch's default ``nccl_trace_rank_<R>``)."""
+        return self.out / "flight_recorder" / f"nccl_trace_rank_{rank}"
+
 
 def comm_pointer(seed: int, rank: int, index: int) -> int:
     """A plausible heap address of the ``index``-th communicator of ``rank``'s process."""

@@ -15,6 +15,12 @@ Output folder layout::
     deepspeed/synthetic_rank0000.deepspeed.log   DeepSpeed comms logger (rank 0)
     kineto/synthetic_rank<NNNN>.pt.trace.json.gz Kineto trace per rank
     nsys/synthetic_rank<NNNN>.sqlite     nsys SQLite export per rank
+    inspector/<host>-pid<pid>.log        NCCL Inspector JSON Lines per process (on request)
+    flight_recorder/nccl_trace_rank_<R>  PyTorch Flight Recorder dump per rank (on request)
+
+A writer class may define ``finish_run(sim, out)``: called once after every lane is written
+(the Flight Recorder resolves a hang across lanes there); what it returns goes into the
+scenario effects under the writer's name.
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ from pipeline.synthetic.scenario import GenerateOptions
 from pipeline.synthetic.simulate import Simulation, TailRecord
 from pipeline.synthetic.truth import LaneTruth, assemble
 from pipeline.synthetic.write_deepspeed import DeepSpeedWriter
+from pipeline.synthetic.write_flight_recorder import FlightRecorderWriter
+from pipeline.synthetic.write_inspector import InspectorWriter
 from pipeline.synthetic.write_kineto import KinetoWriter
 from pipeline.synthetic.write_nccl import NcclWriter
 from pipeline.synthetic.write_nsys import NsysWriter
@@ -46,8 +54,10 @@ WRITERS: dict[str, type] = {
     "deepspeed": DeepSpeedWriter,
     "kineto": KinetoWriter,
     "nsys": NsysWriter,
+    "inspector": InspectorWriter,
+    "flight_recorder": FlightRecorderWriter,
 }
-_OUTPUTS = ("nccl", "deepspeed", "kineto", "nsys", "truth", "truth.json", "manifest.json")
+_OUTPUTS = (*WRITERS, "truth", "truth.json", "manifest.json")
 
 ProgressFn = Callable[[int, int], None]
 
@@ -210,7 +220,14 @@ def generate(
         for fmt, paths in res["files"].items():
             files[fmt].extend(paths)
         truncated += res["truncated"]
+    finished: dict[str, Any] = {}
+    for fmt in opts.formats:
+        finish = getattr(WRITERS[fmt], "finish_run", None)
+        if finish is not None:
+            finished[fmt] = finish(sim, out)
     effects = scenario_effects(sim, out, truncated)
+    if finished.get("flight_recorder"):
+        effects["hang"] = finished["flight_recorder"]
     truth = assemble(sim, out, [r["truth"] for r in results], effects)
     manifest = build_manifest(sim, out, files, effects, command)
     write_manifest(out, manifest)
@@ -259,6 +276,9 @@ def scenario_effects(sim: Simulation, out: Path, truncated: list[dict[str, Any]]
                 + [names.kineto(r, sim.opts.kineto_compress)] * ("kineto" in sim.opts.formats)
                 + [names.nsys(r)] * ("nsys" in sim.opts.formats)
                 + [names.deepspeed()] * ("deepspeed" in sim.opts.formats and r == 0)
+                + [names.inspector(sim.cluster.ranks[r].host, sim.cluster.ranks[r].pid)]
+                * ("inspector" in sim.opts.formats)
+                + [names.flight_recorder(r)] * ("flight_recorder" in sim.opts.formats)
             )
         ]
     skews = sim.cluster.node_skew_ns

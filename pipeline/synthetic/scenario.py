@@ -16,7 +16,7 @@ TOML layout of the extra sections (every key optional)::
     [generate]
     iterations = 3                 # training iterations simulated
     seed = 7                       # every random draw is a pure function of the seed
-    formats = ["nccl", "deepspeed", "kineto", "nsys"]
+    formats = ["nccl", "deepspeed", "kineto", "nsys"]   # also "inspector", "flight_recorder"
     nccl_version = "2.21.5"        # NCCL 2.18 .. 2.27 line shapes
     deepspeed_version = "0.14.4"   # < 0.10.1 old verbose shape; >= 0.18.3 cumulative latencies
     torch_version = "2.5.1"        # recorded in traces and the manifest
@@ -26,6 +26,9 @@ TOML layout of the extra sections (every key optional)::
     kineto_compress = "gz"         # "gz" (.pt.trace.json.gz) or "none" (.pt.trace.json)
     profile_iterations = []        # iterations in the Kineto/nsys traces ([] = all)
     jobs = 1                       # worker processes for writing (lanes are independent)
+    inspector_min_bytes = 8192     # NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES: smaller ops get no record
+    inspector_shape = "2.30"       # "2.30": every call, p2p too; "2.28": latest collective per tick
+    fr_buffer_size = 2000          # TORCH_NCCL_TRACE_BUFFER_SIZE: Flight Recorder keeps the last N
 
     [scenario]
     straggler_rank = 5             # this rank computes straggler_factor times slower
@@ -43,6 +46,9 @@ TOML layout of the extra sections (every key optional)::
     moe_second_start = 0.3         # share of tokens routed to a second expert at iteration 0
     moe_second_end = 0.9           # ... after many iterations (all-to-all volume grows)
     moe_decay_iterations = 20.0    # time constant of both trends, in iterations
+    hang_rank = 5                  # Flight Recorder dumps on timeout: this rank never posts ...
+    hang_iteration = 2             # ... its first hang_class collective of this iteration
+    hang_class = "DP"              # (default iteration: the last); see write_flight_recorder.py
 """
 
 from __future__ import annotations
@@ -55,8 +61,12 @@ from typing import Any
 
 from reports.model.config import RunConfig, config_from_dict
 
-FORMATS: tuple[str, ...] = ("nccl", "deepspeed", "kineto", "nsys")
-"""Output formats the generator writes, in writing order."""
+FORMATS: tuple[str, ...] = ("nccl", "deepspeed", "kineto", "nsys", "inspector", "flight_recorder")
+"""Output formats the generator can write, in writing order."""
+
+DEFAULT_FORMATS: tuple[str, ...] = ("nccl", "deepspeed", "kineto", "nsys")
+"""What it writes unless ``formats`` says otherwise (Inspector and Flight Recorder on request:
+they describe the same calls again, and a run ingested whole would hold them twice per source)."""
 
 NETWORKS: dict[str, float] = {"roce": 1.0, "tcp": 1.0 / 1.8}
 """Inter-node bandwidth factor per network (paper §5: RoCEv2 is 1.8x TCP for >10 MB)."""
@@ -98,6 +108,9 @@ class Scenario:
     moe_second_start: float = 0.3
     moe_second_end: float = 0.9
     moe_decay_iterations: float = 20.0
+    hang_rank: int | None = None
+    hang_iteration: int | None = None
+    hang_class: str = "DP"
 
     def __post_init__(self) -> None:
         """Reject values no run could have."""
@@ -110,6 +123,14 @@ class Scenario:
             "scenario.moe_routing must be 'routed' or 'capacity'",
         )
         _require(self.moe_decay_iterations > 0, "scenario.moe_decay_iterations must be > 0")
+        _require(
+            self.hang_class in ("TP", "DP", "EP", "EmbTableSyn"),
+            "scenario.hang_class must be TP, DP, EP or EmbTableSyn",
+        )
+        _require(
+            self.hang_iteration is None or self.hang_iteration >= 0,
+            "scenario.hang_iteration must be >= 0",
+        )
         for name in ("moe_second_start", "moe_second_end"):
             _require(0 <= getattr(self, name) <= 1, f"scenario.{name} must be in [0, 1]")
         object.__setattr__(self, "missing_ranks", tuple(int(r) for r in self.missing_ranks))
@@ -120,7 +141,7 @@ class Scenario:
         """Check the rank and node numbers against a run's size."""
         world = run.world
         nodes = -(-world // run.platform.gpus_per_node)
-        for name in ("straggler_rank", "truncate_rank"):
+        for name in ("straggler_rank", "truncate_rank", "hang_rank"):
             value = getattr(self, name)
             _require(value is None or 0 <= value < world, f"scenario.{name} outside 0..{world - 1}")
         for r in self.missing_ranks:
@@ -160,7 +181,7 @@ class GenerateOptions:
 
     iterations: int = 3
     seed: int = 0
-    formats: tuple[str, ...] = FORMATS
+    formats: tuple[str, ...] = DEFAULT_FORMATS
     nccl_version: str = "2.21.5"
     deepspeed_version: str = "0.14.4"
     torch_version: str = "2.5.1"
@@ -172,6 +193,9 @@ class GenerateOptions:
     profile_iterations: tuple[int, ...] = ()
     jobs: int = 1
     run_name: str | None = None
+    inspector_min_bytes: int = 8192
+    inspector_shape: str = "2.30"
+    fr_buffer_size: int = 2000
     scenario: Scenario = field(default_factory=Scenario)
 
     def __post_init__(self) -> None:
@@ -197,6 +221,11 @@ class GenerateOptions:
         _require(self.comm_jitter < 0.25, "generate.comm_jitter must be < 0.25")
         _require(self.kineto_compress in ("gz", "none"), "generate.kineto_compress: 'gz' or 'none'")
         _require(self.jobs >= 1, "generate.jobs must be >= 1")
+        _require(self.inspector_min_bytes >= 0, "generate.inspector_min_bytes must be >= 0")
+        _require(
+            self.inspector_shape in ("2.30", "2.28"), "generate.inspector_shape: '2.30' or '2.28'"
+        )
+        _require(self.fr_buffer_size >= 1, "generate.fr_buffer_size must be >= 1")
         object.__setattr__(
             self, "profile_iterations", tuple(sorted({int(i) for i in self.profile_iterations}))
         )

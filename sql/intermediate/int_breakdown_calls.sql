@@ -1,5 +1,5 @@
 -- Timed communication calls of each rank's one timeline source with their traffic class, each split into waiting (for the group's last member to post) and transfer (APNet'24 §4.1: the PP rule, applied to every class; model_spec §A.2).
--- One row per row of int_comm_ops_timed (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Inputs: int_comm_ops_timed, int_comm_ops_classified (class, group), int_groups_members, int_rank_nodes (stage), int_run_world (group sizes of calls that log none). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. post = the call's ts_ns; xfer_start = the latest post among the group members' matching instances; wait = clamp(xfer_start - post, 0, dur); xfer = dur - wait. Matching (xfer_source 'peers'): collectives: the k-th call of (run, global_group, op) in time order on each member, used only when every member of the group has timed calls and all have the same count; PP send/recv: a send a->b and a recv on b from a, the k-th with the k-th when both ranks logged the same number. Elsewhere (no peer timing, e.g. one rank's DeepSpeed log; xfer_source 'estimated'): collectives: per (run, rank, op, msg_bytes, group_size) the transfer is the duration quantile 1/(2n) of the signature's calls (n = group size: the median of the calls on which the rank arrived last), wait = dur - xfer >= 0 (a group of one or of unknown size: no wait); PP: the fastest call of the rank with the same op and size. wait_kind: bubble when the group spans more than one pipeline stage (PP send/recv, EmbTableSyn, a collective whose members' stages differ), else sync (waiting for a slower peer of the same stage).
+-- One row per row of int_comm_ops_timed (kernel-timed calls and uncovered comm kernels on a GPU rank, else the calls of the rank's one timeline source; calls timed 'none' are not there). Inputs: int_comm_ops_timed, int_comm_ops_classified (class, group), int_groups_members, int_rank_nodes (stage), int_run_world (group sizes of calls that log none), int_instance_waits (cross-rank instances). Class: int_comm_ops_classified for calls; comm kernels (no call): PP for send/recv, EP for all_to_all, else other. post = the call's ts_ns; xfer_start = the instance's last arrival: the latest post among its members on aligned clocks (int_clock_offsets), read back on the rank's own clock (ts_ns + last arrival - own aligned arrival); wait = clamp(xfer_start - post, 0, dur); xfer = dur - wait. Matching (xfer_source 'peers'): the call is a member of a complete, timed instance of int_instance_waits (collectives matched by group sequence number or per-group call order, p2p the k-th send a->b with the k-th recv on b from a; every member seen and timed, one op and size), so its transfer time is the instance's (issue 18 item 4). Elsewhere (no peer timing, e.g. one rank's DeepSpeed log; xfer_source 'estimated'): collectives: per (run, rank, op, msg_bytes, group_size) the transfer is the duration quantile 1/(2n) of the signature's calls (n = group size: the median of the calls on which the rank arrived last), wait = dur - xfer >= 0 (a group of one or of unknown size: no wait); PP: the fastest call of the rank with the same op and size. wait_kind: bubble when the group spans more than one pipeline stage (PP send/recv, EmbTableSyn, a collective whose members' stages differ), else sync (waiting for a slower peer of the same stage).
 CREATE OR REPLACE VIEW int_breakdown_calls(
   -- Training run identifier.
   run_id,
@@ -97,81 +97,12 @@ WITH
     LEFT JOIN int_rank_nodes AS n ON n.run_id = t.run_id AND n.rank = t.rank
     LEFT JOIN int_run_world AS w ON w.run_id = t.run_id
   ),
-  -- PP send/recv: the k-th send a->b with the k-th recv on b from a
-  pp AS (
-    SELECT
-      *,
-      CASE WHEN op = 'send' THEN rank ELSE peer_global END AS src,
-      CASE WHEN op = 'send' THEN peer_global ELSE rank END AS dst,
-      row_number() OVER (
-        PARTITION BY run_id, rank, op, peer_global ORDER BY ts_ns, source_file, source_line
-      ) AS k,
-      count(*) OVER (PARTITION BY run_id, rank, op, peer_global) AS n_side
-    FROM calls
-    WHERE traffic_class = 'PP' AND op IN ('send', 'recv') AND peer_global IS NOT NULL
-  ),
-  paired AS (
-    SELECT
-      s.run_id,
-      s.rank AS s_rank,
-      s.source_file AS s_file,
-      s.source_line AS s_line,
-      r.rank AS r_rank,
-      r.source_file AS r_file,
-      r.source_line AS r_line,
-      greatest(s.ts_ns, r.ts_ns) AS xfer_start
-    FROM pp AS s
-    JOIN pp AS r
-      ON r.run_id = s.run_id AND r.op = 'recv' AND r.src = s.src AND r.dst = s.dst AND r.k = s.k
-      AND r.n_side = s.n_side
-    WHERE s.op = 'send'
-  ),
-  -- collectives: the k-th call of (run, global_group, op) on each member
-  coll AS (
-    SELECT
-      run_id,
-      rank,
-      source_file,
-      source_line,
-      global_group,
-      op,
-      group_size,
-      ts_ns,
-      stage,
-      row_number() OVER (
-        PARTITION BY run_id, global_group, op, rank ORDER BY ts_ns, source_file, source_line
-      ) AS k,
-      count(*) OVER (PARTITION BY run_id, global_group, op, rank) AS n_rank
-    FROM calls
-    WHERE global_group IS NOT NULL AND op NOT IN ('send', 'recv')
-  ),
-  coll_groups AS (
-    -- matchable: every member timed (distinct ranks = group size), all with the same count
-    SELECT run_id, global_group, op
-    FROM coll
-    GROUP BY run_id, global_group, op
-    HAVING count(DISTINCT rank) = max(group_size) AND min(n_rank) = max(n_rank)
-  ),
-  coll_starts AS (
-    SELECT
-      c.run_id,
-      c.rank,
-      c.source_file,
-      c.source_line,
-      max(c.ts_ns) OVER (PARTITION BY c.run_id, c.global_group, c.op, c.k) AS xfer_start
-    FROM coll AS c
-    SEMI JOIN coll_groups AS g
-      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.op = c.op
-  ),
+  -- matched calls (int_instance_waits: a complete, timed instance across the group's members):
+  -- the transfer starts at the instance's last arrival (aligned), read on the rank's own clock
+  -- (+ its offset: ts_ns + (last_arrival - own arrival))
   starts AS (
-    SELECT run_id, s_rank AS rank, s_file AS source_file, s_line AS source_line, xfer_start
-    FROM paired
-    UNION ALL
-    SELECT run_id, r_rank, r_file, r_line, xfer_start
-    FROM paired
-    UNION ALL
-    SELECT run_id, rank, source_file, source_line, xfer_start
-    FROM coll_starts
+    SELECT run_id, rank, source_file, source_line, ts_ns + (last_arrival_ns - arrival_ns) AS xfer_start
+    FROM int_instance_waits
   ),
   -- stages a group spans: its known members (int_groups_members; 'world': every rank), else
   -- the ranks seen calling on it

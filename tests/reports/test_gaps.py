@@ -78,6 +78,9 @@ FULL_MARTS: dict[str, dict[str, list[Any]]] = {
     "traffic_matrix": {"src_rank": [0], "dst_rank": [1]},
     "predictability": {"iteration": [2], "matrix_similarity": [0.99]},
     "moe_nonuniform": {"iteration": [1]},
+    "collective_instances": {"status": ["complete"]},
+    "stragglers": {"rank": [0]},
+    "clock_offsets": {"host": ["a"]},
 }
 
 
@@ -489,6 +492,72 @@ def test_group_gap_ignores_point_to_point_calls() -> None:
     # send/recv name their peer: an unknown group size does not hide their destinations
     d = run_data([call(op="send", group_size=None, comm_id=None, group_source=None)], world=None)
     assert "traffic" not in rg.gaps(d)
+
+
+# ---------------------------------------------------------------------------- instances (issue 18)
+
+# as NCCL debug logs give them: every rank present and consistent (complete), nothing timed
+UNTIMED = {
+    "collective_instances": {
+        "status": ["complete", "complete"],
+        "ranks_seen": [2, 2],
+        "ranks_timed": [0, 0],
+    },
+    "stragglers": None,
+}
+
+
+def test_nccl_only_instances_say_to_record_timelines_of_every_rank() -> None:
+    # NCCL logs match instances (gap checks) but time nothing: no waits, skew or clocks
+    d = run_data(
+        [nccl_call(), nccl_call(rank=1)],
+        formats=("nccl_debug",),
+        world=None,
+        marts={**UNTIMED, "clock_offsets": None},
+    )
+    got = rg.gaps(d)
+    assert "instances" not in got  # the gap checks have their data
+    for view in ("waits", "skew"):
+        gap = got[view]
+        assert gap.kind == "missing"
+        assert gap.reason.startswith(
+            "none of the 2 matched instances is timed on every member (2 untimed)"
+        )
+        assert "2 calls come from NCCL debug logs, which time nothing" in gap.reason
+        assert "0 of 2 ranks have timed calls" in gap.reason
+        for part in ("Kineto", "nsys profile", "from every rank of each group"):
+            assert part in gap.remedy
+    assert got["clocks"].reason.startswith("no rank has a timed call")
+    assert "Kineto" in got["clocks"].remedy
+
+
+def test_one_traced_rank_cannot_be_matched() -> None:
+    d = run_data([call()], world=8, marts={"collective_instances": None, "stragglers": None})
+    gap = rg.gaps(d)["instances"]
+    assert gap.reason.startswith("the run has the calls of one rank (world of 8 ranks)")
+    assert "every rank of each group" in gap.remedy
+    assert rg.gaps(d)["waits"] == gap
+
+
+def test_straggler_marts_not_derived_say_derive() -> None:
+    why = "mart collective_instances was not derived for this run"
+    d = run_data([call(), call(rank=1)], missing={"collective_instances": why})
+    got = rg.gaps(d)
+    assert got["instances"] == rg.Gap("missing", why, f"run commscope derive {RUN}")
+    assert got["waits"] == got["instances"]
+
+
+def test_incomplete_instances_are_a_partial_gap_of_the_waits() -> None:
+    ci = {"status": ["complete", "complete", "missing_ranks", "untimed"]}
+    got = rg.gaps(run_data([call(), call(rank=1)], marts={"collective_instances": ci}))
+    gap = got["waits"]
+    assert gap.kind == "partial"
+    assert gap.reason == (
+        "2 of 4 instances are left out of the waits (1 missing_ranks, 1 untimed): the figures "
+        "cover the 2 complete ones"
+    )
+    assert "ingest the logs of every rank" in gap.remedy and "Kineto" in gap.remedy
+    assert "skew" not in got
 
 
 def test_gap_sentences() -> None:
