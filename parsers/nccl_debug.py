@@ -66,6 +66,12 @@ process is its rank in a communicator of W ranks (the world comm). Rules:
 * ``parse(rank=...)`` (caller knows the file's rank, e.g. per-rank ``NCCL_DEBUG_FILE``) fills
   only the global ranks that are still null.
 
+``rank_source`` (schema 1.6.0) says how each row's rank is known: ``logged`` (a world comm's
+Init line), ``option`` (the ``rank`` argument), or, in a file with **no** Init/Destroy line at
+all, one of the rules of :mod:`parsers._nccl_rank_infer` (``inferred_peers``: Send/Recv roots
+on the N-rank world every process shows; ``inferred_device``: one host, devices 0..N-1), found
+by one extra pass over the COLL lines that only such a file costs; null when nothing names it.
+
 W is taken per file, not per process, so that a process whose world Init line was lost (spliced
 output) gets null rather than a sub-communicator rank. Limitation: an excerpt in which no
 process shows its world comm takes the largest comm it does show as the world.
@@ -174,6 +180,7 @@ import polars as pl
 from parsers import _nccl_enums as enums
 from parsers._io import LongLine, Source, iter_byte_blocks, iter_line_blocks
 from parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
+from parsers._nccl_rank_infer import CollSummary, infer_ranks
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 # --------------------------------------------------------------------------------------------
@@ -572,6 +579,7 @@ class _Registry:
     incs: list[_Inc] = field(default_factory=list)
     by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
     proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
+    proc_how: dict[tuple[str, int], str] = field(default_factory=dict)  # rank_source if not logged
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
     _starts: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # see attribute
@@ -912,8 +920,14 @@ class _Registry:
                 "host": [k[0] for k in keys],
                 "pid": [k[1] for k in keys],
                 "proc_global": [self.proc_global[k] for k in keys],
+                "proc_how": [self.proc_how.get(k, "logged") for k in keys],
             },
-            schema={"host": pl.Utf8, "pid": pl.Int64, "proc_global": pl.Int32},
+            schema={
+                "host": pl.Utf8,
+                "pid": pl.Int64,
+                "proc_global": pl.Int32,
+                "proc_how": pl.Utf8,
+            },
             strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
         )
 
@@ -1245,12 +1259,57 @@ class NcclDebugParser:
             )
         raw_state = reg.raw_state()
         reg.finalize()
+        if not reg.incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
+            summary = _coll_summary(source, reg, resume)
+            raw_state["coll_summary"] = summary.state()
+            inferred, notes = infer_ranks(summary)
+            for proc, (r, how) in inferred.items():
+                reg.proc_global[proc], reg.proc_how[proc] = r, how
+            reg.warnings.extend(notes)
         state = _Pass2(reg, rank, resume)
         for block in iter_line_blocks(source):
             yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
         last = state.finish()
         last.state = {**raw_state, **state.emitted_state()}
         yield last
+
+
+def _coll_summary(source: Source, reg: _Registry, resume: dict[str, Any] | None) -> CollSummary:
+    """Per-process comm sizes, devices and Send/Recv roots of the COLL lines (one more pass).
+
+    Run only for a file without Init/Destroy lines (:mod:`parsers._nccl_rank_infer`); a resumed
+    parse starts from the summary of the bytes before (its state), so the ranks it infers are
+    those of the whole file.
+    """
+    summary = CollSummary.from_state((resume or {}).get("coll_summary"))
+    hosts = set(reg.known_hosts)
+    cols = ("host", "pid", "dev", "raw_op", "comm_id", "group_size", "root")
+    for block in iter_line_blocks(source):
+        lines = block.series
+        if not block.complete and len(lines):  # a cut final line is no record
+            lines = lines.head(len(lines) - 1)
+        numbers = pl.int_range(
+            block.first_line_no, block.first_line_no + len(lines), dtype=pl.Int64, eager=True
+        )
+        mask = plain_coll_mask(lines)
+        if mask.any():
+            plain = plain_coll_rows(lines.filter(mask), numbers.filter(mask))
+            summary.add(plain.select(*cols))
+        prefixed, _ = _split_block(lines.filter(~mask), numbers.filter(~mask), hosts)
+        coll = prefixed.filter(
+            (pl.col("level") == "INFO") & pl.col("msg").str.contains(_COLL)
+        ).with_columns(f=pl.col("msg").str.split(" "))
+        if coll.height:
+            fields = coll_field_exprs(pl.col("f").list.get)
+            summary.add(
+                coll.select(
+                    "host",
+                    "pid",
+                    pl.col("dev").cast(pl.Int32),
+                    *(fields[c].alias(c) for c in cols[3:]),
+                )
+            )
+    return summary
 
 
 class _Pass2:
@@ -1505,10 +1564,19 @@ class _Pass2:
         fallback = pl.lit(self.rank, dtype=pl.Int32)
         df = df.with_columns(
             rank=pl.coalesce("inc_global", "proc_global", fallback),
+            # how the rank is known (schema 1.6.0): an Init line, a rule of
+            # parsers/_nccl_rank_infer.py, or the caller's rank option
+            rank_source=pl.when(pl.col("inc_global").is_not_null())
+            .then(pl.lit("logged"))
+            .when(pl.col("proc_global").is_not_null())
+            .then(pl.col("proc_how"))
+            .when(fallback.is_not_null())
+            .then(pl.lit("option")),
             peer_rank=pl.col("peer_comm"),
         ).sort("source_line")
         return self._tuning(df, info).select(
             "rank",
+            "rank_source",
             "host",
             "pid",
             "tid",

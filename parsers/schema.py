@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.5.0"
+SCHEMA_VERSION = "1.6.0"
 
 
 @dataclass(frozen=True)
@@ -191,7 +191,10 @@ COMM_OPS = Table(
             "pg_config), inferred_default (a call on "
             "the default group of a trace with world size W gets the W-rank world group), "
             "inferred_shapes (an old trace's all_gather/reduce_scatter sized by its c10d op's "
-            "whole/shard shapes: group_size known, which sub-group not), null when unknown.",
+            "whole/shard shapes: group_size known, which sub-group not), inferred_process "
+            "(set by SQL, stg_store__comm_ops: the call names no communicator and an NCCL log "
+            "of the run shows exactly one communicator size for the same host:pid), null when "
+            "unknown.",
         ),
         Column(
             "kernel_count",
@@ -208,6 +211,22 @@ COMM_OPS = Table(
             "holds the calls not yet completed. Null for sources that log a call without a "
             "state (NCCL, DeepSpeed, Kineto, nsys) and in stores written before 1.5.0.",
             aliases="flight_recorder: state",
+        ),
+        Column(
+            "rank_source",
+            STR,
+            "How ``rank`` is known (schema 1.6.0): logged (the source names it: an NCCL world "
+            "communicator's Init line, a trace's distributedInfo, a dump's rank key, ...), "
+            "option (given at ingest); in an NCCL log without Init lines whose N processes each "
+            "show one N-rank communicator, the largest of the file (the world: comm rank = "
+            "global rank; parsers/_nccl_rank_infer.py): inferred_peers (that comm's Send/Recv "
+            "roots: a process whose peers are every rank but one is that one; the last process "
+            "left gets the last rank), inferred_device (one host, N processes on N distinct "
+            "devices 0..N-1 of the line prefix, consistent with the ranks the peers gave: "
+            "rank = device, the one-process-per-GPU convention), inferred_process (set by SQL, "
+            "stg_store__comm_ops: another source of the run, an NCCL log, names the global "
+            "rank of the same host:pid). Null when rank is null, and in stores written before "
+            "1.6.0 (read as logged where rank is set).",
         ),
     ),
 )

@@ -1,5 +1,5 @@
 -- Bytes sent from rank i to rank j per iteration and traffic class, collectives expanded into point-to-point flows by their algorithm (APNet'24 traffic matrix, Fig. 2-4).
--- One row per (run_id, iteration, src_rank, dst_rank, traffic_class); dst_rank null holds volume whose destinations are unknown. Expansion rules: int_flows_expanded. bytes is traffic between ranks only: what a rank sends to itself (an all-to-all's own block, e.g. the EP matrix diagonal) never leaves the GPU and is in local_bytes, on the src_rank = dst_rank row, whose bytes is 0.
+-- One row per (run_id, iteration, src_rank, dst_rank, traffic_class, src_process); dst_rank null holds volume whose destinations are unknown; src_rank null (with src_process set) holds the send volume of calls whose global rank nothing names, keyed on the logging process (int_flows_unranked), so such a run's matrix is not empty. Expansion rules: int_flows_expanded. bytes is traffic between ranks only: what a rank sends to itself (an all-to-all's own block, e.g. the EP matrix diagonal) never leaves the GPU and is in local_bytes, on the src_rank = dst_rank row, whose bytes is 0.
 CREATE OR REPLACE VIEW traffic_matrix(
   -- Training run identifier.
   run_id,
@@ -24,7 +24,10 @@ CREATE OR REPLACE VIEW traffic_matrix(
   -- Number of flows (expanded call x channel rows) summed.
   flows,
   -- Number of distinct logged calls contributing.
-  calls
+  calls,
+  -- 'host:pid' of the logging process on rows whose src_rank is unknown (src_rank and dst_rank
+  -- null, bytes = its send volume); null on every ranked row.
+  src_process
 ) AS
 WITH
   nodes AS MATERIALIZED (SELECT run_id, rank, node FROM int_rank_nodes),
@@ -41,6 +44,17 @@ WITH
       sum(calls)::BIGINT AS calls
     FROM int_flows_expanded
     GROUP BY run_id, iteration, src_rank, dst_rank, traffic_class
+  ),
+  unranked AS (
+    SELECT
+      run_id,
+      iteration,
+      traffic_class,
+      process,
+      sum(bytes) AS bytes,
+      sum(calls)::BIGINT AS calls
+    FROM int_flows_unranked
+    GROUP BY run_id, iteration, traffic_class, process
   )
 SELECT
   a.run_id,
@@ -54,7 +68,25 @@ SELECT
   s.node AS src_node,
   d.node AS dst_node,
   a.flows,
-  a.calls
+  a.calls,
+  NULL::VARCHAR AS src_process
 FROM agg AS a
 LEFT JOIN nodes AS s ON s.run_id = a.run_id AND s.rank = a.src_rank
 LEFT JOIN nodes AS d ON d.run_id = a.run_id AND d.rank = a.dst_rank
+UNION ALL
+-- calls without a global rank: the process's send volume, destinations unknown
+SELECT
+  run_id,
+  iteration,
+  NULL::INTEGER,
+  NULL::INTEGER,
+  traffic_class,
+  bytes,
+  0::DOUBLE,
+  NULL::BOOLEAN,
+  NULL::INTEGER,
+  NULL::INTEGER,
+  calls,
+  calls,
+  process
+FROM unranked

@@ -1,9 +1,10 @@
 -- Communication calls with a traffic-relevant flag and the message size in the bytes a rank moves.
--- One row per communication call seen on one rank (as comm_ops).
+-- One row per communication call seen on one rank (as comm_ops). Identity across sources (issue 19): a call without a global rank (nsys/Kineto/CSV timelines that know only host and pid) takes it from another source of the run that names the same process, the communicators an NCCL log's Init lines give (host compared by its first DNS label: nsys writes ault42.cscs.ch, NCCL ault42), marked rank_source 'inferred_process'; such a call that names no communicator also takes the process's communicator size when the process has exactly one (group_source 'inferred_process'). This one join sits in staging, not in an intermediate, because every object reads the rank from here and must read the same one.
 CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- Training run identifier.
   run_id,
-  -- Global rank that issued the call (null when the source does not say).
+  -- Global rank that issued the call (null when neither the source nor another source of the
+  -- run's same host:pid says).
   rank,
   -- Host name as logged.
   host,
@@ -64,14 +65,56 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- CPU time the call was issued, ns on the ts_ns clock (null when not recorded): the time
   -- that attributes the call to an iteration (HTA rule step.ts <= launch < step.end).
   launch_ts_ns,
-  -- Where group_size/comm_id came from: logged | pg_config | inferred_default | null.
+  -- Where group_size/comm_id came from: logged | pg_config | inferred_default |
+  -- inferred_shapes | inferred_process (the process's one communicator size, above) | null.
   group_source,
   -- GPU kernels merged into the call (timing_source = kernel).
   kernel_count,
   -- Progress of the call when recorded: scheduled | started | completed (Flight Recorder);
   -- null for sources without a state and in stores written before schema 1.5.0.
-  call_state
+  call_state,
+  -- How rank is known: logged (the source names it; also every ranked row of a store written
+  -- before schema 1.6.0) | option | inferred_peers | inferred_device (an NCCL log without Init lines,
+  -- parsers/_nccl_rank_infer.py) | inferred_process (above) | null when rank is null.
+  rank_source
 ) AS
+WITH
+  -- Global rank and communicator size of each process an NCCL log names (communicators),
+  -- kept only when the process has one global rank; nranks only when it has one size.
+  proc_ranks AS (
+    SELECT
+      run_id,
+      split_part(host, '.', 1) AS short_host,
+      pid,
+      min(global_rank) AS global_rank,
+      CASE WHEN count(DISTINCT nranks) = 1 THEN min(nranks) END AS nranks
+    FROM communicators
+    WHERE host IS NOT NULL AND pid IS NOT NULL
+    GROUP BY run_id, split_part(host, '.', 1), pid
+    HAVING count(DISTINCT global_rank) = 1
+  ),
+  -- Algorithm: rows with a rank (nearly all) pass through without a join; only the rankless
+  -- rows look their process up (a join over every row doubled this view's cost).
+  ops AS (
+    SELECT * EXCLUDE (rank_source), coalesce(rank_source, 'logged') AS rank_source
+    FROM comm_ops
+    WHERE rank IS NOT NULL
+    UNION ALL BY NAME
+    SELECT
+      o.* EXCLUDE (rank, group_size, group_source, rank_source),
+      p.global_rank AS rank,
+      CASE WHEN p.global_rank IS NOT NULL THEN 'inferred_process' END AS rank_source,
+      coalesce(o.group_size, CASE WHEN o.comm_id IS NULL THEN p.nranks END) AS group_size,
+      CASE
+        WHEN o.group_size IS NULL AND o.comm_id IS NULL AND p.nranks IS NOT NULL
+          THEN 'inferred_process'
+        ELSE o.group_source
+      END AS group_source
+    FROM comm_ops AS o
+    LEFT JOIN proc_ranks AS p
+      ON p.run_id = o.run_id AND p.pid = o.pid AND p.short_host = split_part(o.host, '.', 1)
+    WHERE o.rank IS NULL
+  )
 SELECT
   run_id,
   rank,
@@ -105,5 +148,6 @@ SELECT
   launch_ts_ns,
   group_source,
   kernel_count,
-  call_state
-FROM comm_ops
+  call_state,
+  rank_source
+FROM ops
