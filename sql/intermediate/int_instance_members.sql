@@ -69,30 +69,22 @@ WITH
       ON t.run_id = p.run_id AND t.rank = p.rank
   ),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- every lane call with the columns of the output (the payload); the matching below carries
-  -- only integer keys and joins this back once at the end (a call is (run_id, rank, call_key,
-  -- source_line): call_key hashes (run, rank, file, line), stg_store__comm_ops)
-  calls AS MATERIALIZED (
+  -- every lane call, narrow: what matching needs (the output's other columns are joined from
+  -- int_comm_ops_classified once at the end, on the call's integer keys: call_key hashes (run,
+  -- rank, file, line), stg_store__comm_ops)
+  calls AS (
     SELECT
       c.run_id,
       c.rank,
       c.call_key,
-      coalesce(c.host, n.host) AS host,
       c.source_format,
       c.source_file,
       c.source_line,
       c.op,
-      c.traffic_class,
       c.global_group,
       c.group_size,
-      c.msg_bytes,
       c.seq,
       c.peer_rank,
-      t.rank IS NOT NULL AS timed,
-      t.timing_source,
-      t.ts_ns,
-      t.end_ns,
-      t.dur_ns,
       ci.launch_ts_ns,
       coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
       CASE
@@ -111,7 +103,6 @@ WITH
     LEFT JOIN int_comm_op_iteration AS ci
       ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
       AND ci.source_line = c.source_line
-    LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
     WHERE c.rank IS NOT NULL
   ),
   -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
@@ -125,7 +116,8 @@ WITH
   files AS (
     -- file order as an integer, so the per-rank order below sorts integers only
     SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
-    FROM (SELECT DISTINCT run_id, source_file FROM calls)
+    -- every file of the run: the lane files keep their relative order
+    FROM (SELECT DISTINCT run_id, source_file FROM int_comm_ops_classified)
   ),
   resolved AS MATERIALIZED (
     -- narrow: what matching needs, integer keys only
@@ -195,6 +187,7 @@ WITH
       rank,
       call_key,
       source_line,
+      iteration,
       gk,
       key_major,
       match_method,
@@ -209,6 +202,7 @@ WITH
         c.rank,
         c.call_key,
         c.source_line,
+        c.iteration,
         c.gk,
         c.launch_ts_ns,
         c.order_ts,
@@ -244,6 +238,7 @@ WITH
       c.rank,
       c.call_key,
       c.source_line,
+      c.iteration,
       NULL::INTEGER AS peer_global,
       NULL::INTEGER AS p2p_src,
       NULL::INTEGER AS p2p_dst,
@@ -288,6 +283,7 @@ WITH
       rank,
       call_key,
       source_line,
+      iteration,
       peer_global,
       p2p_src,
       p2p_dst,
@@ -325,6 +321,7 @@ WITH
       p.rank,
       p.call_key,
       p.source_line,
+      p.iteration,
       p.peer_global,
       p.p2p_src,
       p.p2p_dst,
@@ -341,12 +338,12 @@ WITH
     UNION ALL
     SELECT * FROM p2p_out
   )
--- the payload joined back once, on the call's integer keys (a call is matched at most once:
+-- the other columns joined once, on the call's integer keys (a call is matched at most once:
 -- the collective and p2p branches are disjoint)
 SELECT
   c.run_id,
   c.rank,
-  c.host,
+  coalesce(c.host, n.host) AS host,
   c.source_format,
   c.source_file,
   c.source_line,
@@ -356,7 +353,7 @@ SELECT
   CASE WHEN k.p2p_src IS NULL THEN c.group_size ELSE 2 END::INTEGER AS group_size,
   c.msg_bytes,
   c.seq,
-  c.iteration,
+  k.iteration,
   k.peer_global::INTEGER AS peer_global,
   k.p2p_src::INTEGER AS p2p_src,
   k.p2p_dst::INTEGER AS p2p_dst,
@@ -367,12 +364,16 @@ SELECT
   k.instance_seq::BIGINT AS instance_seq,
   k.match_method,
   coalesce(k.within_iteration, FALSE) AS within_iteration,
-  c.timed,
-  c.timing_source,
-  c.ts_ns,
-  c.end_ns,
-  c.dur_ns
+  t.rank IS NOT NULL AS timed,
+  t.timing_source,
+  t.ts_ns,
+  t.end_ns,
+  t.dur_ns
 FROM keyed AS k
-JOIN calls AS c
+JOIN int_comm_ops_classified AS c
   ON c.call_key = k.call_key AND c.run_id = k.run_id AND c.rank = k.rank
   AND c.source_line = k.source_line
+LEFT JOIN timed AS t
+  ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
+  AND t.source_line = c.source_line
+LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
