@@ -107,8 +107,14 @@ def main() -> int:
     for i, mod in enumerate(mods):
         if mod.layer != "intermediate" or mod.kind != "VIEW":
             continue
-        if mod.name in d._INLINE and sum(mod.name in m.references for m in mods) == 1:
-            inlined.add(mod.name)  # as derive: computed inside its one reader
+        if mod.name in d._VIEW_ONLY or (
+            mod.name in d._INLINE and sum(mod.name in m.references for m in mods) == 1
+        ):
+            inlined.add(mod.name)  # as derive: computed inside its readers
+            if args.dump and mod.name in d._VIEW_ONLY:  # dumped, to compare versions
+                con.execute(
+                    f"COPY (SELECT * FROM {mod.name}) TO '{args.dump / (mod.name + '.parquet')}'"
+                )
             continue
         run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
         if args.dump:

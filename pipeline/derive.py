@@ -433,8 +433,10 @@ def materialise_intermediates(
     for i, mod in enumerate(mods):
         if mod.layer != "intermediate" or mod.kind.upper() != "VIEW":
             continue
-        if mod.name in _INLINE and sum(mod.name in m.references for m in mods) == 1:
-            inlined.add(mod.name)  # computed inside its one reader, never a table of its own
+        if mod.name in _VIEW_ONLY or (
+            mod.name in _INLINE and sum(mod.name in m.references for m in mods) == 1
+        ):
+            inlined.add(mod.name)  # computed inside its readers, never a table of its own
             continue
         t0 = time.perf_counter()
         con.execute(f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
@@ -469,6 +471,12 @@ _INLINE = frozenset({"int_comm_ops_sequenced"})
 """Large intermediates left as views while exactly one module reads them: that reader computes
 them inside its own query (one call-sized table fewer to write and hold: at 1024 ranks the
 sequenced calls are 18 M rows that only int_comm_op_iteration reads)."""
+
+_VIEW_ONLY = frozenset({"int_instance_calls"})
+"""Intermediates that stay views whatever reads them: a cheap projection of a materialised table
+(``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets),
+so each reader computes it inside its own query rather than derive storing a second call-sized
+copy (18 M rows at 1024 ranks)."""
 
 
 def _tmp_for(dest: Path) -> Path:

@@ -81,7 +81,8 @@ def _strip_comments(sql: str) -> str:
 
 def _ctes(sql: str) -> set[str]:
     return {
-        m.group(1).lower() for m in re.finditer(r"\b(\w+)\s+AS\s*(?:MATERIALIZED\s*)?\(", sql, re.I)
+        m.group(1).lower()
+        for m in re.finditer(r"\b(\w+)\s+AS\s*(?:(?:NOT\s+)?MATERIALIZED\s*)?\(", sql, re.I)
     }
 
 

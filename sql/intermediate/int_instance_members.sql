@@ -69,26 +69,22 @@ WITH
       ON t.run_id = p.run_id AND t.rank = p.rank
   ),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
+  -- every lane call, narrow: what matching needs (the output's other columns are joined from
+  -- int_comm_ops_classified once at the end, on the call's integer keys: call_key hashes (run,
+  -- rank, file, line), stg_store__comm_ops)
   calls AS (
     SELECT
       c.run_id,
       c.rank,
-      coalesce(c.host, n.host) AS host,
+      c.call_key,
       c.source_format,
       c.source_file,
       c.source_line,
       c.op,
-      c.traffic_class,
       c.global_group,
       c.group_size,
-      c.msg_bytes,
       c.seq,
       c.peer_rank,
-      t.rank IS NOT NULL AS timed,
-      t.timing_source,
-      t.ts_ns,
-      t.end_ns,
-      t.dur_ns,
       ci.launch_ts_ns,
       coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
       CASE
@@ -105,9 +101,8 @@ WITH
       ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
       AND t.source_line = c.source_line
     LEFT JOIN int_comm_op_iteration AS ci
-      ON ci.run_id = c.run_id AND ci.rank = c.rank AND ci.source_file = c.source_file
+      ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
       AND ci.source_line = c.source_line
-    LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
     WHERE c.rank IS NOT NULL
   ),
   -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
@@ -121,13 +116,26 @@ WITH
   files AS (
     -- file order as an integer, so the per-rank order below sorts integers only
     SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
-    FROM (SELECT DISTINCT run_id, source_file FROM calls)
+    -- every file of the run: the lane files keep their relative order
+    FROM (SELECT DISTINCT run_id, source_file FROM int_comm_ops_classified)
   ),
-  resolved AS (
+  resolved AS MATERIALIZED (
+    -- narrow: what matching needs, integer keys only
     SELECT
-      c.*,
+      c.run_id,
+      c.rank,
+      c.call_key,
+      c.source_line,
+      c.op,
+      c.source_format,
+      c.seq,
+      c.iteration,
+      c.step_iteration,
+      c.launch_ts_ns,
+      c.order_ts,
       f.fidx,
       hash(c.global_group) AS gk,
+      c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
       CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
         CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
         g.global_rank,
@@ -146,8 +154,7 @@ WITH
     FROM resolved
     -- send/recv whose peer cannot be named (a group whose members are not all known) are
     -- matched as calls of their group, so a missing partner still shows
-    WHERE global_group IS NOT NULL AND group_size > 1
-      AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
+    WHERE on_group AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
   ),
   coll_rank AS (
     SELECT
@@ -176,14 +183,30 @@ WITH
     -- one window: the k-th call of the rank among its calls with the same key_major (seq:
     -- the logged seq; order: the iteration, or 0 over the whole run), in issue order
     SELECT
-      *,
+      run_id,
+      rank,
+      call_key,
+      source_line,
+      iteration,
+      gk,
+      key_major,
+      match_method,
+      within_iteration,
       row_number() OVER (
         PARTITION BY run_id, gk, rank, key_major
         ORDER BY launch_ts_ns, order_ts, fidx, source_line
       ) AS key_minor
     FROM (
       SELECT
-        c.*,
+        c.run_id,
+        c.rank,
+        c.call_key,
+        c.source_line,
+        c.iteration,
+        c.gk,
+        c.launch_ts_ns,
+        c.order_ts,
+        c.fidx,
         m.match_method,
         m.match_method = 'order' AND m.within_iteration AS within_iteration,
         CASE
@@ -211,11 +234,17 @@ WITH
   ),
   coll_out AS (
     SELECT
-      c.*,
+      c.run_id,
+      c.rank,
+      c.call_key,
+      c.source_line,
+      c.iteration,
       NULL::INTEGER AS peer_global,
       NULL::INTEGER AS p2p_src,
       NULL::INTEGER AS p2p_dst,
-      b.base + c.key_minor AS instance_seq
+      b.base + c.key_minor AS instance_seq,
+      c.match_method,
+      c.within_iteration
     FROM coll_keyed AS c
     JOIN coll_base AS b
       ON b.run_id = c.run_id AND b.gk = c.gk AND b.key_major IS NOT DISTINCT FROM c.key_major
@@ -223,7 +252,16 @@ WITH
   -- ---- p2p ---------------------------------------------------------------------------------
   p2p_pre AS (
     SELECT
-      * EXCLUDE (peer_resolved),
+      run_id,
+      rank,
+      call_key,
+      source_line,
+      op,
+      iteration,
+      step_iteration,
+      launch_ts_ns,
+      order_ts,
+      fidx,
       peer_resolved AS peer_global,
       CASE WHEN op = 'send' THEN rank ELSE peer_resolved END AS p2p_src,
       CASE WHEN op = 'send' THEN peer_resolved ELSE rank END AS p2p_dst
@@ -241,7 +279,16 @@ WITH
   ),
   p2p_keyed AS (
     SELECT
-      *,
+      run_id,
+      rank,
+      call_key,
+      source_line,
+      iteration,
+      peer_global,
+      p2p_src,
+      p2p_dst,
+      key_major,
+      within_iteration,
       row_number() OVER (
         PARTITION BY run_id, rank, op, peer_global, key_major
         ORDER BY launch_ts_ns, order_ts, fidx, source_line
@@ -249,7 +296,6 @@ WITH
     FROM (
       SELECT
         p.*,
-        'order' AS match_method,
         m.within_iteration,
         CASE WHEN m.within_iteration THEN p.iteration ELSE 0 END AS key_major
       FROM p2p_pre AS p
@@ -270,51 +316,64 @@ WITH
     GROUP BY run_id, p2p_src, p2p_dst, key_major
   ),
   p2p_out AS (
-    SELECT p.*, b.base + p.key_minor AS instance_seq
+    SELECT
+      p.run_id,
+      p.rank,
+      p.call_key,
+      p.source_line,
+      p.iteration,
+      p.peer_global,
+      p.p2p_src,
+      p.p2p_dst,
+      b.base + p.key_minor AS instance_seq,
+      'order' AS match_method,
+      p.within_iteration
     FROM p2p_keyed AS p
     JOIN p2p_base AS b
       ON b.run_id = p.run_id AND b.p2p_src = p.p2p_src AND b.p2p_dst = p.p2p_dst
       AND b.key_major IS NOT DISTINCT FROM p.key_major
   ),
-  unioned AS (
-    SELECT
-      run_id, rank, host, source_format, source_file, source_line, op, traffic_class,
-      global_group, group_size, msg_bytes, seq, iteration, peer_global, p2p_src, p2p_dst,
-      global_group || '|' || instance_seq AS instance_key,
-      instance_seq, match_method, within_iteration, timed, timing_source, ts_ns, end_ns, dur_ns
-    FROM coll_out
+  keyed AS (
+    SELECT * FROM coll_out
     UNION ALL
-    SELECT
-      run_id, rank, host, source_format, source_file, source_line, op, traffic_class,
-      global_group, 2 AS group_size, msg_bytes, seq, iteration, peer_global, p2p_src, p2p_dst,
-      'p2p:' || p2p_src || '->' || p2p_dst || '|' || instance_seq AS instance_key,
-      instance_seq, match_method, within_iteration, timed, timing_source, ts_ns, end_ns, dur_ns
-    FROM p2p_out
+    SELECT * FROM p2p_out
   )
+-- the other columns joined once, on the call's integer keys (a call is matched at most once:
+-- the collective and p2p branches are disjoint)
 SELECT
-  run_id,
-  rank,
-  host,
-  source_format,
-  source_file,
-  source_line,
-  op,
-  traffic_class,
-  global_group,
-  group_size::INTEGER AS group_size,
-  msg_bytes,
-  seq,
-  iteration,
-  peer_global::INTEGER AS peer_global,
-  p2p_src::INTEGER AS p2p_src,
-  p2p_dst::INTEGER AS p2p_dst,
-  instance_key,
-  instance_seq::BIGINT AS instance_seq,
-  match_method,
-  coalesce(within_iteration, FALSE) AS within_iteration,
-  timed,
-  timing_source,
-  ts_ns,
-  end_ns,
-  dur_ns
-FROM unioned
+  c.run_id,
+  c.rank,
+  coalesce(c.host, n.host) AS host,
+  c.source_format,
+  c.source_file,
+  c.source_line,
+  c.op,
+  c.traffic_class,
+  c.global_group,
+  CASE WHEN k.p2p_src IS NULL THEN c.group_size ELSE 2 END::INTEGER AS group_size,
+  c.msg_bytes,
+  c.seq,
+  k.iteration,
+  k.peer_global::INTEGER AS peer_global,
+  k.p2p_src::INTEGER AS p2p_src,
+  k.p2p_dst::INTEGER AS p2p_dst,
+  CASE
+    WHEN k.p2p_src IS NULL THEN c.global_group || '|' || k.instance_seq
+    ELSE 'p2p:' || k.p2p_src || '->' || k.p2p_dst || '|' || k.instance_seq
+  END AS instance_key,
+  k.instance_seq::BIGINT AS instance_seq,
+  k.match_method,
+  coalesce(k.within_iteration, FALSE) AS within_iteration,
+  t.rank IS NOT NULL AS timed,
+  t.timing_source,
+  t.ts_ns,
+  t.end_ns,
+  t.dur_ns
+FROM keyed AS k
+JOIN int_comm_ops_classified AS c
+  ON c.call_key = k.call_key AND c.run_id = k.run_id AND c.rank = k.rank
+  AND c.source_line = k.source_line
+LEFT JOIN timed AS t
+  ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
+  AND t.source_line = c.source_line
+LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank

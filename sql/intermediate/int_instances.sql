@@ -55,40 +55,18 @@ CREATE OR REPLACE VIEW int_instances(
   offset_bound_ns
 ) AS
 WITH
-  calls AS MATERIALIZED (SELECT * FROM int_instance_calls),
-  last_post AS (
-    -- the latest aligned post of each instance, the host and offset bound of that member
-    SELECT
-      run_id,
-      instance_key,
-      max(arrival_ns) AS last_arr,
-      arg_max(host, arrival_ns) AS last_host,
-      arg_max(offset_bound_ns, arrival_ns) AS last_bound
-    FROM calls
-    GROUP BY run_id, instance_key
-  ),
-  flagged AS (
-    -- tied with the last arrival: the same instant, or on another clock closer than the two
-    -- offsets' bounds (alignment cannot order them)
-    SELECT
-      c.*,
-      l.last_arr,
-      c.arrival_ns = l.last_arr
-      OR (
-        c.host IS DISTINCT FROM l.last_host
-        AND l.last_arr - c.arrival_ns <= coalesce(c.offset_bound_ns, 0) + coalesce(l.last_bound, 0)
-      ) AS tied
-    FROM calls AS c
-    JOIN last_post AS l ON l.run_id = c.run_id AND l.instance_key = c.instance_key
-  ),
+  -- instances are grouped on integer keys: run, instance_seq and a hash of instance_key (the
+  -- long group member list is hashed once per call, never compared or stored per group)
+  calls AS NOT MATERIALIZED (SELECT *, hash(instance_key) AS ik FROM int_instance_calls),
   inst AS (
     SELECT
       run_id,
-      instance_key,
+      ik,
+      instance_seq,
+      any_value(instance_key) AS instance_key,
       any_value(global_group) AS global_group,
       min(traffic_class) AS traffic_class,
       CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE min(op) END AS op,
-      any_value(instance_seq) AS instance_seq,
       any_value(match_method) AS match_method,
       min(iteration) AS iteration,
       max(msg_bytes) AS msg_bytes,
@@ -107,34 +85,83 @@ WITH
       -- p2p: the pair's two ranks (the sender's src, the receiver's dst)
       min(CASE WHEN op = 'send' THEN rank ELSE peer_global END) AS p2p_src,
       min(CASE WHEN op = 'send' THEN peer_global ELSE rank END) AS p2p_dst,
-      bool_or(peer_global IS NOT NULL) AS is_p2p,
-      min(arrival_ns) AS first_arr,
+      bool_or(peer_global IS NOT NULL) AS is_p2p
+    FROM calls
+    GROUP BY run_id, ik, instance_seq
+  ),
+  -- times: only timed calls (the timed columns are output only when every member is timed, so
+  -- an instance with an untimed member needs none of this; an untimed run has no rows here)
+  timed_calls AS MATERIALIZED (
+    SELECT run_id, ik, instance_seq, rank, host, arrival_ns, finish_ns, dur_ns, offset_bound_ns
+    FROM calls
+    WHERE timed
+  ),
+  last_post AS (
+    -- the latest aligned post of each instance, the host and offset bound of that member
+    SELECT
+      run_id,
+      ik,
+      instance_seq,
       max(arrival_ns) AS last_arr,
-      min(rank) FILTER (WHERE tied) AS last_rank,
+      arg_max(host, arrival_ns) AS last_host,
+      arg_max(offset_bound_ns, arrival_ns) AS last_bound
+    FROM timed_calls
+    GROUP BY run_id, ik, instance_seq
+  ),
+  times AS (
+    -- tied with the last arrival: the same instant, or on another clock closer than the two
+    -- offsets' bounds (alignment cannot order them)
+    SELECT
+      c.run_id,
+      c.ik,
+      c.instance_seq,
+      min(c.arrival_ns) AS first_arr,
+      max(c.arrival_ns) AS last_arr,
+      min(c.rank) FILTER (WHERE tied) AS last_rank,
       count(*) FILTER (WHERE tied) AS last_tied,
-      max(finish_ns) AS finish,
-      sum(least(last_arr - arrival_ns, dur_ns)) AS wait,
-      CASE WHEN count(offset_bound_ns) = count(*) THEN max(offset_bound_ns) END AS offset_bound
-    FROM flagged
-    GROUP BY run_id, instance_key
+      max(c.finish_ns) AS finish,
+      sum(least(last_arr - c.arrival_ns, c.dur_ns)) AS wait,
+      CASE WHEN count(c.offset_bound_ns) = count(*) THEN max(c.offset_bound_ns) END
+        AS offset_bound
+    FROM (
+      SELECT
+        c.*,
+        l.last_arr,
+        c.arrival_ns = l.last_arr
+        OR (
+          c.host IS DISTINCT FROM l.last_host
+          AND l.last_arr - c.arrival_ns <= coalesce(c.offset_bound_ns, 0) + coalesce(l.last_bound, 0)
+        ) AS tied
+      FROM timed_calls AS c
+      JOIN last_post AS l
+        ON l.run_id = c.run_id AND l.ik = c.ik AND l.instance_seq = c.instance_seq
+    ) AS c
+    GROUP BY c.run_id, c.ik, c.instance_seq
   ),
   expected AS (
     -- collectives: the group's known members; p2p: its two ranks
-    SELECT i.run_id, i.instance_key, m.global_rank AS rank
+    SELECT i.run_id, i.ik, i.instance_seq, m.global_rank AS rank
     FROM inst AS i
     JOIN int_groups_members AS m ON m.run_id = i.run_id AND m.global_group = i.global_group
     WHERE NOT i.is_p2p AND i.ranks_seen < i.ranks_expected
     UNION ALL
-    SELECT run_id, instance_key, unnest([p2p_src, p2p_dst]) AS rank
+    SELECT run_id, ik, instance_seq, unnest([p2p_src, p2p_dst]) AS rank
     FROM inst
     WHERE is_p2p AND ranks_seen < 2
   ),
   missing AS (
-    SELECT e.run_id, e.instance_key, string_agg(e.rank::VARCHAR, ',' ORDER BY e.rank) AS ranks
+    SELECT e.run_id, e.ik, e.instance_seq, string_agg(e.rank::VARCHAR, ',' ORDER BY e.rank) AS ranks
     FROM expected AS e
-    ANTI JOIN calls AS c
-      ON c.run_id = e.run_id AND c.instance_key = e.instance_key AND c.rank = e.rank
-    GROUP BY e.run_id, e.instance_key
+    ANTI JOIN (
+      -- the members of the short instances only
+      SELECT c.run_id, c.ik, c.instance_seq, c.rank
+      FROM calls AS c
+      SEMI JOIN (SELECT DISTINCT run_id, ik, instance_seq FROM expected) AS s
+        ON s.run_id = c.run_id AND s.ik = c.ik AND s.instance_seq = c.instance_seq
+    ) AS c
+      ON c.run_id = e.run_id AND c.ik = e.ik AND c.instance_seq = e.instance_seq
+      AND c.rank = e.rank
+    GROUP BY e.run_id, e.ik, e.instance_seq
   ),
   judged AS (
     SELECT
@@ -148,14 +175,23 @@ WITH
         ELSE 'complete'
       END AS status
     FROM inst AS i
-    LEFT JOIN missing AS mi ON mi.run_id = i.run_id AND mi.instance_key = i.instance_key
+    LEFT JOIN missing AS mi
+      ON mi.run_id = i.run_id AND mi.ik = i.ik AND mi.instance_seq = i.instance_seq
   ),
   timed AS (
     SELECT
-      *,
-      status = 'complete' AND ranks_timed = ranks_seen AS has_times,
-      greatest(finish - last_arr, 0) AS transfer
-    FROM judged
+      j.*,
+      t.first_arr,
+      t.last_arr,
+      t.last_rank,
+      t.last_tied,
+      t.finish,
+      t.wait,
+      t.offset_bound,
+      j.status = 'complete' AND j.ranks_timed = j.ranks_seen AS has_times,
+      greatest(t.finish - t.last_arr, 0) AS transfer
+    FROM judged AS j
+    LEFT JOIN times AS t ON t.run_id = j.run_id AND t.ik = j.ik AND t.instance_seq = j.instance_seq
   )
 SELECT
   run_id,
