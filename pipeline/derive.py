@@ -408,6 +408,14 @@ def derive_stale(store: Store, run_id: str) -> str | None:
     return None
 
 
+def materialise_view(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Replace the view ``name`` by a table of its rows, under the same name (views that read
+    it are bound by name at query time, so they read the table)."""
+    con.execute(f"CREATE TABLE _mat_{name} AS SELECT * FROM {name}")
+    con.execute(f"DROP VIEW {name}")
+    con.execute(f"ALTER TABLE _mat_{name} RENAME TO {name}")
+
+
 def materialise_intermediates(
     con: duckdb.DuckDBPyConnection,
     seconds: dict[str, float] | None = None,
@@ -439,9 +447,7 @@ def materialise_intermediates(
             inlined.add(mod.name)  # computed inside its readers, never a table of its own
             continue
         t0 = time.perf_counter()
-        con.execute(f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
-        con.execute(f"DROP VIEW {mod.name}")
-        con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
+        materialise_view(con, mod.name)
         # Free the rows of intermediates that no module still to run reads (memory at scale;
         # e.g. the sequenced calls once int_comm_op_iteration holds their iterations).
         # Their (now empty) tables stay, so the connection's objects keep their names.

@@ -63,6 +63,7 @@ from parsers.flight_recorder._dump import Dump, clean_text, rank_from_name, read
 from parsers.flight_recorder._load import is_pickle_head, load_dump
 from parsers.flight_recorder._mapping import EntryRows, map_entry, split_profiling_name
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+from parsers.schema import polars_schema
 
 if TYPE_CHECKING:
     from parsers._io import Source
@@ -71,25 +72,31 @@ _FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id")
 _NAME_HINTS = ("nccl_trace_rank_", "_dump_", "fr_trace", "flight_recorder")
 
 COMM_OPS_SCHEMA: dict[str, pl.DataType] = {
-    "rank": pl.Int32(),
-    "source_line": pl.Int64(),
-    "op": pl.Utf8(),
-    "raw_op": pl.Utf8(),
-    "comm_id": pl.Utf8(),
-    "group_size": pl.Int32(),
-    "group_rank": pl.Int32(),
-    "peer_rank": pl.Int32(),
-    "count": pl.Int64(),
-    "dtype": pl.Utf8(),
-    "msg_bytes": pl.Int64(),
-    "seq": pl.Int64(),
-    "ts_ns": pl.Int64(),
-    "dur_ns": pl.Int64(),
-    "timing_source": pl.Utf8(),
-    "launch_ts_ns": pl.Int64(),
-    "group_source": pl.Utf8(),
-    "call_state": pl.Utf8(),
+    name: dtype
+    for name, dtype in polars_schema("comm_ops").items()
+    if name
+    in (
+        "rank",
+        "source_line",
+        "op",
+        "raw_op",
+        "comm_id",
+        "group_size",
+        "group_rank",
+        "peer_rank",
+        "count",
+        "dtype",
+        "msg_bytes",
+        "seq",
+        "ts_ns",
+        "dur_ns",
+        "timing_source",
+        "launch_ts_ns",
+        "group_source",
+        "call_state",
+    )
 }
+"""The comm_ops columns a Flight Recorder entry fills, with the canonical types (schema.py)."""
 
 
 def _sniff_json(head: bytes) -> int:

@@ -15,7 +15,12 @@ import pytest
 
 from parsers.schema import TABLES
 from pipeline import run_config as rc
-from pipeline.derive import materialise_intermediates, predictions, run_config_frame
+from pipeline.derive import (
+    materialise_intermediates,
+    materialise_view,
+    predictions,
+    run_config_frame,
+)
 from pipeline.ingest import ingest_paths
 from pipeline.sql_modules import SqlModule, apply
 from pipeline.store import Store
@@ -78,6 +83,4 @@ def tables_for_views(con: duckdb.DuckDBPyConnection, modules: Iterable[SqlModule
     subtree: minutes for the instance views)."""
     for mod in modules:
         if mod.layer == "intermediate" and mod.kind.upper() == "VIEW":
-            con.execute(f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
-            con.execute(f"DROP VIEW {mod.name}")
-            con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
+            materialise_view(con, mod.name)
