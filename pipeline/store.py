@@ -560,11 +560,7 @@ class Store:
         except SqlModuleError as exc:
             log.warning("SQL modules not loaded into the catalog: %s", exc)
             modules = ()
-        for mod in modules:
-            try:
-                apply(con, (mod,))
-            except SqlModuleError as exc:
-                log.warning("catalog: skipped %s", exc)
+        apply(con, modules, on_error=lambda exc: log.warning("catalog: skipped %s", exc))
         for mart in self.materialised_marts():
             self._create_published_view(con, self.marts_dir(), mart)
 
