@@ -21,7 +21,7 @@ from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
 from pipeline.sql_modules import with_dependencies
 from pipeline.store import Store
-from tests.sql.conftest import tables_for_views
+from tests.sql.conftest import create_materialised
 
 OBJECTS = (
     "iteration_breakdown",
@@ -97,10 +97,7 @@ def _connect(store: Store, runs: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
         df = pl.concat([p[name] for p in preds], how="vertical_relaxed")
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    mods = with_dependencies(OBJECTS)
-    for m in mods:
-        con.execute(m.text)
-    tables_for_views(con, mods)
+    create_materialised(con, with_dependencies(OBJECTS))
     return con
 
 

@@ -21,6 +21,7 @@ from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
 from pipeline.sql_modules import discover, with_dependencies
 from pipeline.store import Store
+from tests.sql.conftest import create_materialised
 
 TIME_OBJECTS = (
     "iterations",
@@ -81,8 +82,7 @@ def _connect(store: Store, run_id: str) -> duckdb.DuckDBPyConnection:
     for name, df in predictions(None, run_id).items():
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    for m in with_dependencies(TIME_OBJECTS):
-        con.execute(m.text)
+    create_materialised(con, with_dependencies(TIME_OBJECTS))
     return con
 
 

@@ -26,6 +26,7 @@ from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
 from pipeline.sql_modules import with_dependencies
 from pipeline.store import Store
+from tests.sql.conftest import create_materialised
 
 OBJECTS = ("iterations", "on_off", "iteration_breakdown", "unattributed_work")
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime"}
@@ -124,8 +125,7 @@ def con(
             f"_{name}", pl.concat([p[name] for p in preds], how="vertical_relaxed").to_arrow()
         )
         c.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    for m in with_dependencies(OBJECTS):
-        c.execute(m.text)
+    create_materialised(c, with_dependencies(OBJECTS))
     return c
 
 
