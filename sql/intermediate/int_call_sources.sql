@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group) the first method that pairs a call without an op mismatch. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives an anchor of another op, several anchors, or none is role unpaired (with the reason); sizes that differ still pair and are flagged by int_calls (size_conflict). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+-- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group) the first method that pairs a call without an op mismatch. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op, or (a position method: iteration, order) one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked); a seq match of another size still pairs (the number is the call's identity) and int_calls flags it (size_conflict). Rows without a rank are not here (int_calls keeps each counted one as its own call).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -23,7 +23,7 @@ CREATE OR REPLACE VIEW int_call_sources(
   anchor_line,
   -- anchor | seq | iteration | order (see the header); null when unpaired.
   match_method,
-  -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), op_mismatch (the anchor call at its position is another op), ambiguous (several anchor calls); null otherwise.
+  -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), ambiguous (several anchor calls), op_mismatch (seq: the anchor call with its number is another op), size_mismatch (iteration, order: the anchor call at its position has another size); null otherwise.
   unpaired_reason,
   -- Normalised operation.
   op,
@@ -173,28 +173,36 @@ WITH
     -- calls are never crossed with each other); a row of another process never pairs
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
       'seq' AS method, a.call_key AS anchor_key, a.source_line AS anchor_line, a.op = s.op AS op_ok,
-      a.pid AS a_pid, s.pid AS s_pid
+      TRUE AS size_ok, a.pid AS a_pid, s.pid AS s_pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
       AND a.coll_pos = s.coll_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
-      'seq' AS method, a.call_key, a.source_line, TRUE, a.pid, s.pid
+      'seq' AS method, a.call_key, a.source_line, TRUE, TRUE, a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.op_pos = s.op_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
-      'iteration' AS method, a.call_key, a.source_line, TRUE, a.pid, s.pid
+      'iteration' AS method, a.call_key, a.source_line, TRUE, (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ), a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.iteration = s.iteration AND a.k_iter = s.k_iter
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
-      'order' AS method, a.call_key, a.source_line, TRUE, a.pid, s.pid
+      'order' AS method, a.call_key, a.source_line, TRUE, (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ), a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
@@ -205,13 +213,13 @@ WITH
   ),
   methods AS (
     -- per (rank, secondary file, group): the first method that pairs a call, none against
-    -- another op
+    -- another op or (position methods) another size
     SELECT run_id, rank, source_file, group_key, method
     FROM same_process
     GROUP BY run_id, rank, source_file, group_key, method
     QUALIFY row_number() OVER (
       PARTITION BY run_id, rank, source_file, group_key
-      ORDER BY bool_and(op_ok) DESC, CASE method WHEN 'seq' THEN 0 WHEN 'iteration' THEN 1 ELSE 2 END
+      ORDER BY bool_and(op_ok AND size_ok) DESC, CASE method WHEN 'seq' THEN 0 WHEN 'iteration' THEN 1 ELSE 2 END
     ) = 1
   ),
   chosen AS (
@@ -224,6 +232,7 @@ WITH
       any_value(c.method) AS method,
       count(DISTINCT c.anchor_key) AS n_anchors,
       bool_and(c.op_ok) AS op_ok,
+      bool_and(c.size_ok) AS size_ok,
       any_value(c.anchor_key) AS anchor_key,
       any_value(c.anchor_line) AS anchor_line
     FROM same_process AS c
@@ -249,15 +258,16 @@ SELECT
   s.source_file,
   s.source_line,
   s.call_key,
-  CASE WHEN c.n_anchors = 1 AND c.op_ok THEN 'paired' ELSE 'unpaired' END AS role,
-  CASE WHEN c.n_anchors = 1 AND c.op_ok THEN c.anchor_key END AS anchor_key,
-  CASE WHEN c.n_anchors = 1 AND c.op_ok THEN c.anchor_line END AS anchor_line,
-  CASE WHEN c.n_anchors = 1 AND c.op_ok THEN c.method END AS match_method,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN 'paired' ELSE 'unpaired' END AS role,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.anchor_key END AS anchor_key,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.anchor_line END AS anchor_line,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.method END AS match_method,
   CASE
     WHEN r.rank IS NULL THEN 'no_anchor'
     WHEN c.n_anchors IS NULL THEN 'no_match'
     WHEN c.n_anchors > 1 THEN 'ambiguous'
     WHEN NOT c.op_ok THEN 'op_mismatch'
+    WHEN NOT c.size_ok THEN 'size_mismatch'
   END AS unpaired_reason,
   s.op, s.group_key, s.comm_id, s.group_size, s.msg_bytes, s.seq, s.iteration, s.ts_ns,
   s.dur_ns, s.end_ns, s.timing_source, s.launch_ts_ns, s.host, s.pid
