@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group) the first method that pairs a call without an op mismatch. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op, or (a position method: iteration, order) one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked); a seq match of another size still pairs (the number is the call's identity) and int_calls flags it (size_conflict). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+-- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group) seq when the record's numbers meet the anchor's at all, else the first position method that pairs a call without a size mismatch. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op, or (a position method: iteration, order) one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked); a seq match of another size still pairs (the number is the call's identity) and int_calls flags it (size_conflict). Rows without a rank are not here (int_calls keeps each counted one as its own call).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -212,14 +212,18 @@ WITH
     SELECT * FROM candidates WHERE NOT (a_pid IS NOT NULL AND s_pid IS NOT NULL AND a_pid <> s_pid)
   ),
   methods AS (
-    -- per (rank, secondary file, group): the first method that pairs a call, none against
-    -- another op or (position methods) another size
+    -- per (rank, secondary file, group): seq whenever the numbers meet the anchor's (its
+    -- mismatches stay unpaired: a number that names another op is not re-paired by position),
+    -- else the first position method that pairs a call with none of another size
     SELECT run_id, rank, source_file, group_key, method
     FROM same_process
     GROUP BY run_id, rank, source_file, group_key, method
     QUALIFY row_number() OVER (
       PARTITION BY run_id, rank, source_file, group_key
-      ORDER BY bool_and(op_ok AND size_ok) DESC, CASE method WHEN 'seq' THEN 0 WHEN 'iteration' THEN 1 ELSE 2 END
+      ORDER BY
+        method = 'seq' DESC,
+        bool_and(op_ok AND size_ok) DESC,
+        CASE method WHEN 'iteration' THEN 1 ELSE 2 END
     ) = 1
   ),
   chosen AS (
