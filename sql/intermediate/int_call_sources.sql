@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group) seq when the record's numbers meet the anchor's at all, else the first position method that pairs a call without a size mismatch. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op, or (a position method: iteration, order) one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked); a seq match of another size still pairs (the number is the call's identity) and int_calls flags it (size_conflict). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+-- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log, e.g. an NCCL log counting the grouped Send/Recv of an all_to_all_single that PyTorch counts as one collective, falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -23,7 +23,7 @@ CREATE OR REPLACE VIEW int_call_sources(
   anchor_line,
   -- anchor | seq | iteration | order (see the header); null when unpaired.
   match_method,
-  -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), ambiguous (several anchor calls), op_mismatch (seq: the anchor call with its number is another op), size_mismatch (iteration, order: the anchor call at its position has another size); null otherwise.
+  -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), ambiguous (several anchor calls), op_mismatch (seq: the anchor call with its number is another op), size_mismatch (the anchor call at its number or position has another size); null otherwise.
   unpaired_reason,
   -- Normalised operation.
   op,
@@ -171,22 +171,30 @@ WITH
   candidates AS (
     -- every (secondary row, anchor row, method) the keys allow (equi-joins only: a lane's
     -- calls are never crossed with each other); a row of another process never pairs
-    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
       'seq' AS method, a.call_key AS anchor_key, a.source_line AS anchor_line, a.op = s.op AS op_ok,
-      TRUE AS size_ok, a.pid AS a_pid, s.pid AS s_pid
+      (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ) AS size_ok, a.pid AS a_pid, s.pid AS s_pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
       AND a.coll_pos = s.coll_pos
     UNION ALL
-    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
-      'seq' AS method, a.call_key, a.source_line, TRUE, TRUE, a.pid, s.pid
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'seq' AS method, a.call_key, a.source_line, TRUE, (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ), a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.op_pos = s.op_pos
     UNION ALL
-    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
       'iteration' AS method, a.call_key, a.source_line, TRUE, (
         a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
         -- DeepSpeed logs reduce_scatter's whole input, the others the shard
@@ -197,7 +205,7 @@ WITH
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.iteration = s.iteration AND a.k_iter = s.k_iter
     UNION ALL
-    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key,
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
       'order' AS method, a.call_key, a.source_line, TRUE, (
         a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
         -- DeepSpeed logs reduce_scatter's whole input, the others the shard
@@ -212,18 +220,18 @@ WITH
     SELECT * FROM candidates WHERE NOT (a_pid IS NOT NULL AND s_pid IS NOT NULL AND a_pid <> s_pid)
   ),
   methods AS (
-    -- per (rank, secondary file, group): seq whenever the numbers meet the anchor's (its
-    -- mismatches stay unpaired: a number that names another op is not re-paired by position),
-    -- else the first position method that pairs a call with none of another size
-    SELECT run_id, rank, source_file, group_key, method
+    -- per (rank, secondary file, group, op): the first method (seq, iteration, order) whose pairs
+    -- all agree on op and size (a counter that names another call anywhere on the group is
+    -- not the anchor's: PyTorch's collective_seq_id skips the p2p an NCCL log counts); when
+    -- none does, seq, else iteration, else order, its disagreeing pairs left unpaired
+    SELECT run_id, rank, source_file, group_key, op, method
     FROM same_process
-    GROUP BY run_id, rank, source_file, group_key, method
+    GROUP BY run_id, rank, source_file, group_key, op, method
     QUALIFY row_number() OVER (
-      PARTITION BY run_id, rank, source_file, group_key
+      PARTITION BY run_id, rank, source_file, group_key, op
       ORDER BY
-        method = 'seq' DESC,
         bool_and(op_ok AND size_ok) DESC,
-        CASE method WHEN 'iteration' THEN 1 ELSE 2 END
+        CASE method WHEN 'seq' THEN 0 WHEN 'iteration' THEN 1 ELSE 2 END
     ) = 1
   ),
   chosen AS (
@@ -242,7 +250,7 @@ WITH
     FROM same_process AS c
     SEMI JOIN methods AS m
       ON m.run_id = c.run_id AND m.rank = c.rank AND m.source_file = c.source_file
-      AND m.group_key IS NOT DISTINCT FROM c.group_key AND m.method = c.method
+      AND m.group_key IS NOT DISTINCT FROM c.group_key AND m.op = c.op AND m.method = c.method
     GROUP BY c.run_id, c.call_key, c.source_line, c.rank, c.source_file
   ),
   anchored_ranks AS (SELECT DISTINCT run_id, rank FROM anchors)
