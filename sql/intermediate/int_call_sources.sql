@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per communication call of int_comm_ops_classified that has a rank. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log, e.g. an NCCL log counting the grouped Send/Recv of an all_to_all_single that PyTorch counts as one collective, falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+-- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log, e.g. an NCCL log counting the grouped Send/Recv of an all_to_all_single that PyTorch counts as one collective, falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -61,11 +61,10 @@ WITH
       rank,
       call_key,
       source_line,
-      CASE WHEN method <> 'detected' OR period IS NOT NULL THEN iteration END AS iteration,
-      launch_ts_ns
+      CASE WHEN method <> 'detected' OR period IS NOT NULL THEN iteration END AS iteration
     FROM int_comm_op_iteration
   ),
-  rows AS (
+  ranked AS (
     SELECT
       o.run_id,
       o.rank,
@@ -79,22 +78,52 @@ WITH
       o.group_size,
       o.msg_bytes,
       o.seq,
-      i.iteration,
       o.ts_ns,
       o.dur_ns,
       o.end_ns,
       o.timing_source,
-      i.launch_ts_ns,
+      o.launch_ts_ns,
       o.host,
       o.pid,
       split_part(o.host, '.', 1) AS short_host,
       o.counted,
       o.op IN ('send', 'recv') AS p2p
     FROM int_comm_ops_classified AS o
-    LEFT JOIN it AS i
-      ON i.run_id = o.run_id AND i.rank = o.rank AND i.call_key = o.call_key
-      AND i.source_line = o.source_line
     WHERE o.rank IS NOT NULL
+  ),
+  procs AS (
+    -- the counted source's process of each rank: (host, pid) -> rank, when one rank has it
+    SELECT run_id, short_host, pid, min(rank) AS rank
+    FROM ranked
+    WHERE counted AND pid IS NOT NULL
+    GROUP BY run_id, short_host, pid
+    HAVING count(DISTINCT rank) = 1
+  ),
+  moved AS (
+    -- the records of a rank's other sources (none on a single-source run), with the rank of
+    -- their process
+    SELECT s.* EXCLUDE (rank), coalesce(p.rank, s.rank) AS rank, s.rank AS source_rank
+    FROM ranked AS s
+    LEFT JOIN procs AS p
+      ON p.run_id = s.run_id AND p.pid = s.pid
+      AND p.short_host IS NOT DISTINCT FROM s.short_host
+    WHERE NOT s.counted
+  ),
+  targets AS (SELECT DISTINCT run_id, rank FROM moved),
+  rows AS (
+    -- the ranks with records to pair: their counted calls and those records, with iterations
+    SELECT r.*, i.iteration
+    FROM (
+      SELECT c.*, c.rank AS source_rank
+      FROM ranked AS c
+      SEMI JOIN targets AS t ON t.run_id = c.run_id AND t.rank = c.rank
+      WHERE c.counted
+      UNION ALL BY NAME
+      SELECT * FROM moved
+    ) AS r
+    LEFT JOIN it AS i
+      ON i.run_id = r.run_id AND i.rank = r.source_rank AND i.call_key = r.call_key
+      AND i.source_line = r.source_line
   ),
   anchors AS (
     SELECT
@@ -134,25 +163,7 @@ WITH
       END AS op_pos
     FROM anchors
   ),
-  procs AS (
-    -- the anchor's process of each rank: (host, pid) -> rank, when one rank has it
-    SELECT run_id, short_host, pid, min(rank) AS rank
-    FROM anchors
-    WHERE pid IS NOT NULL
-    GROUP BY run_id, short_host, pid
-    HAVING count(DISTINCT rank) = 1
-  ),
-  secondary AS (
-    SELECT
-      s.* EXCLUDE (rank),
-      coalesce(p.rank, s.rank) AS rank,
-      s.rank AS source_rank
-    FROM rows AS s
-    LEFT JOIN procs AS p
-      ON p.run_id = s.run_id AND p.pid = s.pid
-      AND p.short_host IS NOT DISTINCT FROM s.short_host
-    WHERE NOT s.counted
-  ),
+  secondary AS (SELECT * FROM rows WHERE NOT counted),
   secondary_keys AS (
     SELECT
       *,

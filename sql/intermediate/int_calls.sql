@@ -1,5 +1,5 @@
 -- One row per logical communication call per rank (issue 19): a call logged by several tools of one rank (NCCL debug log + Kineto trace + Flight Recorder + NCCL Inspector ...) is here once, carrying the best field of each source with the source it came from; comm_ops stays one row per source record. Traffic, volume, message-size and bandwidth metrics count and time these rows.
--- One row per anchor row of int_call_sources (the rank's counted source: int_rank_primary_source), plus every counted call without a rank (its own call). Fields: op, group, class and placement are the anchor's (int_comm_ops_classified); msg_bytes the anchor's, else the first logged by nccl_debug, flight_recorder, nccl_inspector, kineto, nsys, then any (bytes_source); ts_ns/dur_ns/end_ns one source's interval, chosen by its clock: kernel (the GPU kernels: Kineto, nsys, Inspector), then logged (Flight Recorder's CUDA-event duration, DeepSpeed's), then cpu_range, then a row that does not say; the anchor first within a clock, then kineto, nsys, nccl_inspector, flight_recorder (duration_source, timing_source); a call no source timed has none (no comm time, no bandwidth). pg_name: the PyTorch process-group name (comm_id of a flight_recorder, else kineto record of the call). size_conflict: the sources logged different sizes (DeepSpeed's reduce_scatter, logged as its whole input, is not compared); data quality lists them (mart call_sources).
+-- One row per counted call of int_comm_ops_classified (the rank's counted source, int_rank_primary_source, whose records anchor the calls; a call without a rank is its own call). A call of a rank logged by one format only, or without a rank, keeps its own fields exactly (single-source runs give what they gave before); the others take the best field of the records int_call_sources paired with them. Fields: op, group, class and placement are the anchor's (int_comm_ops_classified); msg_bytes the anchor's, else the first logged by nccl_debug, flight_recorder, nccl_inspector, kineto, nsys, then any (bytes_source); ts_ns/dur_ns/end_ns one source's interval, chosen by its clock: kernel (the GPU kernels: Kineto, nsys, Inspector), then logged (Flight Recorder's CUDA-event duration, DeepSpeed's), then cpu_range, then a row that does not say; the anchor first within a clock, then kineto, nsys, nccl_inspector, flight_recorder (duration_source, timing_source); a call no source timed has none (no comm time, no bandwidth). pg_name: the PyTorch process-group name (comm_id of a flight_recorder, else kineto record of the call). size_conflict: the sources logged different sizes (DeepSpeed's reduce_scatter, logged as its whole input, is not compared); data quality lists them (mart call_sources).
 CREATE OR REPLACE VIEW int_calls(
   -- Training run identifier.
   run_id,
@@ -39,7 +39,7 @@ CREATE OR REPLACE VIEW int_calls(
   algbw_gbps,
   -- Bus bandwidth as the anchor logged it, Gbit/s.
   busbw_gbps,
-  -- Iteration of the call: the anchor's usable one (int_comm_op_iteration), else that of the record giving the duration; null when none says.
+  -- Iteration as the anchor's source says (comm_ops.iteration), else that of the record giving the duration (int_comm_op_iteration: e.g. an NCCL log's call timed by a Kineto kernel of ProfilerStep#N); null when none says.
   iteration,
   -- True for calls that move data (not barriers or unknown ops).
   is_traffic,
@@ -67,7 +67,7 @@ CREATE OR REPLACE VIEW int_calls(
   bytes_source,
   -- Parser whose record gave ts_ns/dur_ns (null when none timed the call).
   duration_source,
-  -- CPU issue time, ns (the anchor's, else the timing record's; null when not recorded and for calls without a rank).
+  -- CPU issue time, ns (the anchor's, else the timing record's; null when not recorded).
   launch_ts_ns,
   -- PyTorch process-group name (flight_recorder, else kineto comm_id of the call); null when no such source saw it.
   pg_name,
@@ -137,9 +137,7 @@ WITH
       ) > 1 AS size_conflict,
       string_agg(
         DISTINCT source_format || ':' || msg_bytes::VARCHAR, ',' ORDER BY source_format || ':' || msg_bytes::VARCHAR
-      ) AS all_sizes,
-      max(iteration) FILTER (WHERE role = 'anchor') AS anchor_iteration,
-      max(launch_ts_ns) FILTER (WHERE role = 'anchor') AS anchor_launch
+      ) AS all_sizes
     FROM records
     GROUP BY run_id, rank, anchor_key, anchor_line
   )
@@ -158,13 +156,12 @@ SELECT
   o.dtype,
   coalesce(o.msg_bytes, b.b.bytes) AS msg_bytes,
   o.seq,
-  CASE WHEN o.rank IS NULL THEN o.ts_ns ELSE b.d.ts END AS ts_ns,
-  CASE WHEN o.rank IS NULL THEN o.dur_ns ELSE b.d.dur END AS dur_ns,
-  CASE WHEN o.rank IS NULL THEN o.end_ns ELSE b.d.ts + b.d.dur END AS end_ns,
+  CASE WHEN b.anchor_key IS NULL THEN o.ts_ns ELSE b.d.ts END AS ts_ns,
+  CASE WHEN b.anchor_key IS NULL THEN o.dur_ns ELSE b.d.dur END AS dur_ns,
+  CASE WHEN b.anchor_key IS NULL THEN o.end_ns ELSE b.d.ts + b.d.dur END AS end_ns,
   o.algbw_gbps,
   o.busbw_gbps,
-  CASE WHEN o.rank IS NULL THEN o.iteration ELSE coalesce(b.anchor_iteration, b.d.iteration) END
-    AS iteration,
+  coalesce(o.iteration, b.d.iteration) AS iteration,
   o.is_traffic,
   o.pid,
   o.algorithm,
@@ -175,17 +172,17 @@ SELECT
   o.class_source,
   o.call_key,
   CASE
-    WHEN o.rank IS NULL THEN o.timing_source
+    WHEN b.anchor_key IS NULL THEN o.timing_source
     WHEN b.d IS NOT NULL THEN b.d.clock
     ELSE 'none'
   END AS timing_source,
   o.group_source,
   CASE WHEN o.msg_bytes IS NOT NULL THEN o.source_format ELSE b.b.fmt END AS bytes_source,
   CASE
-    WHEN o.rank IS NULL THEN CASE WHEN o.dur_ns IS NOT NULL THEN o.source_format END
+    WHEN b.anchor_key IS NULL THEN CASE WHEN o.dur_ns IS NOT NULL THEN o.source_format END
     ELSE b.d.fmt
   END AS duration_source,
-  coalesce(b.anchor_launch, b.d.launch) AS launch_ts_ns,
+  coalesce(o.launch_ts_ns, b.d.launch) AS launch_ts_ns,
   b.p.name AS pg_name,
   b.p.fmt AS pg_name_source,
   coalesce(b.sources, o.source_format) AS sources,

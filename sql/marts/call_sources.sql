@@ -1,5 +1,5 @@
 -- What each source format contributed to the logical calls (issue 19 data quality): its records paired with a call of another source, the records that could not be paired and why, the calls it gave the size or the duration of, and the calls where its size differs from the one kept.
--- One row per (run_id, source_format) with a record of a ranked call (int_call_sources), plus the calls without a rank (unranked_calls). Inputs: int_call_sources, int_calls. A record is an anchor (a logical call: the rank's counted source), paired (another source's record of such a call: match_method seq, iteration or order) or unpaired (reason no_anchor, no_match, ambiguous, op_mismatch, size_mismatch); a size conflict is a call whose records logged different sizes: conflict_example shows the first (rank, op, group, seq, sizes).
+-- One row per (run_id, source_format) with a ranked call or record (int_calls, int_call_sources), or a call without a rank (unranked_calls). Inputs: int_call_sources, int_calls. A record is an anchor (a logical call: the rank's counted source), paired (another source's record of such a call: match_method seq, iteration or order) or unpaired (reason no_anchor, no_match, ambiguous, op_mismatch, size_mismatch); a size conflict is a call whose records logged different sizes: conflict_example shows the first (rank, op, group, seq, sizes).
 CREATE OR REPLACE VIEW call_sources(
   -- Training run identifier.
   run_id,
@@ -32,16 +32,22 @@ CREATE OR REPLACE VIEW call_sources(
 ) AS
 WITH
   recs AS (
+    -- the anchors are the ranked logical calls (int_call_sources holds only the ranks with
+    -- records to pair), the other records int_call_sources' paired and unpaired rows
     SELECT
-      s.run_id,
-      s.source_format,
-      count(DISTINCT s.rank) AS ranks,
+      run_id,
+      source_format,
+      count(DISTINCT rank) AS ranks,
       count(*) AS records,
-      count(*) FILTER (WHERE s.role = 'anchor') AS anchor_records,
-      count(*) FILTER (WHERE s.role = 'paired') AS paired_records,
-      count(*) FILTER (WHERE s.role = 'unpaired') AS unpaired_records
-    FROM int_call_sources AS s
-    GROUP BY s.run_id, s.source_format
+      count(*) FILTER (WHERE role = 'anchor') AS anchor_records,
+      count(*) FILTER (WHERE role = 'paired') AS paired_records,
+      count(*) FILTER (WHERE role = 'unpaired') AS unpaired_records
+    FROM (
+      SELECT run_id, rank, source_format, 'anchor' AS role FROM int_calls WHERE rank IS NOT NULL
+      UNION ALL
+      SELECT run_id, rank, source_format, role FROM int_call_sources WHERE role <> 'anchor'
+    )
+    GROUP BY run_id, source_format
   ),
   reasons AS (
     SELECT run_id, source_format,
