@@ -2,11 +2,11 @@
 
 Calls are counted two ways, never mixed:
 
-* **logical calls** (:attr:`RunSummary.ops`): each call once, from the one source that counts
-  for its rank (``int_comm_ops_classified.counted``: the rank's primary source,
-  ``int_rank_primary_source``; a call without a rank counts). A rank logged by NCCL debug,
-  Kineto and DeepSpeed gives the same totals as with one of them. These are the traffic
-  totals.
+* **logical calls** (:attr:`RunSummary.ops`): each call once however many tools logged it
+  (``int_calls``: one row per logical call per rank, the records of the rank's other sources
+  paired with it; read from the derived ``call_totals`` mart, else computed live). A rank
+  logged by NCCL debug, Kineto and DeepSpeed gives the same totals as with one of them. These
+  are the traffic totals, with how many of the calls some source timed.
 * **per source** (:attr:`RunSummary.ops_by_source`): every source's own rows. A rank logged by
   several tools appears once per tool, so these rows must not be added up across sources; they
   say what each log holds (and carry the durations, which only timed sources have).
@@ -23,8 +23,9 @@ import polars as pl
 from pipeline.store import Store
 
 LOGICAL_CALLS_NOTE = (
-    "logical calls: each call counted once, from the one source that counts for its rank "
-    "(int_comm_ops_classified.counted; a rank logged by several tools is not counted twice)"
+    "logical calls: each call counted once however many tools logged it (int_calls: the "
+    "records of a rank's sources paired into one call; a rank logged by several tools is not "
+    "counted twice)"
 )
 """What :attr:`RunSummary.ops` counts, as the summary prints it."""
 
@@ -42,7 +43,7 @@ class RunSummary:
     run_id: str
     files: pl.DataFrame
     ops: pl.DataFrame
-    """Logical calls per (op, traffic class): each call once, from its rank's counted source."""
+    """Logical calls per (op, traffic class): each call once (``int_calls``), with timed_calls."""
     tables: dict[str, int]
     ops_by_source: pl.DataFrame
     """Calls per (source format, op) as each source logged them (overlapping across sources)."""
@@ -64,15 +65,7 @@ def summarize(
             """,
             params=[run_id],
         ).pl()
-        ops = con.sql(
-            """
-            SELECT op, traffic_class, count(*) AS calls, count(DISTINCT rank) AS ranks,
-                   sum(msg_bytes)::BIGINT AS bytes, median(msg_bytes) AS median_msg_bytes
-            FROM int_comm_ops_classified WHERE run_id = ? AND counted
-            GROUP BY op, traffic_class ORDER BY calls DESC, op, traffic_class
-            """,
-            params=[run_id],
-        ).pl()
+        ops = _logical_calls(con, run_id)
         by_source = con.sql(
             """
             SELECT source_format, op, count(*) AS calls, count(DISTINCT rank) AS ranks,
@@ -102,6 +95,34 @@ def summarize(
         if own:
             con.close()
     return RunSummary(run_id, files, ops, tables, by_source)
+
+
+_OPS_COLUMNS = "op, traffic_class, calls, ranks, bytes, median_msg_bytes, timed_calls"
+
+
+def _logical_calls(con: duckdb.DuckDBPyConnection, run_id: str) -> pl.DataFrame:
+    """Logical calls per (op, traffic class) of one run: the derived ``call_totals`` mart when
+    the run has one (a few rows of Parquet), else the same aggregate of the live ``int_calls``
+    view (seconds: it pairs every source record of the run)."""
+    order = "ORDER BY calls DESC, op, traffic_class"
+    try:
+        got = con.sql(
+            f"SELECT {_OPS_COLUMNS} FROM call_totals WHERE run_id = ? {order}", params=[run_id]
+        ).pl()
+    except duckdb.Error:  # a catalog written before the mart existed
+        got = pl.DataFrame()
+    if got.height:
+        return got
+    return con.sql(
+        f"""
+        SELECT op, traffic_class, count(*) AS calls, count(DISTINCT rank) AS ranks,
+               sum(msg_bytes)::BIGINT AS bytes, median(msg_bytes) AS median_msg_bytes,
+               count(dur_ns) AS timed_calls
+        FROM int_calls WHERE run_id = ?
+        GROUP BY op, traffic_class {order}
+        """,
+        params=[run_id],
+    ).pl()
 
 
 # ---------------------------------------------------------------------------- headline (issue 17)

@@ -60,6 +60,9 @@ MARTS = (
     "clock_offsets",
     "rank_waits",
     "stragglers",
+    # issue 19: one logical call per rank across sources
+    "call_totals",
+    "call_sources",
 )
 
 
@@ -705,6 +708,21 @@ def files(data: RunData) -> pl.DataFrame:
             == pl.col("lines_total")
         )
     )
+
+
+def call_sources(data: RunData) -> tuple[pl.DataFrame, dict[str, int]]:
+    """What each source format gave the logical calls (the call_sources mart: records paired or
+    not and why, sizes and durations given, size conflicts), and the run's totals (calls,
+    timed calls, calls logged by several tools, size conflicts; the call_totals mart)."""
+    df = data.mart("call_sources")
+    if df.is_empty():
+        raise Unavailable("the run has no communication calls")
+    tot = data.mart("call_totals")
+    totals = {
+        k: int(tot[k].sum()) if not tot.is_empty() else 0
+        for k in ("calls", "timed_calls", "multi_source_calls", "size_conflicts")
+    }
+    return df.drop("run_id", strict=False).sort("source_format"), totals
 
 
 def rejects(data: RunData) -> tuple[pl.DataFrame, int]:

@@ -337,7 +337,22 @@ def _quality(d: rd.RunData) -> list[Block]:
             Block("table", frame=df, raw_columns=("host_names",)),
         ]
 
-    for fn in (files, rejects, ranks, clocks):
+    def sources() -> list[Block]:
+        df, tot = rd.call_sources(d)
+        unpaired = int(df["unpaired_records"].sum())
+        text = (
+            f"Logical calls: {tot['calls']:,} (each call once however many tools logged it); "
+            f"timed by some source: {tot['timed_calls']:,}; logged by several tools: "
+            f"{tot['multi_source_calls']:,}; size conflicts (the tools logged different sizes): "
+            f"{tot['size_conflicts']:,}; records that could not be paired with a call of "
+            f"their rank (not counted): {unpaired:,}. Per source format:"
+        )
+        return [
+            Block("text", text=text),
+            Block("table", frame=df, raw_columns=("conflict_example", "unpaired_reasons")),
+        ]
+
+    for fn in (files, rejects, ranks, clocks, sources):
         blocks += _guard(fn)
     return blocks
 

@@ -25,8 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="print per-run files, line accounting and traffic by operation",
         description="Summarise one run (or every run): ingested files and how their lines "
         "were accounted for, logical calls and bytes per operation and traffic class (each "
-        "call once, from the one source that counts for its rank, so a rank logged by "
-        "several tools is not counted twice), the same per source (each tool's own rows, "
+        "call once however many tools of its rank logged it: int_calls, so a rank logged by "
+        "several tools is not counted twice; timed_calls = calls some source timed), the same "
+        "per source (each tool's own rows, "
         "labelled: not to be added up across sources), and table sizes.",
     )
     p.add_argument("--run", dest="run_id", default=None, help="one run (default: all runs)")

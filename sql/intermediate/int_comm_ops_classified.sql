@@ -64,7 +64,9 @@ CREATE OR REPLACE VIEW int_comm_ops_classified(
   -- How group_size/global_group were found: logged (the record names its group), pg_config (the trace's process-group table), inferred_default (default group of a W-rank world: the world group), signature (group_size only: the matched predicted signature's; the members stay unknown), null when unknown.
   group_source,
   -- True for the calls that count once per logical call: the rank's primary source (int_rank_primary_source), or a call without a rank. Traffic, volume and message-count metrics filter on it; time metrics use whichever source times the call.
-  counted
+  counted,
+  -- CPU time the call was issued, ns on the ts_ns clock (null when not recorded; stg_store__comm_ops).
+  launch_ts_ns
 ) AS
 WITH
   ops AS (
@@ -264,7 +266,8 @@ SELECT
       AND j.sig_group_size IS NOT NULL THEN 'signature'
     ELSE j.group_source
   END AS group_source,
-  j.counted
+  j.counted,
+  j.launch_ts_ns
 FROM judged AS j
 LEFT JOIN nodes AS n ON n.run_id = j.run_id AND n.rank = j.rank
 LEFT JOIN (

@@ -1,4 +1,4 @@
--- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. Inputs: int_comm_ops_classified (counted calls), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
 -- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
@@ -86,7 +86,8 @@ WITH
       o.run_id,
       o.op,
       o.traffic_class,
-      o.source_format,
+      -- the format whose record gave the size (DeepSpeed's reduce_scatter size is its input)
+      o.bytes_source AS source_format,
       o.msg_bytes::DOUBLE AS s,
       -- no bandwidth from a call without its own duration (never a number from another clock)
       CASE WHEN coalesce(o.timing_source, '') <> 'none' AND o.dur_ns > 0 THEN o.dur_ns END
@@ -113,10 +114,10 @@ WITH
         WHEN gn.n_known = gn.n_members AND gn.n_nodes = 1 THEN w.c_intra_bps
         WHEN gn.n_known = gn.n_members AND gn.n_nodes > 1 THEN w.c_inter_bps
       END AS capacity
-    FROM int_comm_ops_classified AS o
+    FROM int_calls AS o
     LEFT JOIN world AS w ON w.run_id = o.run_id
     LEFT JOIN group_nodes AS gn ON gn.run_id = o.run_id AND gn.global_group = o.global_group
-    WHERE o.is_traffic AND o.msg_bytes > 0 AND o.counted
+    WHERE o.is_traffic AND o.msg_bytes > 0
   ),
   summaries AS (
     SELECT

@@ -1,11 +1,11 @@
 """Issue 19's acceptance on a generated run: NCCL logs + Kineto + NCCL Inspector ingested as one
 run give each of the generator's calls once, with size and duration.
 
-The oracle is ``truth/counts.parquet`` (calls per rank from the simulation's events) and the
-NCCL log's own host:pid -> rank lines. Until the cross-source ``calls`` view exists the run is
-read through ``int_comm_ops_classified.counted`` (one source per rank; an Inspector dump never
-outcounts a full source). The Inspector-rank check is a strict xfail while it fails, so it turns
-into an error the day it passes and must be switched on.
+The oracle is ``truth/counts.parquet`` (calls per rank, op and size from the simulation's events)
+and the NCCL log's own host:pid -> rank lines. The run is read through ``int_calls`` (one row per
+logical call per rank, every source's records of it paired into it). The Inspector-rank check is
+a strict xfail while it fails, so it turns into an error the day it passes and must be switched
+on.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 from generated_runs import GeneratedRun, ingest_and_derive
+from polars.testing import assert_frame_equal
 
 from pipeline.synthetic import GenerateOptions, generate
 from pipeline.synthetic.presets import tiny_config
@@ -63,23 +64,40 @@ def test_inspector_rows_carry_the_rank_of_their_process(run: GeneratedRun) -> No
     assert wrong == 0
 
 
-def test_counted_calls_equal_the_generators(run: GeneratedRun) -> None:
+def test_calls_equal_the_generators(run: GeneratedRun) -> None:
+    """int_calls holds each of the generator's calls once per rank: the same count per (rank,
+    op, msg_bytes) as the simulation (no call counted once per source)."""
     counts = pl.read_parquet(run.gen / "truth" / "counts.parquet")
-    want = dict(counts.group_by("rank").agg(pl.col("calls").sum()).iter_rows())
-    con = run.store.connect(read_only=True)
-    try:
-        has_calls = bool(
-            con.execute(
-                "SELECT count(*) FROM information_schema.tables WHERE table_name = 'calls'"
-            ).fetchall()[0][0]
-        )
-    finally:
-        con.close()
-    table = "calls" if has_calls else "int_comm_ops_classified"
-    where = "" if has_calls else "AND counted"
-    got = dict(
-        run.query(
-            f"SELECT rank, count(*) FROM {table} WHERE run_id = ? {where} GROUP BY 1"
-        ).iter_rows()
+    want = counts.group_by("rank", "op", "msg_bytes").agg(pl.col("calls").sum())
+    got = run.query(
+        "SELECT rank, op, msg_bytes, count(*) AS calls FROM int_calls WHERE run_id = ? GROUP BY ALL"
     )
-    assert got == want
+    key = ["rank", "op", "msg_bytes"]
+    assert_frame_equal(got.sort(key), want.sort(key), check_dtypes=False, check_column_order=False)
+
+
+def test_every_call_has_size_and_duration(run: GeneratedRun) -> None:
+    """Every logical call has its size and a kernel duration (the NCCL log has none: its calls
+    are timed by the Kineto kernels they are paired with), and both sources agree on sizes."""
+    got = run.query(
+        "SELECT count(*) AS calls, count(msg_bytes) AS sized, count(dur_ns) AS timed, "
+        "count(*) FILTER (WHERE timing_source = 'kernel') AS kernel, "
+        "count(*) FILTER (WHERE sources LIKE '%kineto%' AND sources LIKE '%nccl_debug%') AS both, "
+        "count(*) FILTER (WHERE size_conflict) AS conflicts FROM int_calls WHERE run_id = ?"
+    ).row(0, named=True)
+    total = int(pl.read_parquet(run.gen / "truth" / "counts.parquet")["calls"].sum())
+    assert got == {
+        "calls": total,
+        "sized": total,
+        "timed": total,
+        "kernel": total,
+        "both": total,
+        "conflicts": 0,
+    }
+
+
+def test_effective_bandwidth_times_every_call(run: GeneratedRun) -> None:
+    eb = run.mart("effective_bandwidth").filter(pl.col("source") == "comm_ops")
+    total = int(pl.read_parquet(run.gen / "truth" / "counts.parquet")["calls"].sum())
+    assert int(eb["calls"].sum()) == total
+    assert int(eb["timed_calls"].sum()) == total

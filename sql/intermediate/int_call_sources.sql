@@ -1,0 +1,301 @@
+-- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
+-- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log, e.g. an NCCL log counting the grouped Send/Recv of an all_to_all_single that PyTorch counts as one collective, falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+CREATE OR REPLACE VIEW int_call_sources(
+  -- Training run identifier.
+  run_id,
+  -- Global rank of the logical call (the anchor's; a secondary row of the anchor's process takes it).
+  rank,
+  -- Rank as the row's source gave it (stg_store__comm_ops.rank).
+  source_rank,
+  -- Parser of the row.
+  source_format,
+  -- File the row came from.
+  source_file,
+  -- Line (or event index) in that file.
+  source_line,
+  -- The row's key (stg_store__comm_ops.call_key).
+  call_key,
+  -- anchor (a row of the rank's counted source: a logical call) | paired (another source's record of an anchor's call) | unpaired.
+  role,
+  -- call_key of the anchor row this row is a record of (its own for an anchor; null when unpaired).
+  anchor_key,
+  -- source_line of that anchor row (join on anchor_key, rank and anchor_line).
+  anchor_line,
+  -- anchor | seq | iteration | order (see the header); null when unpaired.
+  match_method,
+  -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), ambiguous (several anchor calls), op_mismatch (seq: the anchor call with its number is another op), size_mismatch (the anchor call at its number or position has another size); null otherwise.
+  unpaired_reason,
+  -- Normalised operation.
+  op,
+  -- Group key the pairing used: global_group, else 'n<group_size>'; null when neither is known.
+  group_key,
+  -- Communicator identity as logged (NCCL comm hash, PyTorch pg name, ...).
+  comm_id,
+  -- Ranks in the communicator (int_comm_ops_classified).
+  group_size,
+  -- Message size in bytes as the source logged it.
+  msg_bytes,
+  -- The source's own sequence number.
+  seq,
+  -- Usable iteration of the row (int_comm_op_iteration; a detected one only with a period).
+  iteration,
+  -- Start, ns (the source's clock).
+  ts_ns,
+  -- Duration, ns (null when the source has none).
+  dur_ns,
+  -- End, ns.
+  end_ns,
+  -- Clock of ts_ns/dur_ns: kernel | cpu_range | logged | none (comm_ops.timing_source).
+  timing_source,
+  -- CPU issue time, ns (null when not recorded).
+  launch_ts_ns,
+  -- Host name as logged.
+  host,
+  -- Operating-system process id.
+  pid
+) AS
+WITH
+  it AS (
+    SELECT
+      run_id,
+      rank,
+      call_key,
+      source_line,
+      CASE WHEN method <> 'detected' OR period IS NOT NULL THEN iteration END AS iteration
+    FROM int_comm_op_iteration
+  ),
+  ranked AS (
+    SELECT
+      o.run_id,
+      o.rank,
+      o.source_format,
+      o.source_file,
+      o.source_line,
+      o.call_key,
+      o.op,
+      coalesce(o.global_group, 'n' || o.group_size::VARCHAR) AS group_key,
+      o.comm_id,
+      o.group_size,
+      o.msg_bytes,
+      o.seq,
+      o.ts_ns,
+      o.dur_ns,
+      o.end_ns,
+      o.timing_source,
+      o.launch_ts_ns,
+      o.host,
+      o.pid,
+      split_part(o.host, '.', 1) AS short_host,
+      o.counted,
+      o.op IN ('send', 'recv') AS p2p
+    FROM int_comm_ops_classified AS o
+    WHERE o.rank IS NOT NULL
+  ),
+  procs AS (
+    -- the counted source's process of each rank: (host, pid) -> rank, when one rank has it
+    SELECT run_id, short_host, pid, min(rank) AS rank
+    FROM ranked
+    WHERE counted AND pid IS NOT NULL
+    GROUP BY run_id, short_host, pid
+    HAVING count(DISTINCT rank) = 1
+  ),
+  moved AS (
+    -- the records of a rank's other sources (none on a single-source run), with the rank of
+    -- their process
+    SELECT s.* EXCLUDE (rank), coalesce(p.rank, s.rank) AS rank, s.rank AS source_rank
+    FROM ranked AS s
+    LEFT JOIN procs AS p
+      ON p.run_id = s.run_id AND p.pid = s.pid
+      AND p.short_host IS NOT DISTINCT FROM s.short_host
+    WHERE NOT s.counted
+  ),
+  targets AS (SELECT DISTINCT run_id, rank FROM moved),
+  rows AS (
+    -- the ranks with records to pair: their counted calls and those records, with iterations
+    SELECT r.*, i.iteration
+    FROM (
+      SELECT c.*, c.rank AS source_rank
+      FROM ranked AS c
+      SEMI JOIN targets AS t ON t.run_id = c.run_id AND t.rank = c.rank
+      WHERE c.counted
+      UNION ALL BY NAME
+      SELECT * FROM moved
+    ) AS r
+    LEFT JOIN it AS i
+      ON i.run_id = r.run_id AND i.rank = r.source_rank AND i.call_key = r.call_key
+      AND i.source_line = r.source_line
+  ),
+  anchors AS (
+    SELECT
+      *,
+      -- position among the (group, op) calls of the rank: whole run, and inside the iteration
+      row_number() OVER (
+        PARTITION BY run_id, rank, group_key, op
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_file, source_line
+      ) - 1 AS k_run,
+      row_number() OVER (
+        PARTITION BY run_id, rank, group_key, op, iteration
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_file, source_line
+      ) - 1 AS k_iter,
+      -- position among the collectives of the group (p2p rows get their own, unused, numbers)
+      row_number() OVER (
+        PARTITION BY run_id, rank, group_key, p2p
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_file, source_line
+      ) - 1 AS k_coll
+    FROM rows
+    WHERE counted
+  ),
+  anchor_keys AS (
+    SELECT
+      *,
+      -- the anchor's 0-based collective position on its group, when its list is complete from
+      -- the group's first call (an NCCL debug log) or numbered by the same counter (a dump)
+      CASE
+        WHEN p2p THEN NULL
+        WHEN source_format = 'nccl_debug' THEN k_coll
+        WHEN source_format = 'flight_recorder' THEN seq - 1
+      END AS coll_pos,
+      -- the anchor's 0-based position among the same op's calls on its communicator
+      CASE
+        WHEN p2p THEN NULL
+        WHEN source_format = 'nccl_debug' THEN k_run
+        WHEN source_format = 'nccl_inspector' THEN seq
+      END AS op_pos
+    FROM anchors
+  ),
+  secondary AS (SELECT * FROM rows WHERE NOT counted),
+  secondary_keys AS (
+    SELECT
+      *,
+      row_number() OVER (
+        PARTITION BY run_id, rank, source_file, group_key, op
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, seq NULLS LAST, source_line
+      ) - 1 AS k_run,
+      row_number() OVER (
+        PARTITION BY run_id, rank, source_file, group_key, op, iteration
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, seq NULLS LAST, source_line
+      ) - 1 AS k_iter,
+      CASE WHEN NOT p2p AND source_format = 'flight_recorder' THEN seq - 1 END AS coll_pos,
+      CASE WHEN NOT p2p AND source_format = 'nccl_inspector' THEN seq END AS op_pos
+    FROM secondary
+  ),
+  candidates AS (
+    -- every (secondary row, anchor row, method) the keys allow (equi-joins only: a lane's
+    -- calls are never crossed with each other); a row of another process never pairs
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'seq' AS method, a.call_key AS anchor_key, a.source_line AS anchor_line, a.op = s.op AS op_ok,
+      (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ) AS size_ok, a.pid AS a_pid, s.pid AS s_pid
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
+      AND a.coll_pos = s.coll_pos
+    UNION ALL
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'seq' AS method, a.call_key, a.source_line, TRUE, (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ), a.pid, s.pid
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
+      AND a.op_pos = s.op_pos
+    UNION ALL
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'iteration' AS method, a.call_key, a.source_line, TRUE, (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ), a.pid, s.pid
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
+      AND a.iteration = s.iteration AND a.k_iter = s.k_iter
+    UNION ALL
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'order' AS method, a.call_key, a.source_line, TRUE, (
+        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
+      ), a.pid, s.pid
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
+      AND a.k_run = s.k_run
+  ),
+  same_process AS (
+    SELECT * FROM candidates WHERE NOT (a_pid IS NOT NULL AND s_pid IS NOT NULL AND a_pid <> s_pid)
+  ),
+  methods AS (
+    -- per (rank, secondary file, group, op): the first method (seq, iteration, order) whose pairs
+    -- all agree on op and size (a counter that names another call anywhere on the group is
+    -- not the anchor's: PyTorch's collective_seq_id skips the p2p an NCCL log counts); when
+    -- none does, seq, else iteration, else order, its disagreeing pairs left unpaired
+    SELECT run_id, rank, source_file, group_key, op, method
+    FROM same_process
+    GROUP BY run_id, rank, source_file, group_key, op, method
+    QUALIFY row_number() OVER (
+      PARTITION BY run_id, rank, source_file, group_key, op
+      ORDER BY
+        bool_and(op_ok AND size_ok) DESC,
+        CASE method WHEN 'seq' THEN 0 WHEN 'iteration' THEN 1 ELSE 2 END
+    ) = 1
+  ),
+  chosen AS (
+    SELECT
+      c.run_id,
+      c.call_key,
+      c.source_line,
+      c.rank,
+      c.source_file,
+      any_value(c.method) AS method,
+      count(DISTINCT c.anchor_key) AS n_anchors,
+      bool_and(c.op_ok) AS op_ok,
+      bool_and(c.size_ok) AS size_ok,
+      any_value(c.anchor_key) AS anchor_key,
+      any_value(c.anchor_line) AS anchor_line
+    FROM same_process AS c
+    SEMI JOIN methods AS m
+      ON m.run_id = c.run_id AND m.rank = c.rank AND m.source_file = c.source_file
+      AND m.group_key IS NOT DISTINCT FROM c.group_key AND m.op = c.op AND m.method = c.method
+    GROUP BY c.run_id, c.call_key, c.source_line, c.rank, c.source_file
+  ),
+  anchored_ranks AS (SELECT DISTINCT run_id, rank FROM anchors)
+SELECT
+  run_id, rank, rank AS source_rank, source_format, source_file, source_line, call_key,
+  'anchor' AS role, call_key AS anchor_key, source_line AS anchor_line,
+  'anchor' AS match_method, NULL AS unpaired_reason,
+  op, group_key, comm_id, group_size, msg_bytes, seq, iteration, ts_ns, dur_ns, end_ns,
+  timing_source, launch_ts_ns, host, pid
+FROM anchors
+UNION ALL
+SELECT
+  s.run_id,
+  s.rank,
+  s.source_rank,
+  s.source_format,
+  s.source_file,
+  s.source_line,
+  s.call_key,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN 'paired' ELSE 'unpaired' END AS role,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.anchor_key END AS anchor_key,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.anchor_line END AS anchor_line,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.method END AS match_method,
+  CASE
+    WHEN r.rank IS NULL THEN 'no_anchor'
+    WHEN c.n_anchors IS NULL THEN 'no_match'
+    WHEN c.n_anchors > 1 THEN 'ambiguous'
+    WHEN NOT c.op_ok THEN 'op_mismatch'
+    WHEN NOT c.size_ok THEN 'size_mismatch'
+  END AS unpaired_reason,
+  s.op, s.group_key, s.comm_id, s.group_size, s.msg_bytes, s.seq, s.iteration, s.ts_ns,
+  s.dur_ns, s.end_ns, s.timing_source, s.launch_ts_ns, s.host, s.pid
+FROM secondary_keys AS s
+LEFT JOIN chosen AS c
+  ON c.run_id = s.run_id AND c.call_key = s.call_key AND c.source_line = s.source_line AND c.rank = s.rank
+  AND c.source_file = s.source_file
+LEFT JOIN anchored_ranks AS r ON r.run_id = s.run_id AND r.rank = s.rank
