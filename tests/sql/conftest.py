@@ -6,7 +6,7 @@ so the samples are parsed once per test session.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import duckdb
@@ -50,8 +50,13 @@ def all_samples(
     return store, runs
 
 
-def materialised(store: Store) -> duckdb.DuckDBPyConnection:
+def materialised(
+    store: Store, prepare: Callable[[duckdb.DuckDBPyConnection], object] | None = None
+) -> duckdb.DuckDBPyConnection:
     """Every run of the store in one in-memory connection, canonical tables copied into tables.
+
+    ``prepare`` runs on the copied canonical tables before the SQL modules are computed (a
+    test that adds rows: the intermediates are tables, computed once, and would not see them).
 
     Like ``pipeline.derive.connect_for_derive`` but for all runs at once (each run's stored
     config in ``run_config``) and without the Parquet views, whose per-batch files would be
@@ -72,6 +77,8 @@ def materialised(store: Store) -> duckdb.DuckDBPyConnection:
         c.register("_pred", df.to_arrow())
         c.execute(f"CREATE TABLE {name} AS SELECT * FROM _pred")
         c.unregister("_pred")
+    if prepare is not None:
+        prepare(c)
     apply(c)
     materialise_intermediates(c)
     return c

@@ -235,8 +235,8 @@ def test_cori_replayed_allreduce_flows_along_the_rings(
     store, runs = store_all
     run_id = _run_of(runs, CORI)
     rings = _cori_rings((shared_samples / CORI).read_text(errors="replace"))
-    c = materialised(store)
-    try:
+
+    def replay(c: duckdb.DuckDBPyConnection) -> None:
         assert c.execute("SELECT count(*) FROM comm_ops WHERE run_id = ?", [run_id]).fetchone() == (
             0,
         )
@@ -250,6 +250,9 @@ def test_cori_replayed_allreduce_flows_along_the_rings(
             "FROM communicators WHERE run_id = ? AND nranks = 16",
             [run_id],
         )
+
+    c = materialised(store, prepare=replay)
+    try:
         got = {
             (s, d): b
             for s, d, b in c.execute(
