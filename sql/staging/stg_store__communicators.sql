@@ -32,7 +32,21 @@ CREATE OR REPLACE VIEW stg_store__communicators(
   -- File the row came from.
   source_file,
   -- Line in that file.
-  source_line
+  source_line,
+  -- Parser that produced the row (null in stores written before schema 1.7.0).
+  source_format,
+  -- Process-group description (Flight Recorder / Kineto pg_config desc: default_pg, TP, DP, ...); null for NCCL communicators.
+  group_desc,
+  -- Global ranks of the group's members, ascending, comma-separated (pg_config ranks); null when not listed.
+  group_ranks,
+  -- Flight Recorder pg_status: last collective seq this rank enqueued on the group (0 = none).
+  last_enqueued_seq,
+  -- Flight Recorder pg_status: last collective seq seen starting (-1 without timing).
+  last_started_seq,
+  -- Flight Recorder pg_status: last collective seq seen completed.
+  last_completed_seq,
+  -- How the counters were tied to the group: entry | order (null without counters).
+  seq_status_source
 ) AS
 SELECT
   run_id,
@@ -50,5 +64,12 @@ SELECT
   split_color,
   split_key,
   source_file,
-  source_line
+  source_line,
+  source_format,
+  group_desc,
+  group_ranks,
+  last_enqueued_seq,
+  last_started_seq,
+  last_completed_seq,
+  seq_status_source
 FROM communicators

@@ -1,0 +1,128 @@
+-- Each rank's progress through each of its Flight Recorder process groups when it dumped: the last collective it enqueued, saw start and saw complete (issue 19 item 4, hang triage).
+-- One row per (run_id, group_name, rank) for every member of a pg_config group whose rank left a dump in the run. Counters: the dump's pg_status for the group (keyed by the rank-local pg_id, tied to the group by an entry or by creation order: counter_source entry | order), else the rank's own entries of the group (collectives complete in order on a group, so the last completed is the highest completed entry, else the one before the first entry not completed: counter_source entries), else null. The same rules as pipeline/hang.py (`commscope hang`), which reads the dump files themselves; tests/pipeline/test_hang_marts.py checks that both agree on real dumps. A group is a p2p group when any of its entries is a send or recv: its members count p2p ops, which differ by design, so the hang marts compare only collective groups.
+CREATE OR REPLACE VIEW int_hang_group_progress(
+  -- Training run identifier.
+  run_id,
+  -- Process-group name (pg_config key; comm_ops.comm_id of the group's entries).
+  group_name,
+  -- Process-group description (pg_config desc: default_pg, TP, DP, ...), from the lowest dumped member rank that lists the group's ranks.
+  group_desc,
+  -- Global ranks of the members, ascending, comma-separated.
+  group_ranks,
+  -- Number of members.
+  group_size,
+  -- True when any entry of the group, on any rank, is a send or recv.
+  is_p2p_group,
+  -- Global rank of the member (a rank with a dump).
+  rank,
+  -- Last collective sequence number the rank enqueued on the group (0 = none); null when unknown.
+  last_enqueued_seq,
+  -- Last collective seen starting (pg_status; recorded with timing enabled only, else -1); null from entries.
+  last_started_seq,
+  -- Last collective seen completed on the rank; null when unknown.
+  last_completed_seq,
+  -- Where the counters came from: entry | order (pg_status, tied to the group by an entry or by creation order) | entries (the dump's entries, no pg_status) | null (unknown).
+  counter_source,
+  -- The rank's entries of the group not completed (state scheduled, started or unknown; p2p included).
+  pending_entries
+) AS
+WITH
+  comms AS (
+    SELECT * FROM stg_store__communicators WHERE source_format = 'flight_recorder'
+  ),
+  ops AS (
+    SELECT * FROM stg_store__comm_ops WHERE source_format = 'flight_recorder'
+  ),
+  -- Ranks that left a dump: any row of a dump names its rank.
+  dumped AS (
+    SELECT DISTINCT run_id, global_rank AS rank FROM comms WHERE global_rank IS NOT NULL
+    UNION
+    SELECT DISTINCT run_id, rank FROM ops WHERE rank IS NOT NULL
+  ),
+  -- One description and member list per group: the lowest rank's dump that lists the
+  -- members (every dump of a member repeats them).
+  groups AS (
+    SELECT
+      run_id,
+      comm_id AS group_name,
+      first(group_desc ORDER BY group_ranks IS NULL, global_rank) AS group_desc,
+      first(group_ranks ORDER BY group_ranks IS NULL, global_rank) AS group_ranks
+    FROM comms
+    GROUP BY run_id, comm_id
+  ),
+  p2p_groups AS (
+    SELECT DISTINCT run_id, comm_id AS group_name
+    FROM ops
+    WHERE op IN ('send', 'recv')
+  ),
+  members AS (
+    SELECT
+      g.run_id,
+      g.group_name,
+      g.group_desc,
+      g.group_ranks,
+      len(string_split(g.group_ranks, ',')) AS group_size,
+      CAST(unnest(string_split(g.group_ranks, ',')) AS INTEGER) AS rank
+    FROM groups AS g
+    WHERE g.group_ranks IS NOT NULL
+  ),
+  status AS (
+    SELECT
+      run_id,
+      comm_id AS group_name,
+      global_rank AS rank,
+      last_enqueued_seq,
+      last_started_seq,
+      last_completed_seq,
+      seq_status_source
+    FROM comms
+    WHERE seq_status_source IS NOT NULL AND global_rank IS NOT NULL
+  ),
+  -- Counters from the entries, for dumps without pg_status: collective entries only.
+  from_entries AS (
+    SELECT
+      run_id,
+      comm_id AS group_name,
+      rank,
+      max(seq) AS last_enqueued_seq,
+      coalesce(
+        max(seq) FILTER (WHERE call_state = 'completed'),
+        min(seq) FILTER (WHERE call_state IS DISTINCT FROM 'completed') - 1
+      ) AS last_completed_seq
+    FROM ops
+    WHERE op NOT IN ('send', 'recv') AND seq IS NOT NULL AND comm_id IS NOT NULL
+    GROUP BY run_id, comm_id, rank
+  ),
+  pending AS (
+    SELECT run_id, comm_id AS group_name, rank, count(*) AS pending_entries
+    FROM ops
+    WHERE call_state IS DISTINCT FROM 'completed' AND comm_id IS NOT NULL
+    GROUP BY run_id, comm_id, rank
+  )
+SELECT
+  m.run_id,
+  m.group_name,
+  m.group_desc,
+  m.group_ranks,
+  m.group_size,
+  p2p.group_name IS NOT NULL AS is_p2p_group,
+  m.rank,
+  CASE
+    WHEN s.seq_status_source IS NOT NULL THEN s.last_enqueued_seq ELSE e.last_enqueued_seq
+  END AS last_enqueued_seq,
+  s.last_started_seq,
+  CASE
+    WHEN s.seq_status_source IS NOT NULL THEN s.last_completed_seq ELSE e.last_completed_seq
+  END AS last_completed_seq,
+  coalesce(s.seq_status_source, CASE WHEN e.last_enqueued_seq IS NOT NULL THEN 'entries' END)
+    AS counter_source,
+  coalesce(pe.pending_entries, 0) AS pending_entries
+FROM members AS m
+INNER JOIN dumped AS d ON d.run_id = m.run_id AND d.rank = m.rank
+LEFT JOIN p2p_groups AS p2p ON p2p.run_id = m.run_id AND p2p.group_name = m.group_name
+LEFT JOIN status AS s
+  ON s.run_id = m.run_id AND s.group_name = m.group_name AND s.rank = m.rank
+LEFT JOIN from_entries AS e
+  ON e.run_id = m.run_id AND e.group_name = m.group_name AND e.rank = m.rank
+LEFT JOIN pending AS pe
+  ON pe.run_id = m.run_id AND pe.group_name = m.group_name AND pe.rank = m.rank
