@@ -60,6 +60,9 @@ MARTS = (
     "clock_offsets",
     "rank_waits",
     "stragglers",
+    # issue 19 item 4: hang triage from Flight Recorder dumps
+    "hang_progress",
+    "hang_collectives",
 )
 
 
