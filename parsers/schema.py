@@ -225,8 +225,11 @@ COMM_OPS = Table(
             "devices 0..N-1 of the line prefix, consistent with the ranks the peers gave: "
             "rank = device, the one-process-per-GPU convention), inferred_process (set by SQL, "
             "stg_store__comm_ops: another source of the run, an NCCL log, names the global "
-            "rank of the same host:pid). Null when rank is null, and in stores written before "
-            "1.6.0 (read as logged where rank is set).",
+            "rank of the same host:pid; also replaces an inferred_largest_comm guess), "
+            "inferred_largest_comm (schema 1.7.0: NCCL Inspector, whose records give only the "
+            "communicator rank: the rank on the file's largest communicator, taken as the "
+            "world; wrong when the file holds only split communicators). Null when rank is "
+            "null, and in stores written before 1.6.0 (read as logged where rank is set).",
         ),
     ),
 )
