@@ -8,8 +8,10 @@ process group; this module only reads them: a sentence naming the stuck rank(s) 
 collective, the unfinished collectives per group, and each rank's last completed sequence
 per group.
 
-The section is left out of a run without Flight Recorder dumps (``hang_progress`` empty), and
-is one line when the dumps show no unfinished collective.
+NCCL debug logs feed the same marts (``source`` nccl_debug): a log says what each rank posted,
+never what completed, so only a member that stopped posting while its peers went on is found.
+The section is left out of a run with neither Flight Recorder dumps nor such an NCCL finding,
+and is one line when the dumps show no unfinished collective.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ class Triage:
     """What the section shows, computed from the two marts.
 
     Attributes:
-        dumped_ranks: ranks with a dump.
+        dumped_ranks: ranks with a Flight Recorder dump.
+        nccl_ranks: ranks with an NCCL log on a communicator known across ranks.
         findings: hang_collectives rows in display order (blocking first, then by creation).
         progress: hang_progress rows in display order (groups with findings and ranks
             behind first).
@@ -42,6 +45,7 @@ class Triage:
     """
 
     dumped_ranks: list[int]
+    nccl_ranks: list[int]
     findings: pl.DataFrame
     progress: pl.DataFrame
     suspects: list[tuple[int, int]]
@@ -58,35 +62,50 @@ def _group(name: str, desc: str | None, ranks: str | None) -> str:
 
 
 def triage(d: rd.RunData) -> Triage | None:
-    """The run's triage from its marts; None when it has no Flight Recorder dumps.
+    """The run's triage from its marts; None when there is nothing to show: no Flight
+    Recorder dumps, and no NCCL-log finding.
 
     Raises:
         Unavailable: a hang mart was not derived for this run.
     """
     prog = d.mart("hang_progress")
-    if prog.is_empty():
-        return None
     coll = d.mart("hang_collectives")
+    fr = prog.filter(pl.col("source") == "flight_recorder")
+    if fr.is_empty() and coll.is_empty():
+        return None
+    if fr.is_empty():  # NCCL logs only: the communicators with a finding
+        prog = prog.filter(pl.col("group_name").is_in(coll["group_name"].unique().to_list()))
     blocks: dict[int, int] = {}
     for b in coll["blocking"].drop_nulls().to_list():
         for r in str(b).split(","):
             blocks[int(r)] = blocks.get(int(r), 0) + 1
     suspects = sorted(blocks.items(), key=lambda kv: (-kv[1], kv[0]))
     findings = coll.sort(
-        [pl.col("is_blocking").not_(), pl.col("first_created_ns"), "group_name", "seq"],
+        [pl.col("is_blocking").not_(), "source", "first_created_ns", "group_name", "seq"],
         nulls_last=True,
     )
-    open_groups = set(coll["group_name"].to_list())
-    progress = prog.with_columns(pl.col("group_name").is_in(list(open_groups)).alias("_open")).sort(
-        [pl.col("_open").not_(), pl.col("is_behind").not_(), "group_name", "rank"],
+    open_groups = coll["group_name"].unique().to_list()
+    progress = prog.with_columns(pl.col("group_name").is_in(open_groups).alias("_open")).sort(
+        [pl.col("_open").not_(), pl.col("is_behind").not_(), "source", "group_name", "rank"],
         nulls_last=True,
     )
+    nccl = prog.filter(pl.col("source") == "nccl_debug")
     return Triage(
-        dumped_ranks=sorted(set(prog["rank"].to_list())),
+        dumped_ranks=sorted(set(fr["rank"].to_list())),
+        nccl_ranks=sorted(set(nccl["rank"].to_list())),
         findings=findings,
         progress=progress.drop("_open"),
         suspects=suspects,
     )
+
+
+def _evidence(t: Triage) -> str:
+    parts = []
+    if t.dumped_ranks:
+        parts.append(f"the Flight Recorder dumps of {len(t.dumped_ranks)} ranks")
+    if t.nccl_ranks and not t.findings.filter(pl.col("source") == "nccl_debug").is_empty():
+        parts.append(f"the NCCL logs of {len(t.nccl_ranks)} ranks")
+    return " and ".join(parts)
 
 
 def sentence(t: Triage) -> str:
@@ -100,7 +119,7 @@ def sentence(t: Triage) -> str:
     blocking = t.findings.filter(pl.col("is_blocking"))
     if blocking.is_empty():
         return (
-            f"Flight Recorder dumps of {n} ranks: {t.findings.height} collective(s) reached by their "
+            f"{_evidence(t)[0].upper()}{_evidence(t)[1:]}: {t.findings.height} collective(s) reached by their "
             "members and completed by none (every member waits in it; no rank holds it up "
             "by the counters: look at the GPU or network of the group)."
         )
@@ -121,6 +140,11 @@ def sentence(t: Triage) -> str:
         if f["never_completed"]:
             late = " (holding it up: a peer completed it)" if f["completed"] else " (waiting in it)"
             states.append(f"reached, never completed by {rank_ranges(f['never_completed'])}{late}")
+        elif f["source"] == "nccl_debug" and f["reached"]:
+            states.append(
+                f"posted by {rank_ranges(f['reached'])} (NCCL logs show posts, not "
+                "completions: without every member it cannot complete)"
+            )
         if f["completed"]:
             states.append(f"completed by {rank_ranges(f['completed'])}")
         parts.append(f"{what}: {'; '.join(states)}")
@@ -133,6 +157,7 @@ def findings_table(t: Triage) -> pl.DataFrame:
     """The unfinished collectives for the page."""
     f = t.findings
     return f.select(
+        "source",
         pl.col("group_name").alias("group"),
         pl.col("group_desc").alias("description"),
         pl.col("group_ranks").map_elements(rank_ranges, return_dtype=pl.Utf8).alias("members"),
@@ -142,7 +167,14 @@ def findings_table(t: Triage) -> pl.DataFrame:
         "msg_bytes",
         *(
             pl.col(c).map_elements(rank_ranges, return_dtype=pl.Utf8).alias(c)
-            for c in ("never_reached", "never_completed", "started", "completed", "unknown")
+            for c in (
+                "never_reached",
+                "reached",
+                "never_completed",
+                "started",
+                "completed",
+                "unknown",
+            )
         ),
         pl.col("blocking").map_elements(rank_ranges, return_dtype=pl.Utf8).alias("holding_up"),
     )
@@ -151,6 +183,7 @@ def findings_table(t: Triage) -> pl.DataFrame:
 def progress_table(t: Triage) -> pl.DataFrame:
     """Each rank's counters per group for the page."""
     return t.progress.select(
+        "source",
         pl.col("group_name").alias("group"),
         pl.col("group_desc").alias("description"),
         "rank",
@@ -165,7 +198,7 @@ def progress_table(t: Triage) -> pl.DataFrame:
 
 
 def section(d: rd.RunData) -> list[Block]:
-    """The section's blocks; empty (section left out) for a run without dumps."""
+    """The section's blocks; empty (section left out) for a run with nothing to show."""
     from reports.html import Block
 
     t = triage(d)
@@ -179,7 +212,9 @@ def section(d: rd.RunData) -> list[Block]:
                 text="Collectives not completed by every member, per process group "
                 "(hang_collectives; p2p groups left out: their members count sends and "
                 "receives, which differ by design). holding_up: the members that never "
-                "reached it, and those that never completed it while a peer did.",
+                "reached it, and those that never completed it while a peer did. NCCL logs "
+                "(source nccl_debug; group = the communicator's commId or split identity, "
+                "seq = opCount) show only what was posted.",
             ),
             Block(
                 "table",
@@ -193,7 +228,8 @@ def section(d: rd.RunData) -> list[Block]:
             "text",
             text="Last completed and last enqueued collective sequence number per rank and "
             "group when the rank dumped (hang_progress; pg_status, else the dump's entries: "
-            "counter_source); is_behind: enqueued less than another member.",
+            "counter_source; NCCL logs: the last opCount posted, no completion); is_behind: "
+            "enqueued less than another member.",
         ),
         Block(
             "table",

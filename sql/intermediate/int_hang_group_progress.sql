@@ -1,11 +1,13 @@
--- Each rank's progress through each of its Flight Recorder process groups when it dumped: the last collective it enqueued, saw start and saw complete (issue 19 item 4, hang triage).
--- One row per (run_id, group_name, rank) for every member of a pg_config group whose rank left a dump in the run. Counters: the dump's pg_status for the group (keyed by the rank-local pg_id, tied to the group by an entry or by creation order: counter_source entry | order), else the rank's own entries of the group (collectives complete in order on a group, so the last completed is the highest completed entry, else the one before the first entry not completed: counter_source entries), else null. The same rules as pipeline/hang.py (`commscope hang`), which reads the dump files themselves; tests/pipeline/test_hang_marts.py checks that both agree on real dumps. A group is a p2p group when any of its entries is a send or recv: its members count p2p ops, which differ by design, so the hang marts compare only collective groups.
+-- Each rank's progress through each of its process groups / NCCL communicators when it stopped: the last collective it enqueued, saw start and saw complete (issue 19 item 4, hang triage).
+-- One row per (run_id, source, group_name, rank). Flight Recorder (source flight_recorder): every member of a pg_config group whose rank left a dump in the run. Counters: the dump's pg_status for the group (keyed by the rank-local pg_id, tied to the group by an entry or by creation order: counter_source entry | order), else the rank's own entries of the group (collectives complete in order on a group, so the last completed is the highest completed entry, else the one before the first entry not completed: counter_source entries), else null. The same rules as pipeline/hang.py (`commscope hang`), which reads the dump files themselves; tests/pipeline/test_hang_marts.py checks that both agree on real dumps. A group is a p2p group when any of its entries is a send or recv: its members count p2p ops, which differ by design, so the hang marts compare only collective groups. NCCL debug logs (source nccl_debug): every member of an NCCL communicator known across ranks (its commId, or for a split child without one its parent's identity and color) whose process logged a COLL line on it: last_enqueued_seq = the highest opCount logged (0-based; a COLL line is written when the call is enqueued, so a log says what was posted, never what completed: last_completed_seq null); a communicator with Send/Recv lines is a p2p group (opCount counts p2p too, per peer).
 CREATE OR REPLACE VIEW int_hang_group_progress(
   -- Training run identifier.
   run_id,
-  -- Process-group name (pg_config key; comm_ops.comm_id of the group's entries).
+  -- Where the counters come from: flight_recorder | nccl_debug.
+  source,
+  -- Process-group name (pg_config key; comm_ops.comm_id of the group's entries); NCCL: 'nccl:<commId>' or 'nccl:split:<parent identity>/<parent nranks>:<color>'.
   group_name,
-  -- Process-group description (pg_config desc: default_pg, TP, DP, ...), from the lowest dumped member rank that lists the group's ranks.
+  -- Process-group description (pg_config desc: default_pg, TP, DP, ...), from the lowest dumped member rank that lists the group's ranks; null for NCCL communicators.
   group_desc,
   -- Global ranks of the members, ascending, comma-separated.
   group_ranks,
@@ -21,9 +23,9 @@ CREATE OR REPLACE VIEW int_hang_group_progress(
   last_started_seq,
   -- Last collective seen completed on the rank; null when unknown.
   last_completed_seq,
-  -- Where the counters came from: entry | order (pg_status, tied to the group by an entry or by creation order) | entries (the dump's entries, no pg_status) | null (unknown).
+  -- Where the counters came from: entry | order (pg_status, tied to the group by an entry or by creation order) | entries (the dump's entries, no pg_status) | nccl_log (COLL lines) | null (unknown).
   counter_source,
-  -- The rank's entries of the group not completed (state scheduled, started or unknown; p2p included).
+  -- The rank's entries of the group not completed (state scheduled, started or unknown; p2p included); null for NCCL logs.
   pending_entries
 ) AS
 WITH
@@ -98,31 +100,91 @@ WITH
     FROM ops
     WHERE call_state IS DISTINCT FROM 'completed' AND comm_id IS NOT NULL
     GROUP BY run_id, comm_id, rank
+  ),
+  fr AS (
+    SELECT
+      m.run_id,
+      'flight_recorder' AS source,
+      m.group_name,
+      m.group_desc,
+      m.group_ranks,
+      m.group_size,
+      p2p.group_name IS NOT NULL AS is_p2p_group,
+      m.rank,
+      CASE
+        WHEN s.seq_status_source IS NOT NULL THEN s.last_enqueued_seq ELSE e.last_enqueued_seq
+      END AS last_enqueued_seq,
+      s.last_started_seq,
+      CASE
+        WHEN s.seq_status_source IS NOT NULL THEN s.last_completed_seq ELSE e.last_completed_seq
+      END AS last_completed_seq,
+      coalesce(s.seq_status_source, CASE WHEN e.last_enqueued_seq IS NOT NULL THEN 'entries' END)
+        AS counter_source,
+      coalesce(pe.pending_entries, 0) AS pending_entries
+    FROM members AS m
+    INNER JOIN dumped AS d ON d.run_id = m.run_id AND d.rank = m.rank
+    LEFT JOIN p2p_groups AS p2p ON p2p.run_id = m.run_id AND p2p.group_name = m.group_name
+    LEFT JOIN status AS s
+      ON s.run_id = m.run_id AND s.group_name = m.group_name AND s.rank = m.rank
+    LEFT JOIN from_entries AS e
+      ON e.run_id = m.run_id AND e.group_name = m.group_name AND e.rank = m.rank
+    LEFT JOIN pending AS pe
+      ON pe.run_id = m.run_id AND pe.group_name = m.group_name AND pe.rank = m.rank
+  ),
+  nccl_comms AS (SELECT * FROM int_hang_nccl_comms),
+  nccl_groups AS (
+    SELECT
+      run_id,
+      group_name,
+      array_to_string(list_sort(list(DISTINCT global_rank)), ',') AS group_ranks,
+      count(DISTINCT global_rank) AS group_size
+    FROM nccl_comms
+    GROUP BY run_id, group_name
+  ),
+  nccl_calls AS (
+    SELECT c.run_id, c.group_name, c.global_rank AS rank, o.op, o.seq
+    FROM stg_store__comm_ops AS o
+    INNER JOIN nccl_comms AS c
+      ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
+      AND c.global_rank = o.rank
+    WHERE o.source_format = 'nccl_debug'
+  ),
+  -- Processes whose log has COLL/P2P lines at all: a member among them with none on a
+  -- communicator posted nothing there (last_enqueued_seq -1); others are unknown.
+  nccl_logging AS (
+    SELECT DISTINCT run_id, rank FROM stg_store__comm_ops
+    WHERE source_format = 'nccl_debug' AND seq IS NOT NULL AND rank IS NOT NULL
+  ),
+  nccl_last AS (
+    SELECT run_id, group_name, rank, max(seq) AS last_seq
+    FROM nccl_calls
+    GROUP BY run_id, group_name, rank
+  ),
+  nccl_p2p AS (
+    SELECT DISTINCT run_id, group_name FROM nccl_calls WHERE op IN ('send', 'recv')
+  ),
+  nccl AS (
+    SELECT DISTINCT
+      c.run_id,
+      'nccl_debug' AS source,
+      c.group_name,
+      CAST(NULL AS VARCHAR) AS group_desc,
+      g.group_ranks,
+      g.group_size,
+      p.group_name IS NOT NULL AS is_p2p_group,
+      c.global_rank AS rank,
+      CASE WHEN lg.rank IS NOT NULL THEN coalesce(l.last_seq, -1) END AS last_enqueued_seq,
+      CAST(NULL AS BIGINT) AS last_started_seq,
+      CAST(NULL AS BIGINT) AS last_completed_seq,
+      CASE WHEN lg.rank IS NOT NULL THEN 'nccl_log' END AS counter_source,
+      CAST(NULL AS BIGINT) AS pending_entries
+    FROM nccl_comms AS c
+    INNER JOIN nccl_groups AS g ON g.run_id = c.run_id AND g.group_name = c.group_name
+    LEFT JOIN nccl_p2p AS p ON p.run_id = c.run_id AND p.group_name = c.group_name
+    LEFT JOIN nccl_logging AS lg ON lg.run_id = c.run_id AND lg.rank = c.global_rank
+    LEFT JOIN nccl_last AS l
+      ON l.run_id = c.run_id AND l.group_name = c.group_name AND l.rank = c.global_rank
   )
-SELECT
-  m.run_id,
-  m.group_name,
-  m.group_desc,
-  m.group_ranks,
-  m.group_size,
-  p2p.group_name IS NOT NULL AS is_p2p_group,
-  m.rank,
-  CASE
-    WHEN s.seq_status_source IS NOT NULL THEN s.last_enqueued_seq ELSE e.last_enqueued_seq
-  END AS last_enqueued_seq,
-  s.last_started_seq,
-  CASE
-    WHEN s.seq_status_source IS NOT NULL THEN s.last_completed_seq ELSE e.last_completed_seq
-  END AS last_completed_seq,
-  coalesce(s.seq_status_source, CASE WHEN e.last_enqueued_seq IS NOT NULL THEN 'entries' END)
-    AS counter_source,
-  coalesce(pe.pending_entries, 0) AS pending_entries
-FROM members AS m
-INNER JOIN dumped AS d ON d.run_id = m.run_id AND d.rank = m.rank
-LEFT JOIN p2p_groups AS p2p ON p2p.run_id = m.run_id AND p2p.group_name = m.group_name
-LEFT JOIN status AS s
-  ON s.run_id = m.run_id AND s.group_name = m.group_name AND s.rank = m.rank
-LEFT JOIN from_entries AS e
-  ON e.run_id = m.run_id AND e.group_name = m.group_name AND e.rank = m.rank
-LEFT JOIN pending AS pe
-  ON pe.run_id = m.run_id AND pe.group_name = m.group_name AND pe.rank = m.rank
+SELECT * FROM fr
+UNION ALL BY NAME
+SELECT * FROM nccl
