@@ -11,6 +11,7 @@ GPU hang; synthetic: dumps without pg_status (counters from the entries).
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,55 @@ def test_marts_agree_on_dumps_without_pg_status(tmp_path: Path, stuck: int) -> N
     _agree(report, coll, prog)
     assert coll.select("seq", "never_reached", "blocking").rows() == [(5, str(stuck), str(stuck))]
     assert set(prog.filter(pl.col("group_name") == "1")["counter_source"]) == {"entries"}
+
+
+def test_nccl_logs_cut_where_rank_2_stops_posting(sample_traces: Path, tmp_path: Path) -> None:
+    """The bundled hang's real NCCL logs, rank 2's cut (at test time) before its step-2
+    ReduceScatter, as if it had never woken up: hang_collectives names rank 2 on each of its
+    three communicators. Oracle: the logs' own COLL lines (regex), per process the last
+    opCount on each communicator pointer, and the pointer's Init line for its members."""
+    src = sample_traces / "gpu_nccl_hang_1gpu" / "nccl"
+    logs = tmp_path / "nccl"
+    logs.mkdir()
+    for f in sorted(src.glob("*.log")):
+        text = f.read_text()
+        if f.name == "nccl.vm.727.log":  # rank 2 (manifest.json pids)
+            cut = text.index("NCCL INFO ReduceScatter: opCount 4 ")
+            text = text[: text.rindex("\n", 0, cut) + 1]
+        (logs / f.name).write_text(text)
+    pids = {725: 0, 726: 1, 727: 2, 728: 3}
+    coll_re = re.compile(r"^\S+:(\d+):\d+ .*?opCount ([0-9a-f]+) .* comm (0x[0-9a-f]+) ", re.M)
+    last: dict[tuple[int, str], int] = {}
+    for f in logs.glob("*.log"):
+        for pid, op_count, comm in coll_re.findall(f.read_text()):
+            key = (pids[int(pid)], comm)
+            last[key] = max(last.get(key, -1), int(op_count, 16))
+    store = Store.open(tmp_path / "store")
+    ingest_paths(store, [logs], run_id="h")
+    con, _ = connect_for_derive(store, "h", None)
+    try:
+        coll = pl.from_arrow(con.sql("SELECT * FROM hang_collectives").arrow())
+        prog = pl.from_arrow(con.sql("SELECT * FROM hang_progress").arrow())
+    finally:
+        con.close()
+    assert isinstance(coll, pl.DataFrame) and isinstance(prog, pl.DataFrame)
+    # every rank's last opCount per communicator, as the lines say (group identities aside)
+    for rank in range(4):
+        want = sorted(v for (r, _), v in last.items() if r == rank)
+        got = sorted(prog.filter(pl.col("rank") == rank)["last_enqueued_seq"].to_list())
+        assert got == want, rank
+    assert set(prog["source"]) == {"nccl_debug"}
+    rows = {
+        (r["group_ranks"], r["seq"]): (r["op"], r["never_reached"], r["reached"], r["blocking"])
+        for r in coll.iter_rows(named=True)
+    }
+    assert rows == {
+        ("0,2", 4): ("reduce_scatter", "2", "0", "2"),  # DP: rank 2 stopped after opCount 3
+        ("0,1,2,3", 2): ("all_reduce", "2", "0,1,3", "2"),  # the world's loss all_reduce
+        ("2,3", 18): ("all_reduce", "2", "3", "2"),  # TP: rank 2's next layer all_reduce
+    }
+    assert (
+        last[(2, "0x2b3d2590")],
+        last[(2, "0x239c6f20")],
+        last[(2, "0x2b1a6590")],
+    ) == (3, 1, 17)
