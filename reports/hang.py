@@ -73,6 +73,7 @@ def triage(d: rd.RunData) -> Triage | None:
     fr = prog.filter(pl.col("source") == "flight_recorder")
     if fr.is_empty() and coll.is_empty():
         return None
+    nccl = prog.filter(pl.col("source") == "nccl_debug")
     if fr.is_empty():  # NCCL logs only: the communicators with a finding
         prog = prog.filter(pl.col("group_name").is_in(coll["group_name"].unique().to_list()))
     blocks: dict[int, int] = {}
@@ -89,7 +90,6 @@ def triage(d: rd.RunData) -> Triage | None:
         [pl.col("_open").not_(), pl.col("is_behind").not_(), "source", "group_name", "rank"],
         nulls_last=True,
     )
-    nccl = prog.filter(pl.col("source") == "nccl_debug")
     return Triage(
         dumped_ranks=sorted(set(fr["rank"].to_list())),
         nccl_ranks=sorted(set(nccl["rank"].to_list())),
@@ -119,7 +119,7 @@ def sentence(t: Triage) -> str:
     blocking = t.findings.filter(pl.col("is_blocking"))
     if blocking.is_empty():
         return (
-            f"{_evidence(t)[0].upper()}{_evidence(t)[1:]}: {t.findings.height} collective(s) reached by their "
+            f"{_evidence(t)[:1].upper()}{_evidence(t)[1:]}: {t.findings.height} collective(s) reached by their "
             "members and completed by none (every member waits in it; no rank holds it up "
             "by the counters: look at the GPU or network of the group)."
         )
@@ -150,7 +150,7 @@ def sentence(t: Triage) -> str:
         parts.append(f"{what}: {'; '.join(states)}")
     more = blocking.height - min(blocking.height, MAX_NAMED)
     tail = f" And {more} more (table below)." if more else ""
-    return f"{who}, by the Flight Recorder dumps of {n} ranks. " + ". ".join(parts) + "." + tail
+    return f"{who}, by {_evidence(t)}. " + ". ".join(parts) + "." + tail
 
 
 def findings_table(t: Triage) -> pl.DataFrame:

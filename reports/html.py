@@ -363,9 +363,9 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
     (
         "hang",
         "Hang triage",
-        "From the Flight Recorder dumps of a job that hung: which ranks never reached, or never "
-        "completed, which collective of which process group, and each rank's last completed "
-        "sequence per group (the same triage as `commscope hang`).",
+        "From the Flight Recorder dumps (or NCCL logs) of a job that hung: which ranks never "
+        "reached, or never completed, which collective of which process group, and each rank's "
+        "last completed sequence per group (for the dumps, the same triage as `commscope hang`).",
         rh.section,
     ),
     (

@@ -175,3 +175,63 @@ def test_no_dumps_no_section_and_no_hang_one_line() -> None:
         "collective they enqueued (no hang in a collective group)."
     )
     assert len(blocks) == 3  # the line, the progress table's caption and the table
+
+
+def test_nccl_only_finding_names_the_rank_that_stopped_posting() -> None:
+    """NCCL logs only (no dumps): the section shows the communicators with a finding."""
+    base = {
+        "source": "nccl_debug",
+        "group_desc": None,
+        "group_ranks": "0,2",
+        "group_size": 2,
+        "is_p2p_group": False,
+        "last_started_seq": None,
+        "last_completed_seq": None,
+        "counter_source": "nccl_log",
+        "pending_entries": None,
+        "group_last_enqueued_seq": 7,
+        "group_last_completed_seq": None,
+    }
+    prog = [
+        {**base, "group_name": "nccl:split:0xa/4:9", "rank": 0, "last_enqueued_seq": 7}
+        | {"is_behind": False},
+        {**base, "group_name": "nccl:split:0xa/4:9", "rank": 2, "last_enqueued_seq": 3}
+        | {"is_behind": True},
+        {**base, "group_name": "nccl:0xb", "rank": 0, "last_enqueued_seq": 7}
+        | {"is_behind": False},
+    ]
+    coll = [
+        {
+            "source": "nccl_debug",
+            "group_name": "nccl:split:0xa/4:9",
+            "group_desc": None,
+            "group_ranks": "0,2",
+            "seq": 4,
+            "op": "reduce_scatter",
+            "first_created_ns": None,
+            "never_reached": "2",
+            "reached": "0",
+            "never_completed": None,
+            "completed": None,
+            "blocking": "2",
+            "is_blocking": True,
+        }
+    ]
+    d = rd.RunData(
+        "r",
+        None,
+        {},
+        marts={
+            "hang_progress": _frame(prog, PROGRESS),
+            "hang_collectives": _frame(coll, COLLECTIVES),
+        },
+    )
+    t = rh.triage(d)
+    assert t is not None and t.dumped_ranks == [] and t.suspects == [(2, 1)]
+    assert t.progress["group_name"].unique().to_list() == ["nccl:split:0xa/4:9"]
+    assert rh.sentence(t) == (
+        "Rank 2 holds the others up (1 collective), by the NCCL logs of 2 ranks. "
+        "reduce_scatter #4 of group nccl:split:0xa/4:9 (ranks 0, 2): never reached by 2; "
+        "posted by 0 (NCCL logs show posts, not completions: without every member it cannot "
+        "complete)."
+    )
