@@ -141,15 +141,17 @@ def sentence(t: Triage) -> str:
             late = " (holding it up: a peer completed it)" if f["completed"] else " (waiting in it)"
             states.append(f"reached, never completed by {rank_ranges(f['never_completed'])}{late}")
         elif f["source"] == "nccl_debug" and f["reached"]:
-            states.append(
-                f"posted by {rank_ranges(f['reached'])} (NCCL logs show posts, not "
-                "completions: without every member it cannot complete)"
-            )
+            states.append(f"posted by {rank_ranges(f['reached'])}")
         if f["completed"]:
             states.append(f"completed by {rank_ranges(f['completed'])}")
         parts.append(f"{what}: {'; '.join(states)}")
     more = blocking.height - min(blocking.height, MAX_NAMED)
     tail = f" And {more} more (table below)." if more else ""
+    if (blocking["source"] == "nccl_debug").any():
+        tail += (
+            " NCCL logs show what was posted, not what completed: a collective cannot "
+            "complete without every member."
+        )
     return f"{who}, by {_evidence(t)}. " + ". ".join(parts) + "." + tail
 
 

@@ -232,6 +232,6 @@ def test_nccl_only_finding_names_the_rank_that_stopped_posting() -> None:
     assert rh.sentence(t) == (
         "Rank 2 holds the others up (1 collective), by the NCCL logs of 2 ranks. "
         "reduce_scatter #4 of group nccl:split:0xa/4:9 (ranks 0, 2): never reached by 2; "
-        "posted by 0 (NCCL logs show posts, not completions: without every member it cannot "
-        "complete)."
+        "posted by 0. NCCL logs show what was posted, not what completed: a collective cannot "
+        "complete without every member."
     )
