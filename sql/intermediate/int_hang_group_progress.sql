@@ -141,27 +141,41 @@ WITH
     FROM nccl_comms
     GROUP BY run_id, group_name
   ),
-  nccl_calls AS (
-    SELECT c.run_id, c.group_name, c.global_rank AS rank, o.op, o.seq
-    FROM stg_store__comm_ops AS o
-    INNER JOIN nccl_comms AS c
-      ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
-      AND c.global_rank = o.rank
-    WHERE o.source_format = 'nccl_debug'
+  -- Algorithm: one pass over the NCCL calls, per process communicator first (a large run
+  -- has millions of calls and few communicators), then onto the cross-rank identities.
+  nccl_per_comm AS (
+    SELECT
+      run_id,
+      host,
+      pid,
+      comm_id,
+      rank,
+      max(seq) AS last_seq,
+      bool_or(op IN ('send', 'recv')) AS has_p2p
+    FROM stg_store__comm_ops
+    WHERE source_format = 'nccl_debug' AND comm_id IS NOT NULL AND rank IS NOT NULL
+    GROUP BY run_id, host, pid, comm_id, rank
   ),
   -- Processes whose log has COLL/P2P lines at all: a member among them with none on a
   -- communicator posted nothing there (last_enqueued_seq -1); others are unknown.
   nccl_logging AS (
-    SELECT DISTINCT run_id, rank FROM stg_store__comm_ops
-    WHERE source_format = 'nccl_debug' AND seq IS NOT NULL AND rank IS NOT NULL
+    SELECT DISTINCT run_id, rank FROM nccl_per_comm WHERE last_seq IS NOT NULL
   ),
   nccl_last AS (
-    SELECT run_id, group_name, rank, max(seq) AS last_seq
-    FROM nccl_calls
-    GROUP BY run_id, group_name, rank
+    SELECT
+      c.run_id,
+      c.group_name,
+      c.global_rank AS rank,
+      max(o.last_seq) AS last_seq,
+      bool_or(o.has_p2p) AS has_p2p
+    FROM nccl_per_comm AS o
+    INNER JOIN nccl_comms AS c
+      ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
+      AND c.global_rank = o.rank
+    GROUP BY c.run_id, c.group_name, c.global_rank
   ),
   nccl_p2p AS (
-    SELECT DISTINCT run_id, group_name FROM nccl_calls WHERE op IN ('send', 'recv')
+    SELECT DISTINCT run_id, group_name FROM nccl_last WHERE has_p2p
   ),
   nccl AS (
     SELECT DISTINCT

@@ -173,8 +173,11 @@ WITH
     WHERE seq IS NOT NULL AND comm_id IS NOT NULL
     GROUP BY run_id, comm_id, seq
   ),
+  nccl_wanted AS (
+    SELECT run_id, group_name, seq FROM states WHERE source = 'nccl_debug'
+  ),
   -- NCCL: the collective as the members that posted it logged it (op and size agree on a
-  -- collective; the lowest rank's line), no creation time.
+  -- collective; the lowest rank's line), no creation time; only the (group, seq) found.
   nccl_first AS (
     SELECT
       c.run_id,
@@ -190,6 +193,8 @@ WITH
     INNER JOIN int_hang_nccl_comms AS c
       ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
       AND c.global_rank = o.rank
+    INNER JOIN nccl_wanted AS w
+      ON w.run_id = c.run_id AND w.group_name = c.group_name AND w.seq = o.seq
     WHERE o.source_format = 'nccl_debug'
     GROUP BY c.run_id, c.group_name, o.seq
   ),
