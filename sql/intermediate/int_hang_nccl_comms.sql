@@ -1,5 +1,5 @@
--- NCCL communicators of the run named the same on every member (issue 19 item 4, hang triage from NCCL debug logs): each process's communicator pointer with a cross-rank identity.
--- One row per (run_id, host, pid, comm_id, global_rank) of an NCCL debug log's Init lines whose communicator has a cross-rank identity: its commId (comm_hash), or for a split child that logs none (NCCL >= 2.21) its parent's identity, size and split color. Rows without a global rank or an identity are left out.
+-- NCCL communicators of the run named the same on every member (issue 19 item 4, hang triage from NCCL debug logs): each process's communicator pointer with its group of global ranks.
+-- One row per (run_id, host, pid, comm_id, global_rank) of an NCCL debug log's Init lines whose group int_groups_comm_keys knows: 'world', the sorted member ranks, or 'nccl:<commId or split identity>/<n>' (a split child without commId, NCCL >= 2.21: its parent's identity and color, told apart by split call where a color was reused). Two communicators with the same members share the key, so their opCounts are compared together. Rows without a global rank or a group are left out.
 CREATE OR REPLACE VIEW int_hang_nccl_comms(
   -- Training run identifier.
   run_id,
@@ -11,33 +11,27 @@ CREATE OR REPLACE VIEW int_hang_nccl_comms(
   comm_id,
   -- Global rank of the member process.
   global_rank,
-  -- The identity, the same on every member: 'nccl:<commId>' or 'nccl:split:<parent identity>/<parent nranks>:<color>'.
+  -- The identity, the same on every member: 'nccl:' || int_groups_comm_keys.global_group (nccl:world, nccl:0,2, nccl:nccl:<hash>/<n>).
   group_name
 ) AS
 WITH
   comms AS (
-    SELECT * FROM stg_store__communicators
+    SELECT DISTINCT run_id, host, pid, comm_id, global_rank
+    FROM stg_store__communicators
     WHERE source_format = 'nccl_debug' AND global_rank IS NOT NULL
   ),
-  keyed AS (
-    SELECT
-      run_id,
-      host,
-      pid,
-      comm_id,
-      global_rank,
-      coalesce(
-        comm_hash,
-        'split:' || parent_comm_hash || '/' || parent_nranks || ':' || split_color
-      ) AS identity
-    FROM comms
+  keys AS (
+    SELECT * FROM int_groups_comm_keys
+    WHERE key_kind = 'communicator' AND global_group IS NOT NULL
   )
 SELECT DISTINCT
-  run_id,
-  host,
-  pid,
-  comm_id,
-  global_rank,
-  'nccl:' || identity AS group_name
-FROM keyed
-WHERE identity IS NOT NULL
+  c.run_id,
+  c.host,
+  c.pid,
+  c.comm_id,
+  c.global_rank,
+  'nccl:' || k.global_group AS group_name
+FROM comms AS c
+INNER JOIN keys AS k
+  ON k.run_id = c.run_id AND k.comm_id = c.comm_id AND k.host = c.host AND k.pid = c.pid
+  AND k.global_rank = c.global_rank

@@ -10,6 +10,7 @@ GPU hang; synthetic: dumps without pg_status (counters from the entries).
 
 from __future__ import annotations
 
+import json
 import pickle
 import re
 from pathlib import Path
@@ -198,3 +199,48 @@ def test_nccl_logs_cut_where_rank_2_stops_posting(sample_traces: Path, tmp_path:
         last[(2, "0x239c6f20")],
         last[(2, "0x2b1a6590")],
     ) == (3, 1, 17)
+
+
+@pytest.mark.slow
+def test_generated_faults_run_hang_and_truncated_log(project_root: Path, tmp_path: Path) -> None:
+    """configs/synthetic_gpt3b_faults.toml (32 ranks, 2 iterations, NCCL logs + Flight
+    Recorder dumps): truth.json plants a hang (rank 12 never posts its DP all-reduce, in the
+    dumps only) and cuts rank 3's NCCL log at 60 %. The dumps name rank 12 on its DP group,
+    as commscope hang does; the NCCL logs name only rank 3 (a cut log looks like a rank that
+    stopped posting: the documented caveat), never rank 12."""
+    from pipeline.cli import main as cli_main
+
+    gen = tmp_path / "gen"
+    assert (
+        cli_main(
+            [
+                "generate",
+                "--config",
+                str(project_root / "configs" / "synthetic_gpt3b_faults.toml"),
+                "--out",
+                str(gen),
+                "--iterations",
+                "2",
+                "--formats",
+                "nccl,flight_recorder",
+            ]
+        )
+        == 0
+    )
+    truth = json.loads((gen / "truth.json").read_text())["scenario"]["active"]
+    store = Store.open(tmp_path / "store")
+    ingest_paths(store, [gen], run_id="h")
+    con, _ = connect_for_derive(store, "h", None)
+    try:
+        coll = pl.from_arrow(con.sql("SELECT * FROM hang_collectives").arrow())
+        prog = pl.from_arrow(con.sql("SELECT * FROM hang_progress").arrow())
+    finally:
+        con.close()
+    assert isinstance(coll, pl.DataFrame) and isinstance(prog, pl.DataFrame)
+    fr_paths = sorted(p for p in gen.rglob("*") if p.is_file() and "nccl_trace_rank_" in p.name)
+    report = triage_files(fr_paths)
+    fr = coll.filter(pl.col("source") == "flight_recorder")
+    _agree(report, fr, prog.filter(pl.col("source") == "flight_recorder"))
+    assert report.suspects == [(truth["hang_rank"], 1)]
+    nccl = coll.filter(pl.col("source") == "nccl_debug")
+    assert set(nccl["blocking"]) == {str(truth["truncate_rank"])}
