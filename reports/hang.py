@@ -215,7 +215,7 @@ def section(d: rd.RunData) -> list[Block]:
                 "(hang_collectives; p2p groups left out: their members count sends and "
                 "receives, which differ by design). holding_up: the members that never "
                 "reached it, and those that never completed it while a peer did. NCCL logs "
-                "(source nccl_debug; group = the communicator's commId or split identity, "
+                "(source nccl_debug; group = nccl: and the communicator's member ranks, "
                 "seq = opCount) show only what was posted.",
             ),
             Block(

@@ -5,7 +5,7 @@ CREATE OR REPLACE VIEW hang_progress(
   run_id,
   -- flight_recorder | nccl_debug.
   source,
-  -- Process-group name (pg_config key); NCCL: 'nccl:<commId>' or 'nccl:split:<parent>/<n>:<color>'.
+  -- Process-group name (pg_config key); NCCL: 'nccl:' + the communicator's group (int_groups_comm_keys.global_group: world, the member ranks, or nccl:<hash>/<n>).
   group_name,
   -- Process-group description (default_pg, TP, DP, ...).
   group_desc,
