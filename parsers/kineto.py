@@ -1875,6 +1875,8 @@ class KinetoParser:
                     "global_rank": st.rank,
                     "host": host,
                     "pid": st.cpu_pid,
+                    "group_desc": _text(pg.get("pg_desc")),
+                    "group_ranks": ",".join(map(str, sorted(ranks))) if ranks else None,
                 }
             )
         if not rows:
@@ -1888,6 +1890,8 @@ class KinetoParser:
                 "global_rank": pl.Int32,
                 "host": pl.Utf8,
                 "pid": pl.Int64,
+                "group_desc": pl.Utf8,
+                "group_ranks": pl.Utf8,
             },
             strict=False,
         )

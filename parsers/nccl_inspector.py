@@ -62,6 +62,12 @@ elsewhere; a process without a W-rank communicator in the file gets null; ``pars
 fills only the nulls. A sub-communicator rank is never used as a global rank. Limitation: a file
 in which a process's world communicator never appears (2.30+ skips ops < 8 KiB; <= 2.29 samples)
 takes its largest communicator as the world; a warning says when a file holds several sizes.
+So the rank is a guess, marked ``rank_source`` = ``inferred_largest_comm`` (``option`` where
+``parse(rank=...)`` filled it): the identity of a process is its host:pid (the file name and
+every record carry them), and ``stg_store__comm_ops`` replaces the guess by the global rank
+another source of the run names for the same host:pid (an NCCL log's Init lines, a trace's
+distributedInfo), marked ``inferred_process``; ``stg_store__communicators`` does the same for
+the file's communicators rows.
 
 ``msg_bytes``: ``coll_msg_size_bytes`` is ``ncclTypeSize(datatype) * coll.count`` with the NCCL
 API count (``ct->count = info->count``): the buffer for AllReduce/Broadcast/Reduce/Send/Recv, the
@@ -476,8 +482,10 @@ class _Pass2:
         peer = self._take(perf, "p2p_peer", _int, 0, _I32) if kind == "p2p" else None
 
         rank = self.world.global_rank(host, pid, comm_rank, n_ranks)
+        rank_source = "inferred_largest_comm" if rank is not None else None
         if rank is None:
             rank = self.rank
+            rank_source = "option" if rank is not None else None
 
         self._track(comm_id, host, pid, comm_rank, n_ranks, raw_op, seq, line_no)
         return {
@@ -499,6 +507,7 @@ class _Pass2:
             "busbw_gbps": busbw * 8 if busbw is not None else None,
             "timing_source": timing,
             "group_source": "logged" if n_ranks is not None else None,
+            "rank_source": rank_source,
         }
 
     def _track(
@@ -636,11 +645,19 @@ class _Pass2:
         procs = g.group_by([*keys, "group_size"]).agg(first=pl.col("source_line").min())
         procs = procs.sort("first")
         ranks = []
+        how = []
         for cid, host, pid, grank, n, first in procs.iter_rows():
             self._note_comm((cid, host, pid, grank), n, first)
             r = self.world.global_rank(host, pid, grank, n)
             ranks.append(r if r is not None else self.rank)
-        procs = procs.with_columns(rank=pl.Series(ranks, dtype=pl.Int32)).drop("first")
+            how.append(
+                "inferred_largest_comm"
+                if r is not None
+                else ("option" if self.rank is not None else None)
+            )
+        procs = procs.with_columns(
+            rank=pl.Series(ranks, dtype=pl.Int32), rank_source=pl.Series(how, dtype=pl.Utf8)
+        ).drop("first")
         g = g.join(procs, on=[*keys, "group_size"], how="left", nulls_equal=True)
         for cid, host, pid, grank, op, lo, hi, n in (
             g.group_by([*keys, "raw_op"])
@@ -741,6 +758,7 @@ _ROW_SCHEMA: dict[str, Any] = {
     "busbw_gbps": pl.Float64,
     "timing_source": pl.Utf8,
     "group_source": pl.Utf8,
+    "rank_source": pl.Utf8,
 }
 
 _COMM_SCHEMA: dict[str, Any] = {

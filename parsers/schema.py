@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.6.0"
+SCHEMA_VERSION = "1.7.0"
 
 
 @dataclass(frozen=True)
@@ -225,8 +225,11 @@ COMM_OPS = Table(
             "devices 0..N-1 of the line prefix, consistent with the ranks the peers gave: "
             "rank = device, the one-process-per-GPU convention), inferred_process (set by SQL, "
             "stg_store__comm_ops: another source of the run, an NCCL log, names the global "
-            "rank of the same host:pid). Null when rank is null, and in stores written before "
-            "1.6.0 (read as logged where rank is set).",
+            "rank of the same host:pid; also replaces an inferred_largest_comm guess), "
+            "inferred_largest_comm (schema 1.7.0: NCCL Inspector, whose records give only the "
+            "communicator rank: the rank on the file's largest communicator, taken as the "
+            "world; wrong when the file holds only split communicators). Null when rank is "
+            "null, and in stores written before 1.6.0 (read as logged where rank is set).",
         ),
     ),
 )
@@ -301,6 +304,56 @@ COMMUNICATORS = Table(
         Column("nccl_version", STR, "NCCL version of the process, when logged."),
         _SRC_FILE,
         _SRC_LINE,
+        Column(
+            "source_format",
+            STR,
+            "Parser that produced the row (registry name; schema 1.7.0, null in older stores).",
+        ),
+        Column(
+            "group_desc",
+            STR,
+            "Process-group description (schema 1.7.0): what the framework called the group, "
+            "e.g. default_pg, TP, DP, EXPERT_MODEL_PARALLEL_GROUP (a Flight Recorder dump's "
+            "pg_config desc, a Kineto trace's distributedInfo.pg_config pg_desc); null for NCCL "
+            "communicators and in stores written before 1.7.0.",
+            aliases="flight_recorder: pg_config.desc; kineto: pg_desc",
+        ),
+        Column(
+            "group_ranks",
+            STR,
+            "Global ranks of the group's members, ascending, comma-separated (schema 1.7.0; "
+            "pg_config ranks of a Flight Recorder dump or Kineto trace); null when not listed.",
+            aliases="pg_config.ranks",
+        ),
+        Column(
+            "last_enqueued_seq",
+            I64,
+            "Flight Recorder pg_status (schema 1.7.0): the group's last collective sequence "
+            "number (collective_seq_id) this rank enqueued when it dumped; 0 = none yet. Null "
+            "when the dump has no pg_status for the group, and for other sources.",
+            aliases="flight_recorder: pg_status.last_enqueued_collective",
+        ),
+        Column(
+            "last_started_seq",
+            I64,
+            "Flight Recorder pg_status: the last collective seen starting on the GPU (recorded "
+            "only with timing enabled; -1 otherwise, as dumped).",
+            aliases="flight_recorder: pg_status.last_started_collective",
+        ),
+        Column(
+            "last_completed_seq",
+            I64,
+            "Flight Recorder pg_status: the last collective seen completed on this rank.",
+            aliases="flight_recorder: pg_status.last_completed_collective",
+        ),
+        Column(
+            "seq_status_source",
+            STR,
+            "How the pg_status counters (keyed by the rank-local pg_id) were tied to this "
+            "group: entry (an entry of the dump carries both pg_id and the group name) or "
+            "order (groups numbered in creation order; parsers/flight_recorder/_dump.py "
+            "pg_id_names); null when there are no counters.",
+        ),
     ),
 )
 

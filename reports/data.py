@@ -63,6 +63,9 @@ MARTS = (
     # issue 19: one logical call per rank across sources
     "call_totals",
     "call_sources",
+    # issue 19 item 4: hang triage from Flight Recorder dumps
+    "hang_progress",
+    "hang_collectives",
 )
 
 

@@ -43,6 +43,7 @@ import polars as pl
 from reports import charts
 from reports import data as rd
 from reports import gaps as rg
+from reports import hang as rh
 from reports import paper as rp
 from reports import stragglers as rs
 from reports.headline import Headline
@@ -375,6 +376,14 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
         _headline,
     ),
     (
+        "hang",
+        "Hang triage",
+        "From the Flight Recorder dumps (or NCCL logs) of a job that hung: which ranks never "
+        "reached, or never completed, which collective of which process group, and each rank's "
+        "last completed sequence per group (for the dumps, the same triage as `commscope hang`).",
+        rh.section,
+    ),
+    (
         "breakdown",
         "Iteration breakdown",
         "Where an iteration's time goes, per pipeline stage, measured vs predicted (Figs. 6, 10).",
@@ -473,6 +482,10 @@ SECTION_VIEW = {
 }
 
 
+# Sections left out of the page when their body is empty (a run without Flight Recorder dumps).
+OPTIONAL_SECTIONS = frozenset({"hang"})
+
+
 def run_sections(d: rd.RunData) -> list[Section]:
     """Compute every section of one run's report (the run's gaps first, :mod:`reports.gaps`)."""
     d.gaps = rg.gaps(d)
@@ -480,6 +493,8 @@ def run_sections(d: rd.RunData) -> list[Section]:
     for key, title, blurb, fn in SECTIONS:
         t0 = time.perf_counter()
         body = _guard(lambda fn=fn: fn(d), d.gaps, SECTION_VIEW.get(key, ""))  # type: ignore[misc]
+        if not body and key in OPTIONAL_SECTIONS:
+            continue
         out.append(Section(key, title, blurb, _dedupe(body)))
         log.info("report %s: section %s in %.2f s", d.run_id, key, time.perf_counter() - t0)
     return out

@@ -32,7 +32,11 @@ Tables written:
   duration. ``source_line`` = the entry's 1-based position in ``entries`` (oldest first).
 * ``communicators``: one row per ``pg_config`` group containing the rank (``comm_id`` the pg
   name, ``rank`` its group rank, ``nranks``, ``global_rank``), as the Kineto parser writes
-  them from ``distributedInfo.pg_config``.
+  them from ``distributedInfo.pg_config``; with ``group_desc`` (pg_config ``desc``: TP, DP,
+  default_pg, ...), ``group_ranks`` (the members' global ranks) and the rank's ``pg_status``
+  counters for the group (``last_enqueued_seq`` / ``last_started_seq`` /
+  ``last_completed_seq``, tied to the group through ``pg_id_names``: ``seq_status_source``
+  entry or order), which the hang marts read (schema 1.7.0).
 * ``trace_meta``: one row: rank, ``rank_source`` (``dump_key`` | ``file_name`` | ``option`` |
   ``unknown``), world size (the ``default_pg`` group), backend, ``source_version`` =
   ``<schema>;<pickle|json>;<library version>``, ``clock_anchor_ns`` 0 (times are epoch ns).
@@ -59,7 +63,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
-from parsers.flight_recorder._dump import Dump, clean_text, rank_from_name, read_top
+from parsers.flight_recorder._dump import (
+    Dump,
+    Status,
+    clean_text,
+    pg_id_names,
+    rank_from_name,
+    read_top,
+)
 from parsers.flight_recorder._load import is_pickle_head, load_dump
 from parsers.flight_recorder._mapping import EntryRows, map_entry, split_profiling_name
 from parsers.registry import LineCounts, ParsedChunk, ParseError, register
@@ -282,22 +293,51 @@ class FlightRecorderParser:
 
 
 def _communicators(dump: Dump, rank: int | None) -> pl.DataFrame | None:
+    """One row per pg_config group holding the rank: its name, desc, members and the rank's
+    pg_status counters for it (tied to the group by :func:`pg_id_names`)."""
+    counters: dict[str, tuple[Status, str]] = {}
+    for pg_id, (name, how) in pg_id_names(dump).items():
+        st = dump.status.get(pg_id)
+        if st is not None:
+            counters[name] = (st, how)
     rows: list[dict[str, Any]] = []
     for g in dump.groups.values():
         members = g.sorted_ranks
         if rank is not None and members is not None and rank not in members:
             continue
+        st, how = counters.get(g.name, (None, None))
         rows.append(
             {
                 "comm_id": g.name,
                 "rank": members.index(rank) if members and rank in members else None,
                 "nranks": len(members) if members is not None else None,
                 "global_rank": rank,
+                "group_desc": g.desc,
+                "group_ranks": ",".join(map(str, members)) if members is not None else None,
+                "last_enqueued_seq": st.last_enqueued if st else None,
+                "last_started_seq": st.last_started if st else None,
+                "last_completed_seq": st.last_completed if st else None,
+                "seq_status_source": how,
             }
         )
     if not rows:
         return None
+    schema = polars_schema("communicators")
     return pl.DataFrame(
         rows,
-        schema={"comm_id": pl.Utf8, "rank": pl.Int32, "nranks": pl.Int32, "global_rank": pl.Int32},
+        schema={
+            c: schema[c]
+            for c in (
+                "comm_id",
+                "rank",
+                "nranks",
+                "global_rank",
+                "group_desc",
+                "group_ranks",
+                "last_enqueued_seq",
+                "last_started_seq",
+                "last_completed_seq",
+                "seq_status_source",
+            )
+        },
     )

@@ -1,5 +1,5 @@
 -- Communication calls with a traffic-relevant flag and the message size in the bytes a rank moves.
--- One row per communication call seen on one rank (as comm_ops). Identity across sources (issue 19): a call without a global rank (nsys/Kineto/CSV timelines that know only host and pid) takes it from another source of the run that names the same process, the communicators an NCCL log's Init lines give (host compared by its first DNS label: nsys writes ault42.cscs.ch, NCCL ault42), marked rank_source 'inferred_process'; such a call that names no communicator also takes the process's communicator size when the process has exactly one (group_source 'inferred_process'). This one join sits in staging, not in an intermediate, because every object reads the rank from here and must read the same one.
+-- One row per communication call seen on one rank (as comm_ops). Identity across sources (issue 19): a call without a global rank (nsys/Kineto/CSV timelines that know only host and pid) takes it from another source of the run that names the same process, the communicators an NCCL log's Init lines give (host compared by its first DNS label: nsys writes ault42.cscs.ch, NCCL ault42), marked rank_source 'inferred_process'; so does an NCCL Inspector call, whose rank the parser could only guess from the file's largest communicator (rank_source 'inferred_largest_comm', kept where no other source names the process; an Inspector file's own communicators rows are never evidence); such a call that names no communicator also takes the process's communicator size when the process has exactly one (group_source 'inferred_process'). This one join sits in staging, not in an intermediate, because every object reads the rank from here and must read the same one.
 CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- Training run identifier.
   run_id,
@@ -75,7 +75,9 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   call_state,
   -- How rank is known: logged (the source names it; also every ranked row of a store written
   -- before schema 1.6.0) | option | inferred_peers | inferred_device (an NCCL log without Init lines,
-  -- parsers/_nccl_rank_infer.py) | inferred_process (above) | null when rank is null.
+  -- parsers/_nccl_rank_infer.py) | inferred_process (above) | inferred_largest_comm (NCCL
+  -- Inspector: the rank on the file's largest communicator, no other source names the
+  -- process) | null when rank is null.
   rank_source
 ) AS
 WITH
@@ -90,6 +92,8 @@ WITH
       CASE WHEN count(DISTINCT nranks) = 1 THEN min(nranks) END AS nranks
     FROM communicators
     WHERE host IS NOT NULL AND pid IS NOT NULL
+      -- an Inspector file's global ranks are themselves a guess (below), never evidence
+      AND source_format IS DISTINCT FROM 'nccl_inspector'
     GROUP BY run_id, split_part(host, '.', 1), pid
     HAVING count(DISTINCT global_rank) = 1
   ),
@@ -98,12 +102,15 @@ WITH
   ops AS (
     SELECT * EXCLUDE (rank_source), coalesce(rank_source, 'logged') AS rank_source
     FROM comm_ops
-    WHERE rank IS NOT NULL
+    WHERE rank IS NOT NULL AND rank_source IS DISTINCT FROM 'inferred_largest_comm'
     UNION ALL BY NAME
+    -- rankless rows, and NCCL Inspector rows whose rank is the parser's guess (the rank on
+    -- the file's largest communicator): the process's global rank from another source wins
     SELECT
       o.* EXCLUDE (rank, group_size, group_source, rank_source),
-      p.global_rank AS rank,
-      CASE WHEN p.global_rank IS NOT NULL THEN 'inferred_process' END AS rank_source,
+      coalesce(p.global_rank, o.rank) AS rank,
+      CASE WHEN p.global_rank IS NOT NULL THEN 'inferred_process' ELSE o.rank_source END
+        AS rank_source,
       coalesce(o.group_size, CASE WHEN o.comm_id IS NULL THEN p.nranks END) AS group_size,
       CASE
         WHEN o.group_size IS NULL AND o.comm_id IS NULL AND p.nranks IS NOT NULL
@@ -113,7 +120,7 @@ WITH
     FROM comm_ops AS o
     LEFT JOIN proc_ranks AS p
       ON p.run_id = o.run_id AND p.pid = o.pid AND p.short_host = split_part(o.host, '.', 1)
-    WHERE o.rank IS NULL
+    WHERE o.rank IS NULL OR o.rank_source = 'inferred_largest_comm'
   )
 SELECT
   run_id,

@@ -675,3 +675,58 @@ def test_real_gpu_dump_agrees_with_the_kineto_trace_of_the_same_calls(
     assert set(j["fr_timing"]) == {"logged"} and set(j["timing_source"]) == {"kernel"}
     extra = j["fr_dur"] - j["dur_ns"]
     assert extra.min() >= 0 and extra.max() < 20_000, (extra.min(), extra.max())
+
+
+def _fr_dumps(shared_samples: Path, sample_traces: Path) -> list[Path]:
+    """Every real dump: the two nvrx runs (16 ranks each) and the bundled GPU hang (4)."""
+    paths = [p for s in SCENARIOS for p in (shared_samples / "flight_recorder" / s).glob("_dump_*")]
+    bundled = sample_traces / "gpu_nccl_hang_1gpu" / "flight_recorder"
+    return sorted(paths) + sorted(bundled.glob("nccl_trace_rank_*"))
+
+
+def test_group_descriptions_members_and_status_of_every_real_dump(
+    shared_samples: Path, sample_traces: Path
+) -> None:
+    """Oracle (the opcode walker): per dump, each pg_config group holding the rank is one
+    communicators row with the group's desc and sorted members; its counters are the dump's
+    pg_status of the pg_id an entry of the group carries, or, for a group without entries,
+    the pg_id of the same position (pg_status keys and group names both ascending)."""
+    checked = {"entry": 0, "order": 0, None: 0}
+    for path in _fr_dumps(shared_samples, sample_traces):
+        rank = int(path.name.rsplit("_", 1)[1])
+        raw = oracle_load(path.read_bytes())
+        comms = Parsed(path).get("communicators")
+        got = {r["comm_id"]: r for r in comms.iter_rows(named=True)}
+        want = {
+            name: cfg for name, cfg in raw["pg_config"].items() if rank in json.loads(cfg["ranks"])
+        }
+        assert set(got) == set(want), path
+        by_entry = {e["process_group"][0]: e["pg_id"] for e in raw["entries"]}
+        by_order = dict(
+            zip(
+                sorted(raw["pg_config"], key=int),
+                sorted(map(int, raw["pg_status"])),
+                strict=True,
+            )
+        )
+        for name, cfg in want.items():
+            row = got[name]
+            members = sorted(json.loads(cfg["ranks"]))
+            assert row["group_desc"] == cfg["desc"]
+            assert row["group_ranks"] == ",".join(map(str, members))
+            assert (row["rank"], row["nranks"], row["global_rank"]) == (
+                members.index(rank),
+                len(members),
+                rank,
+            )
+            how = row["seq_status_source"]
+            pg_id = by_entry[name] if how == "entry" else by_order[name]
+            st = raw["pg_status"][str(pg_id)]
+            assert (how == "entry") == (name in by_entry), (path, name)
+            assert row["last_enqueued_seq"] == st["last_enqueued_collective"]
+            assert row["last_started_seq"] == st["last_started_collective"]
+            assert row["last_completed_seq"] == st["last_completed_collective"]
+            checked[how] += 1
+    # 36 dumps, 420 (group, rank) rows, every one with pg_status counters: 158 tied to their
+    # group by an entry, 262 (groups the dump holds no entry of) by creation order
+    assert checked == {"entry": 158, "order": 262, None: 0}

@@ -380,6 +380,15 @@ def test_b200_comm_op_takes_the_linked_kernel_interval(shared_samples: Path) -> 
         if 0 in [int(x) for x in re.findall(r"\d+", str(pg["ranks"]))]
     ]
     assert p.get("communicators").height == len(pgs)
+    # with each group's description and members (schema 1.7.0)
+    comms = {r["comm_id"]: r for r in p.get("communicators").iter_rows(named=True)}
+    for pg in pgs:
+        members = sorted(int(x) for x in re.findall(r"\d+", str(pg["ranks"])))
+        row = comms[str(pg["pg_name"])]
+        assert (row["group_desc"], row["group_ranks"]) == (
+            pg.get("pg_desc"),
+            ",".join(map(str, members)),
+        )
     assert p.meta["aligned"] is True
     assert p.meta["clock_anchor_ns"] == 0
     assert p.meta["source_version"] == "1;base_relative"

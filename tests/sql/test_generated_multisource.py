@@ -3,9 +3,10 @@ run give each of the generator's calls once, with size and duration.
 
 The oracle is ``truth/counts.parquet`` (calls per rank, op and size from the simulation's events)
 and the NCCL log's own host:pid -> rank lines. The run is read through ``int_calls`` (one row per
-logical call per rank, every source's records of it paired into it). The Inspector-rank check is
-a strict xfail while it fails, so it turns into an error the day it passes and must be switched
-on.
+logical call per rank, every source's records of it paired into it). The Inspector's records give
+only communicator ranks and this run's world communicator has no record >= 8 KiB, so the parser's
+guess (its largest communicator, a 2-rank TP or DP one) is wrong and marked; the staging views
+take the global rank from the NCCL log of the same host:pid.
 """
 
 from __future__ import annotations
@@ -43,25 +44,36 @@ def test_every_source_holds_every_call(run: GeneratedRun) -> None:
     assert got == {"nccl_debug": total, "kineto": total, "nccl_inspector": big}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="parsers.nccl_inspector takes a file's largest communicator as the world when the "
-    "world communicator has no record (no world call >= 8 KiB, as in real PyTorch jobs): the "
-    "DP/TP group rank becomes the global rank",
-)
 def test_inspector_rows_carry_the_rank_of_their_process(run: GeneratedRun) -> None:
-    wrong = run.query(
+    """Oracle: the NCCL log's own (host, pid, rank) rows. The stored Inspector rows keep the
+    parser's guess, marked; the staging view every object reads gives the process's rank."""
+    sql = """
+        WITH ident AS (
+          SELECT DISTINCT host, pid, rank FROM comm_ops
+          WHERE run_id = $1 AND source_format = 'nccl_debug'
+        )
+        SELECT count(*), count(*) FILTER (WHERE o.rank IS DISTINCT FROM i.rank),
+          string_agg(DISTINCT o.rank_source, ',' ORDER BY o.rank_source)
+        FROM {table} AS o JOIN ident AS i USING (host, pid)
+        WHERE o.run_id = $1 AND o.source_format = 'nccl_inspector'
+        """
+    rows, wrong, how = run.query(sql.format(table="comm_ops")).row(0)
+    assert rows > 0 and wrong > 0 and how == "inferred_largest_comm"  # the guess is wrong here
+    rows2, wrong2, how2 = run.query(sql.format(table="stg_store__comm_ops")).row(0)
+    assert (rows2, wrong2, how2) == (rows, 0, "inferred_process")
+    # the Inspector's communicators rows: each process's global rank, from the same identity
+    bad = run.query(
         """
         WITH ident AS (
           SELECT DISTINCT host, pid, rank FROM comm_ops
           WHERE run_id = $1 AND source_format = 'nccl_debug'
         )
-        SELECT count(*) FROM comm_ops AS o JOIN ident AS i USING (host, pid)
-        WHERE o.run_id = $1 AND o.source_format = 'nccl_inspector'
-          AND o.rank IS DISTINCT FROM i.rank
+        SELECT count(*) FILTER (WHERE c.global_rank IS DISTINCT FROM i.rank), count(*)
+        FROM stg_store__communicators AS c JOIN ident AS i USING (host, pid)
+        WHERE c.run_id = $1 AND c.source_format = 'nccl_inspector'
         """
-    ).item()
-    assert wrong == 0
+    ).row(0)
+    assert bad[0] == 0 and bad[1] > 0
 
 
 def test_calls_equal_the_generators(run: GeneratedRun) -> None:
