@@ -19,7 +19,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
