@@ -19,6 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
@@ -129,3 +130,29 @@ def test_query_on_an_intermediate_view_gives_derives_rows(
     got = got.select(want.columns).cast(pl.Utf8)
     want = pl.DataFrame(json.loads(json.dumps(want.to_dicts(), default=str))).cast(pl.Utf8)
     assert_frame_equal(got.sort(got.columns), want.sort(want.columns))
+
+
+def test_readme_commit_filter_reads_committed_rows_only(
+    real_runs_store: Path, tmp_path: Path, project_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's SQL for reading raw Parquet gives the catalog's comm_ops rows, and skips a
+    data file whose batch never committed (what a killed ingest leaves)."""
+    readme = (project_root / "README.md").read_text()
+    section = readme[readme.index("### Opening the store elsewhere") :]
+    sql = section[section.index("```sql\n") + 7 :]
+    sql = sql[: sql.index("```")]
+    root = tmp_path / "commscope_store"
+    shutil.copytree(real_runs_store, root)
+    with Store.open(root, create=False).connect(read_only=True) as con:
+        (want,) = con.execute("SELECT count(*) FROM comm_ops").fetchone()
+    batch = next((root / "tables" / "comm_ops" / "gpu_tp2_dp2").glob("*.parquet"))
+    shutil.copy(batch, batch.with_name("uncommitted0123.parquet"))
+    con = duckdb.connect()
+    monkeypatch.chdir(tmp_path)  # the README's paths are relative to the store's parent
+    (got,) = con.execute(f"SELECT count(*) FROM ({sql})").fetchone()
+    (raw,) = con.execute(
+        "SELECT count(*) FROM read_parquet('commscope_store/tables/comm_ops/*/*.parquet', "
+        "union_by_name = true)"
+    ).fetchone()
+    assert got == want > 0
+    assert raw > want  # the uncommitted file is there, and the filter left it out
