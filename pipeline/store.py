@@ -73,12 +73,18 @@ the store. duckdb 2.0.0 writes its own (newer) storage version by default, which
 views, macros and comments (the data stays in Parquet), so nothing is lost by the older format."""
 CATALOG_LAYOUT = 2
 """What the catalog holds beyond the SQL and schema (part of its signature: a bump rebuilds every
-store's catalog). 2: marts' comments, storage version CATALOG_STORAGE_VERSION."""
+store's catalog). 2: marts' comments, intermediate views' notes, storage version
+CATALOG_STORAGE_VERSION."""
 MART_VIEW_NOTE = (
     "Materialised: the rows each run's last `commscope derive` published (sql/marts/<name>.sql "
     "computes them)."
 )
 """Appended to a mart view's comment in the catalog: its rows are derive's files, not live."""
+INTERMEDIATE_VIEW_NOTE = (
+    "Live view over the store (every run). A deep chain: a query on it plans for minutes in the "
+    "duckdb CLI; `commscope query` computes the chain once."
+)
+"""Appended to an intermediate view's comment in the catalog."""
 CATALOG_LOCK = ".catalog.lock"
 """Held (flock, exclusive) by a ``query --write`` session and while the catalog is rebuilt."""
 DATA_DIRS = ("tables", "marts", "model_inputs", "derived")
@@ -578,6 +584,11 @@ class Store:
             modules = ()
         apply(con, modules, on_error=lambda exc: log.warning("catalog: skipped %s", exc))
         from pipeline.sql_modules import comment_view
+
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        for m in modules:
+            if m.layer == "intermediate" and m.kind == "VIEW" and m.name in views:
+                comment_view(con, m.name, note=INTERMEDIATE_VIEW_NOTE)
 
         for mart in self.materialised_marts():
             if self._create_published_view(con, self.marts_dir(), mart):

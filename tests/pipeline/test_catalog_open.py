@@ -91,6 +91,10 @@ def test_marts_carry_their_column_comments(real_runs_store: Path) -> None:
         assert "derive" in views[m.name]  # says its rows are derive's, not live
         for col, doc in m.column_docs.items():
             assert have.get((m.name, col)) == doc, (m.name, col)
+    for m in discover():
+        if m.layer == "intermediate" and m.kind == "VIEW":
+            assert views[m.name].startswith(m.description), m.name
+            assert "`commscope query` computes the chain once" in views[m.name], m.name
 
 
 def test_schema_knows_every_mart_and_view(capsys: pytest.CaptureFixture[str]) -> None:
