@@ -24,7 +24,7 @@ import pytest
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import with_dependencies
+from pipeline.sql_modules import apply, with_dependencies
 from pipeline.store import Store
 from pipeline.synthetic.write_kineto import STEP_LEAD_NS
 
@@ -60,8 +60,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> d
     for name, df in predictions(stored, RUN).items():
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
-    for m in with_dependencies(("iteration_breakdown", "bubble_ratio")):
-        con.execute(m.text)
+    apply(con, tuple(with_dependencies(("iteration_breakdown", "bubble_ratio"))))
     truth = json.loads((out / "truth.json").read_text())
     table = truth["per_rank_iteration"]
     return {

@@ -19,7 +19,7 @@ import pytest
 from pipeline import run_config as rc
 from pipeline.derive import predictions, run_config_frame
 from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import with_dependencies
+from pipeline.sql_modules import apply, with_dependencies
 from pipeline.store import Store
 from tests.sql.conftest import tables_for_views
 
@@ -98,8 +98,7 @@ def _connect(store: Store, runs: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
         con.register(f"_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _{name}")
     mods = with_dependencies(OBJECTS)
-    for m in mods:
-        con.execute(m.text)
+    apply(con, tuple(mods))  # in under a second; one CREATE VIEW after another took ~15 s
     tables_for_views(con, mods)
     return con
 
