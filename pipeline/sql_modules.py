@@ -291,15 +291,67 @@ def _execute(con: duckdb.DuckDBPyConnection, m: SqlModule) -> None:
         raise SqlModuleError(f"{m.path}: {exc}") from exc
 
 
-def _comment(con: duckdb.DuckDBPyConnection, m: SqlModule) -> None:
-    """Apply a view's header and column documentation as DuckDB comments."""
+def _comment(
+    con: duckdb.DuckDBPyConnection,
+    m: SqlModule,
+    *,
+    note: str = "",
+    columns: set[str] | None = None,
+) -> None:
+    """Apply a view's header and column documentation as DuckDB comments.
+
+    Args:
+        con: the connection holding the view.
+        m: the module whose documentation applies.
+        note: a sentence appended to the view's comment (e.g. where its rows come from).
+        columns: comment only these columns (a materialised mart's Parquet may lack a column
+            the SQL documents, e.g. one added since it was derived).
+    """
     if m.kind != "VIEW" or not is_sql_name(m.name):
         return
     view = quote_ident(m.name)
-    text = quote_literal(m.description + " Grain: " + m.grain)
+    text = quote_literal(" ".join(filter(None, (m.description, "Grain: " + m.grain, note))))
     con.execute(f"COMMENT ON VIEW {view} IS {text}")
     for col, doc in m.column_docs.items():
+        if columns is not None and col not in columns:
+            continue
         # Names are quoted, never interpolated raw; a column the comment syntax
         # cannot name plainly keeps no comment rather than failing the module.
         if doc and is_sql_name(col):
             con.execute(f"COMMENT ON COLUMN {view}.{quote_ident(col)} IS {quote_literal(doc)}")
+
+
+def comment_view(
+    con: duckdb.DuckDBPyConnection, name: str, *, note: str = "", columns: set[str] | None = None
+) -> bool:
+    """Comment the view ``name`` on ``con`` with the documentation of the SQL module of that
+    name (see :func:`_comment`); False if no module has that name."""
+    m = next((m for m in discover() if m.name == name), None)
+    if m is None:
+        return False
+    _comment(con, m, note=note, columns=columns)
+    return True
+
+
+def describe_modules(name: str | None = None) -> str:
+    """Render one SQL object's documented columns, or (``name`` None) a one-line index of all.
+
+    Raises:
+        KeyError: no SQL module has that name.
+    """
+    mods = {m.name: m for m in discover() if m.kind == "VIEW"}
+    if name is None:
+        return "\n".join(
+            f"  {m.name:<30} {m.layer:<13} {m.description}" for m in sorted_views(mods)
+        )
+    m = mods[name]
+    lines = [f"{m.name}  ({m.layer} view, sql/{m.layer}/{m.name}.sql; grain: {m.grain})"]
+    lines.append(f"  {m.description}")
+    lines += [f"  {col:<28} {doc}" for col, doc in m.column_docs.items()]
+    return "\n".join(lines) + "\n"
+
+
+def sorted_views(mods: dict[str, SqlModule]) -> list[SqlModule]:
+    """Views in layer order (marts first: what users read), then by name."""
+    rank = {"marts": 0, "intermediate": 1, "staging": 2}
+    return sorted(mods.values(), key=lambda m: (rank.get(m.layer, 3), m.name))

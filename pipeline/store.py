@@ -47,7 +47,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,6 +65,26 @@ log = logging.getLogger(__name__)
 
 STORE_FORMAT = 1
 CATALOG_NAME = "catalog.duckdb"
+CATALOG_STORAGE_VERSION = "v1.5.0"
+"""DuckDB storage version the catalog file is written in: the oldest that the duckdb CLI on the
+package registry (``duckdb-cli`` 1.5.6; no 2.x there) reads, so ``duckdb catalog.duckdb`` opens
+the store. duckdb 2.0.0 writes its own (newer) storage version by default, which 1.5.6 refuses
+("version number 69 ... can only read versions between 64 and 68"). The catalog holds only
+views, macros and comments (the data stays in Parquet), so nothing is lost by the older format."""
+CATALOG_LAYOUT = 2
+"""What the catalog holds beyond the SQL and schema (part of its signature: a bump rebuilds every
+store's catalog). 2: marts' comments, intermediate views' notes, storage version
+CATALOG_STORAGE_VERSION."""
+MART_VIEW_NOTE = (
+    "Materialised: the rows each run's last `commscope derive` published (sql/marts/<name>.sql "
+    "computes them)."
+)
+"""Appended to a mart view's comment in the catalog: its rows are derive's files, not live."""
+INTERMEDIATE_VIEW_NOTE = (
+    "Live view over the store (every run). A deep chain: a query on it plans for minutes in the "
+    "duckdb CLI; `commscope query` computes the chain once."
+)
+"""Appended to an intermediate view's comment in the catalog."""
 CATALOG_LOCK = ".catalog.lock"
 """Held (flock, exclusive) by a ``query --write`` session and while the catalog is rebuilt."""
 DATA_DIRS = ("tables", "marts", "model_inputs", "derived")
@@ -539,7 +559,9 @@ class Store:
         """Fingerprint of what the catalog must contain (path, schema, SQL, marts)."""
         from pipeline.sql_modules import SQL_DIR
 
-        h = hashlib.sha256(f"{self.root}\0{SCHEMA_VERSION}".encode())
+        h = hashlib.sha256(
+            f"{self.root}\0{SCHEMA_VERSION}\0{CATALOG_STORAGE_VERSION}\0{CATALOG_LAYOUT}".encode()
+        )
         for f in sorted(SQL_DIR.rglob("*.sql")):
             h.update(f.read_bytes())
         h.update("\0".join(self.materialised_marts()).encode())
@@ -561,10 +583,19 @@ class Store:
             log.warning("SQL modules not loaded into the catalog: %s", exc)
             modules = ()
         apply(con, modules, on_error=lambda exc: log.warning("catalog: skipped %s", exc))
-        for mart in self.materialised_marts():
-            self._create_published_view(con, self.marts_dir(), mart)
+        from pipeline.sql_modules import comment_view
 
-    def _create_published_view(self, con: duckdb.DuckDBPyConnection, base: Path, name: str) -> None:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        for m in modules:
+            if m.layer == "intermediate" and m.kind == "VIEW" and m.name in views:
+                comment_view(con, m.name, note=INTERMEDIATE_VIEW_NOTE)
+
+        for mart in self.materialised_marts():
+            if self._create_published_view(con, self.marts_dir(), mart):
+                cols = {r[0] for r in con.execute(f"DESCRIBE {quote_ident(mart)}").fetchall()}
+                comment_view(con, mart, note=MART_VIEW_NOTE, columns=cols)
+
+    def _create_published_view(self, con: duckdb.DuckDBPyConnection, base: Path, name: str) -> bool:
         """A view over the published generation of every run of ``base/name``.
 
         Like the canonical views filter on committed batches, it keeps only files whose
@@ -573,7 +604,7 @@ class Store:
         ``derived/``) is read in the pre-generation layout.
         """
         if not _usable_name(name, base):
-            return
+            return False
         ident = quote_ident(name)
         derived = self.derived_dir() / DERIVED_SCHEMA_FILE
         if not derived.exists():
@@ -582,7 +613,7 @@ class Store:
                 f"CREATE OR REPLACE VIEW {ident} AS SELECT * FROM "
                 f"read_parquet({src}, union_by_name = true)"
             )
-            return
+            return True
         src = quote_literal(str(base / name / "*" / "*.parquet"))
         gens = quote_literal(str(self.derived_dir() / "*.parquet"))
         con.execute(
@@ -591,6 +622,7 @@ class Store:
             f"WHERE parse_filename(filename, true) IN "
             f"(SELECT generation FROM read_parquet({gens}))"
         )
+        return True
 
     def create_model_input_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """``run_config`` and ``predicted_*`` as the SQL modules expect them.
@@ -675,7 +707,9 @@ class Store:
             try:
                 tmp.unlink(missing_ok=True)
                 self.prepare_derived()
-                con = duckdb.connect(str(tmp))
+                con = duckdb.connect(
+                    str(tmp), config={"storage_compatibility_version": CATALOG_STORAGE_VERSION}
+                )
                 try:
                     # Binding each view re-reads the footers of the Parquet files under it;
                     # with the cache every footer is read once for the whole catalog (2.4 s ->
@@ -795,6 +829,34 @@ class Store:
         con = self._open_catalog(read_only=read_only)
         if busy is not None:
             log.warning("catalog not rebuilt now: %s", busy)
+        return con
+
+    def connect_computed(self, names: Iterable[str]) -> duckdb.DuckDBPyConnection:
+        """An in-memory connection with every catalog object, where the intermediate views
+        ``names`` and those they read are computed once, in load order, into tables.
+
+        Why: the catalog's intermediate views are live views over a deep chain, and DuckDB
+        expands every view a query reads once per reference: ``SELECT * FROM
+        int_class_bandwidth`` on a 4-rank store planned for minutes and grew past 8 GB. Computing
+        each intermediate once (as derive does per run, here over every run) gives the same
+        rows in seconds. The session has derive's memory limit and reads only the store's data
+        folders (:meth:`confine`), set before anything is read.
+        """
+        from pipeline.derive import limit_memory, materialise_view
+        from pipeline.sql_modules import with_dependencies
+
+        con = duckdb.connect(":memory:")
+        try:
+            limit_memory(con)
+            con.execute("SET parquet_metadata_cache = true")
+            self.confine(con)
+            self.create_all_views(con)
+            for m in with_dependencies(sorted(names)):
+                if m.layer == "intermediate" and m.kind == "VIEW":
+                    materialise_view(con, m.name)
+        except BaseException:
+            con.close()
+            raise
         return con
 
     @contextlib.contextmanager

@@ -1,7 +1,10 @@
-"""Shared fixtures: the real samples in ../shared, the bundled sample traces, a temp store."""
+"""Shared fixtures: the real samples in ../shared, the bundled sample traces, a temp store, and
+one store of two bundled real runs ingested and derived (golden marts, the duckdb CLI, query)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 from pathlib import Path
 
 import pytest
@@ -41,3 +44,35 @@ def sample_traces() -> Path:
 def store_dir(tmp_path: Path) -> Path:
     """A fresh, empty store folder."""
     return tmp_path / "store"
+
+
+REAL_RUNS = {"gpu_tp2_dp2": "gpu_nccl_tp2_dp2_1gpu", "ds_pipe_pp2_dp2": "ds_pipe_pp2_dp2_cpu"}
+"""Run id -> the sample_traces/ folder of the real runs in :func:`real_runs_store`."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/golden/<run>/<mart>.csv from the marts derived now (review the diff)",
+    )
+
+
+@pytest.fixture(scope="session")
+def real_runs_store(tmp_path_factory: pytest.TempPathFactory, sample_traces: Path) -> Path:
+    """A store (its folder) holding the bundled real runs of :data:`REAL_RUNS`, each ingested
+    and derived by the command line as a user would (config from the run's manifest).
+
+    Built once per session and shared: read it, never write to it.
+    """
+    from pipeline.cli import main
+
+    root = tmp_path_factory.mktemp("real_runs") / "store"
+    for run_id, folder in REAL_RUNS.items():
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert (
+                main(["ingest", str(sample_traces / folder), "--run", run_id, "--store", str(root)])
+                == 0
+            )
+            assert main(["derive", run_id, "--store", str(root)]) == 0
+    return root

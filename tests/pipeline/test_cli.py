@@ -109,3 +109,53 @@ def test_schema_command_lists_documented_columns(capsys: pytest.CaptureFixture[s
     out = capsys.readouterr().out
     assert "msg_bytes" in out and "grain" in out
     assert main(["schema", "nope"]) == 2
+
+
+def test_top_level_help_imports_no_command_module(project_root: Path) -> None:
+    """`commscope --help` lists every command without importing polars, duckdb or the store
+    (issue 20: the parser was built by importing every command: 1-2 s before any output)."""
+    heavy = ("polars", "duckdb", "pyarrow", "pipeline.store", "pipeline.commands.query")
+    code = (
+        "import sys\nfrom pipeline.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=project_root, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "LOADED []"
+    for name in _commands():
+        assert f"    {name} " in proc.stdout, name
+
+
+def test_command_list_matches_each_modules_help() -> None:
+    """COMMANDS (what the fast top-level --help shows) names every command module with the help
+    line that module registers."""
+    from pipeline.cli import COMMANDS, command_modules
+
+    assert sorted(COMMANDS) == command_modules() == _commands()
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    registered = {a.dest: a.help for a in sub._choices_actions}
+    assert registered == COMMANDS
+
+
+def test_lazy_parser_runs_the_named_command(capsys: pytest.CaptureFixture[str]) -> None:
+    """main() registers only the named command, and its options work as with the full parser."""
+    assert main(["schema", "comm_ops"]) == 0
+    assert "msg_bytes" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exc:
+        main(["no-such-command"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from pipeline.cli import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out.strip()
+    assert out == f"commscope {version()}"
+    assert out.split()[1] != ""

@@ -171,11 +171,16 @@ def test_session_cannot_write_to_the_store_even_past_the_statement_check(qstore:
     assert _snapshot(qstore) == before
 
 
+@pytest.mark.parametrize("source", ["", " FROM (SELECT count(*) FROM int_run_world)"])
 def test_query_has_derives_memory_limit_and_a_private_spill_folder(
-    qstore: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    source: str,
+    qstore: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``query`` is capped like derive (COMMSCOPE_DERIVE_MEMORY_LIMIT) and spills outside the
-    store and the working directory (before: DuckDB's default, 80% of RAM, and ``./.tmp``)."""
+    store and the working directory (before: DuckDB's default, 80% of RAM, and ``./.tmp``);
+    also a query naming an intermediate view (computed in memory: Store.connect_computed)."""
     monkeypatch.setenv("COMMSCOPE_DERIVE_MEMORY_LIMIT", "123MB")
     ref = duckdb.connect()
     ref.execute("SET memory_limit = '123MB'")
@@ -184,13 +189,34 @@ def test_query_has_derives_memory_limit_and_a_private_spill_folder(
     rc, out, err = _query(
         capsys,
         qstore,
-        "SELECT current_setting('memory_limit') AS m, current_setting('temp_directory') AS t",
+        "SELECT current_setting('memory_limit') AS m, current_setting('temp_directory') AS t"
+        + source,
     )
     assert rc == 0, err
     limit, temp = out.splitlines()[1].split(",")
     assert limit == want
     assert not Path(temp).resolve().is_relative_to(qstore)
     assert Path(temp).is_absolute() and not Path(temp).exists()  # removed after the query
+
+
+def test_query_on_an_intermediate_view_is_confined_too(
+    qstore: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The in-memory session that computes intermediate views reads only the store's data
+    folders and keeps its configuration locked, like the catalog session."""
+    before = _snapshot(qstore)
+    outside = qstore.parent / "outside.csv"
+    outside.write_text("a\n1\n")
+    for sql in (
+        f"SELECT * FROM int_run_world, read_csv('{outside}')",
+        f"SELECT * FROM read_parquet('{qstore}/STORE.json') JOIN int_run_world ON true",
+    ):
+        rc, out, err = _query(capsys, qstore, sql)
+        assert rc == 1 and out == "", sql
+        assert "query failed: Permission Error" in err, err
+    rc, _, err = _query(capsys, qstore, "SELECT count(*) FROM int_run_world; SET threads = 1")
+    assert rc == 1 and "not allowed" in err, err
+    assert _snapshot(qstore) == before
 
 
 # --------------------------------------------------------------------------- Prefect's home

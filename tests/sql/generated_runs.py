@@ -100,3 +100,26 @@ def ingest_and_derive(
 def make_run(tmp: Path, config: str, run_id: str, **overrides: Any) -> GeneratedRun:
     """Generate ``configs/<config>``, ingest every file it wrote, derive."""
     return ingest_and_derive(generate_run(tmp, config, **overrides), tmp / "store", run_id)
+
+
+_SHARED: dict[tuple[Any, ...], GeneratedRun] = {}
+
+
+def shared_run(factory: Any, config: str, run_id: str, **overrides: Any) -> GeneratedRun:
+    """:func:`make_run`, made once per test session for each (config, run id, overrides) and
+    shared by every test module that asks for the same run (treat it as read-only).
+
+    Why: several truth tests read the same generated run (MoE EP 8 as shipped: the wait split
+    and issue 17's acceptance; GPT-3B 4 iterations profiled on [1, 2]: the same two); each made
+    its own, paying generate + ingest + derive again.
+
+    Args:
+        factory: pytest's ``tmp_path_factory`` (session scope).
+        config: the file under ``configs/``.
+        run_id: the run id.
+        overrides: generator overrides, as for :func:`make_run`.
+    """
+    key = (config, run_id, tuple(sorted((k, repr(v)) for k, v in overrides.items())))
+    if key not in _SHARED:
+        _SHARED[key] = make_run(factory.mktemp(f"shared_{run_id}"), config, run_id, **overrides)
+    return _SHARED[key]

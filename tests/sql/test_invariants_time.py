@@ -74,7 +74,24 @@ INVARIANTS: dict[str, str] = {
 }
 
 
+_CONNECTIONS: dict[tuple[str, str], duckdb.DuckDBPyConnection] = {}
+
+
 def _connect(store: Store, run_id: str) -> duckdb.DuckDBPyConnection:
+    """The time objects over ``store`` with ``run_id``'s config, each intermediate computed once
+    into a table (as derive does), made once per store and run and shared by the tests.
+
+    Why: as live views every query re-planned the whole chain per reference: one invariant on
+    ``on_off`` ran for over 20 minutes; computed once, the module takes seconds. The rows are
+    those of the live views.
+    """
+    key = (str(store.root), run_id)
+    if key not in _CONNECTIONS:
+        _CONNECTIONS[key] = _build(store, run_id)
+    return _CONNECTIONS[key]
+
+
+def _build(store: Store, run_id: str) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     store.create_views(con)
     con.register("_rc", run_config_frame(None, run_id).to_arrow())

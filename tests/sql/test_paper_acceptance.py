@@ -22,7 +22,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from generated_runs import CONFIGS, GeneratedRun, ingest_and_derive, make_run
+from generated_runs import CONFIGS, GeneratedRun, ingest_and_derive, shared_run
 
 pytestmark = pytest.mark.slow
 
@@ -30,9 +30,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def gpt_profiled(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """GPT-3B 4x2x4, 4 iterations, all formats, the profiler on iterations 1 and 2."""
-    tmp = tmp_path_factory.mktemp("accept_gpt")
-    return make_run(
-        tmp, "synthetic_gpt3b_4x2x4.toml", "gpt", iterations=4, profile_iterations=(1, 2)
+    return shared_run(
+        tmp_path_factory,
+        "synthetic_gpt3b_4x2x4.toml",
+        "gpt",
+        iterations=4,
+        profile_iterations=(1, 2),
     )
 
 
@@ -52,7 +55,7 @@ def deepspeed_only(gpt_profiled: GeneratedRun) -> GeneratedRun:
 @pytest.fixture(scope="module")
 def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8 as shipped (30 iterations, profiler on 0, 1, 29)."""
-    return make_run(tmp_path_factory.mktemp("accept_moe"), "synthetic_moe_ep8.toml", "moe")
+    return shared_run(tmp_path_factory, "synthetic_moe_ep8.toml", "moe")
 
 
 def _rel_errors(

@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from generated_runs import GeneratedRun, make_run
+from generated_runs import GeneratedRun, shared_run
 
 pytestmark = pytest.mark.slow
 
@@ -30,8 +30,8 @@ C_TOL = 0.03
 @pytest.fixture(scope="module")
 def gpt(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """GPT-3B 4x2x4, 4 iterations, profiler on [1, 2]."""
-    return make_run(
-        tmp_path_factory.mktemp("wait_gpt"),
+    return shared_run(
+        tmp_path_factory,
         "synthetic_gpt3b_4x2x4.toml",
         "gpt",
         iterations=4,
@@ -42,7 +42,7 @@ def gpt(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
 @pytest.fixture(scope="module")
 def moe(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8 as shipped: 30 iterations, profiled [0, 1, 29]."""
-    return make_run(tmp_path_factory.mktemp("wait_moe"), "synthetic_moe_ep8.toml", "moe")
+    return shared_run(tmp_path_factory, "synthetic_moe_ep8.toml", "moe")
 
 
 def _joined(d: GeneratedRun) -> pl.DataFrame:
