@@ -22,6 +22,8 @@ from pipeline.store import Store
 from tests.conftest import REAL_RUNS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+ROOT = str(Path(__file__).resolve().parents[2])
+"""The checkout's path: marts name their source files by absolute path; the CSVs say <root>."""
 
 pytestmark = pytest.mark.golden
 
@@ -31,9 +33,15 @@ def _sorted(df: pl.DataFrame) -> pl.DataFrame:
     return df.sort(df.columns, nulls_last=True) if df.columns else df
 
 
+def _portable(df: pl.DataFrame) -> pl.DataFrame:
+    """The checkout's path in text columns as ``<root>`` (a clone elsewhere gives the same CSV)."""
+    text = [c for c, t in df.schema.items() if t == pl.String]
+    return df.with_columns(pl.col(text).str.replace_all(ROOT, "<root>", literal=True))
+
+
 def _marts(store_root: Path, run_id: str) -> dict[str, pl.DataFrame]:
     files = Store.open(store_root, create=False).mart_files(run_id)
-    return {name: _sorted(pl.read_parquet(path)) for name, path in sorted(files.items())}
+    return {name: _sorted(_portable(pl.read_parquet(path))) for name, path in sorted(files.items())}
 
 
 @pytest.mark.parametrize("run_id", sorted(REAL_RUNS))
