@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -128,6 +129,10 @@ def main() -> int:
                 run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
                 if args.dump:
                     con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
+    spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
+    con.close()
+    if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
+        shutil.rmtree(str(spill[0]), ignore_errors=True)  # as derive_run: the spill, the db file
     total = (sum(w for w, _ in times.values()), sum(c for _, c in times.values()))
     print(
         json.dumps(

@@ -258,14 +258,16 @@ def connect_for_derive(
     only. The run's config and the model's predictions are registered as typed tables, then
     every SQL module (marts as live views).
 
+    A run of at least ``ON_DISK_ROWS`` calls (with ``prune``) is held in a temporary database
+    file rather than in memory (see ``ON_DISK_ROWS``).
+
     ``prune``: copy only what the SQL can read (:func:`read_columns`): every other column is
     null and a table no module reads has no rows (derive: less to decode and hold; at 1024
     ranks the copy of ``comm_ops`` is 18 M rows). Off for callers that query the canonical
     tables themselves.
     """
     snap = snapshot if snapshot is not None else store.snapshot(run_id)
-    con = duckdb.connect()
-    limit_memory(con)
+    con = _connect(store.snapshot_files("comm_ops", snap) if prune else None)
     # No SQL result depends on the order rows were inserted (every order that matters is an
     # ORDER BY), so DuckDB may copy and materialise in parallel without keeping it: a faster
     # load and less memory at scale (1024 ranks: 18 M calls).
@@ -330,11 +332,46 @@ def read_columns() -> dict[str, frozenset[str]]:
     }
 
 
+ON_DISK_ROWS = 2_000_000
+"""Calls (``comm_ops`` rows) from which derive holds its tables in a temporary database file.
+
+Why: DuckDB compresses the tables of a database file (dictionaries for the repeated strings:
+files, groups, classes; bit-packed integers) as it writes them, and not those of an in-memory
+database. At 1024 ranks (18 M calls) the uncompressed call-sized tables (calls, classified
+calls, iterations, instance members) outgrow a 10 GB cap and spill; in the file they take a
+tenth and stay cached. Below the threshold the compression costs more than it saves."""
+
+
+def _connect(comm_ops_files: list[str] | None) -> duckdb.DuckDBPyConnection:
+    """A connection for derive: in memory, or in a private temporary database file when
+    ``comm_ops_files`` hold at least ``ON_DISK_ROWS`` rows. Either way capped by
+    :func:`limit_memory`; the file lives in the spill folder, which derive_run removes."""
+    import tempfile
+
+    rows = 0
+    if comm_ops_files:
+        probe = duckdb.connect()
+        found = probe.execute(
+            "SELECT count(*) FROM read_parquet($files, union_by_name = true)",
+            {"files": comm_ops_files},
+        ).fetchone()
+        probe.close()
+        rows = int(found[0]) if found else 0
+    if rows < ON_DISK_ROWS:
+        con = duckdb.connect()
+        limit_memory(con)
+        return con
+    folder = Path(tempfile.mkdtemp(prefix=f"commscope-derive-{os.getpid()}-"))
+    con = duckdb.connect(str(folder / "derive.duckdb"))
+    limit_memory(con, spill=folder)
+    return con
+
+
 MEMORY_LIMIT_ENV = "COMMSCOPE_DERIVE_MEMORY_LIMIT"
 """Environment variable: DuckDB ``memory_limit`` for derive (e.g. ``8GB``); default 50% of RAM."""
 
 
-def limit_memory(con: duckdb.DuckDBPyConnection) -> None:
+def limit_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> None:
     """Cap a DuckDB session's memory (derive, query) and let it spill to a private temp folder.
 
     Why: a 1024-rank run holds ~17 M calls and their intermediate tables; DuckDB's default cap
@@ -353,7 +390,8 @@ def limit_memory(con: duckdb.DuckDBPyConnection) -> None:
     if limit:
         con.execute(f"SET memory_limit = '{_q(limit)}'")
     # DuckDB creates the folder only when it spills; derive_run removes it
-    spill = Path(tempfile.gettempdir()) / f"commscope-derive-{os.getpid()}-{id(con):x}"
+    if spill is None:
+        spill = Path(tempfile.gettempdir()) / f"commscope-derive-{os.getpid()}-{id(con):x}"
     con.execute(f"SET temp_directory = '{_q(str(spill))}'")
 
 
