@@ -61,7 +61,7 @@ WITH
   ),
   -- the lane's calls, narrow (int_instance_lane_calls); the output's other columns are joined
   -- from int_comm_ops_classified once at the end, on the call's integer keys
-  resolved AS NOT MATERIALIZED (SELECT * FROM int_instance_lane_calls),
+  resolved AS MATERIALIZED (SELECT * FROM int_instance_lane_calls),
   -- ---- collectives ----------------------------------------------------------------------
   coll_pre AS (
     SELECT *
