@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -73,7 +74,7 @@ def main() -> int:
     times: dict[str, tuple[float, float]] = {}
     load0 = os.getloadavg()[0]
     c0, t0 = time.process_time(), time.perf_counter()
-    con, _ = d.connect_for_derive(store, args.run_id, stored)
+    con, _ = d.connect_for_derive(store, args.run_id, stored, prune=True)
     times["load"] = (time.perf_counter() - t0, time.process_time() - c0)
     print(f"load: {times['load'][0]:.2f} s wall, {times['load'][1]:.2f} s cpu", flush=True)
     if args.dump:
@@ -102,15 +103,11 @@ def main() -> int:
             flush=True,
         )
 
-    freed: set[str] = set()
-    inlined: set[str] = set()
+    inlined = d.inlined_intermediates(mods)
     for i, mod in enumerate(mods):
         if mod.layer != "intermediate" or mod.kind != "VIEW":
             continue
-        if mod.name in d._VIEW_ONLY or (
-            mod.name in d._INLINE and sum(mod.name in m.references for m in mods) == 1
-        ):
-            inlined.add(mod.name)  # as derive: computed inside its readers
+        if mod.name in inlined:  # as derive: computed inside its readers
             if args.dump and mod.name in d._VIEW_ONLY:  # dumped, to compare versions
                 con.execute(
                     f"COPY (SELECT * FROM {mod.name}) TO '{args.dump / (mod.name + '.parquet')}'"
@@ -121,18 +118,7 @@ def main() -> int:
             con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
         con.execute(f"DROP VIEW {mod.name}")
         con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
-        still_read = set().union(*(m.references for m in mods[i + 1 :]))
-        for done in mods[: i + 1]:
-            if (
-                done.name in d._FREEABLE
-                and done.name not in inlined
-                and done.name not in still_read
-                and done.name not in freed
-            ):
-                freed.add(done.name)
-                con.execute(f"CREATE TABLE _e AS FROM {done.name} LIMIT 0")
-                con.execute(f"DROP TABLE {done.name}")
-                con.execute(f"ALTER TABLE _e RENAME TO {done.name}")
+        d.free_unread(con, mods, i, inlined)  # as derive: empty what nothing to come reads
         if mod.name == args.stop_after:
             break
     else:
@@ -143,6 +129,10 @@ def main() -> int:
                 run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
                 if args.dump:
                     con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
+    spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
+    con.close()
+    if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
+        shutil.rmtree(str(spill[0]), ignore_errors=True)  # as derive_run: the spill, the db file
     total = (sum(w for w, _ in times.values()), sum(c for _, c in times.values()))
     print(
         json.dumps(

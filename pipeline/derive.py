@@ -23,9 +23,11 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ import polars as pl
 
 from parsers.schema import TABLES
 from pipeline import run_config as rc
-from pipeline.sql_modules import apply, discover
+from pipeline.sql_modules import SqlModule, apply, discover, strip_comments
 from pipeline.sql_names import quote_ident, quote_literal
 from pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
 
@@ -242,6 +244,8 @@ def connect_for_derive(
     run_id: str,
     stored: rc.StoredConfig | None,
     snapshot: Snapshot | None = None,
+    *,
+    prune: bool = False,
 ) -> tuple[duckdb.DuckDBPyConnection, dict[str, pl.DataFrame]]:
     """An in-memory connection holding only ``run_id``'s data, and the run's input frames.
 
@@ -253,19 +257,46 @@ def connect_for_derive(
     re-read the log per table, so an ingest committing meanwhile would show in some tables
     only. The run's config and the model's predictions are registered as typed tables, then
     every SQL module (marts as live views).
+
+    A run of at least ``ON_DISK_ROWS`` calls (with ``prune``) is held in a temporary database
+    file rather than in memory (see ``ON_DISK_ROWS``).
+
+    ``prune``: copy only what the SQL can read (:func:`read_columns`): every other column is
+    null and a table no module reads has no rows (derive: less to decode and hold; at 1024
+    ranks the copy of ``comm_ops`` is 18 M rows). Off for callers that query the canonical
+    tables themselves.
     """
     snap = snapshot if snapshot is not None else store.snapshot(run_id)
-    con = duckdb.connect()
-    limit_memory(con)
+    con = _connect(store.snapshot_files("comm_ops", snap) if prune else None)
     # No SQL result depends on the order rows were inserted (every order that matters is an
     # ORDER BY), so DuckDB may copy and materialise in parallel without keeping it: a faster
     # load and less memory at scale (1024 ranks: 18 M calls).
     con.execute("SET preserve_insertion_order = false")
+    read = read_columns() if prune else None
     for name in TABLES:
+        params = {"files": store.snapshot_files(name, snap), "run_id": run_id}
+        source = "read_parquet($files, union_by_name = true)"
+        select, where = "*", "run_id = $run_id"
+        if read is not None:
+            described = con.execute(f"DESCRIBE SELECT * FROM {source}", {"files": params["files"]})
+            cols = described.fetchall()
+            known = {c.name for c in TABLES[name].columns}
+            unread = [
+                (str(c), str(t))
+                for c, t, *_ in cols
+                if str(c) in known and str(c) not in read.get(name, ())
+            ]
+            if name not in read:  # no SQL reads the table: its columns, no rows
+                where += " AND false"
+            elif unread:  # columns no SQL reads stay null (never decoded, never held)
+                select = (
+                    "* REPLACE ("
+                    + ", ".join(f"NULL::{t} AS {quote_ident(c)}" for c, t in unread)
+                    + ")"
+                )
         con.execute(
-            f"CREATE TABLE {quote_ident(name)} AS SELECT * FROM "
-            "read_parquet($files, union_by_name = true) WHERE run_id = $run_id",
-            {"files": store.snapshot_files(name, snap), "run_id": run_id},
+            f"CREATE TABLE {quote_ident(name)} AS SELECT {select} FROM {source} WHERE {where}",
+            params,
         )
     inputs = input_frames(stored, run_id)
     register_tables(con, inputs)
@@ -273,11 +304,74 @@ def connect_for_derive(
     return con, inputs
 
 
+_BARE_ITEM = re.compile(r'\s*(?:\w+\.)?"?\w+"?\s*,?\s*')
+_WORD = re.compile(r"[A-Za-z_]\w*")
+
+
+@cache
+def read_columns() -> dict[str, frozenset[str]]:
+    """Canonical table -> the columns the SQL modules may read; tables no module reads are absent.
+
+    A superset, by the names' words: a column is read when its name appears in the code
+    (comments and string literals left out) of an intermediate or a mart, or of a staging view
+    other than as a bare item of a column or select list (a staging view passes such a column
+    through under its own name, so it is read only if a later module names it).
+    """
+    mods = discover()
+    words: set[str] = set()
+    for mod in mods:
+        code = strip_comments(mod.text)
+        if mod.layer == "staging":
+            code = "\n".join(ln for ln in code.splitlines() if not _BARE_ITEM.fullmatch(ln))
+        words.update(w.lower() for w in _WORD.findall(code))
+    referenced = set().union(*(m.references for m in mods))
+    return {
+        name: frozenset(c.name for c in spec.columns if c.name.lower() in words)
+        for name, spec in TABLES.items()
+        if name.lower() in referenced
+    }
+
+
+ON_DISK_ROWS = 2_000_000
+"""Calls (``comm_ops`` rows) from which derive holds its tables in a temporary database file.
+
+Why: DuckDB compresses the tables of a database file (dictionaries for the repeated strings:
+files, groups, classes; bit-packed integers) as it writes them, and not those of an in-memory
+database. At 1024 ranks (18 M calls) the uncompressed call-sized tables (calls, classified
+calls, iterations, instance members) outgrow a 10 GB cap and spill; in the file they take a
+tenth and stay cached. Below the threshold the compression costs more than it saves."""
+
+
+def _connect(comm_ops_files: list[str] | None) -> duckdb.DuckDBPyConnection:
+    """A connection for derive: in memory, or in a private temporary database file when
+    ``comm_ops_files`` hold at least ``ON_DISK_ROWS`` rows. Either way capped by
+    :func:`limit_memory`; the file lives in the spill folder, which derive_run removes."""
+    import tempfile
+
+    rows = 0
+    if comm_ops_files:
+        probe = duckdb.connect()
+        found = probe.execute(
+            "SELECT count(*) FROM read_parquet($files, union_by_name = true)",
+            {"files": comm_ops_files},
+        ).fetchone()
+        probe.close()
+        rows = int(found[0]) if found else 0
+    if rows < ON_DISK_ROWS:
+        con = duckdb.connect()
+        limit_memory(con)
+        return con
+    folder = Path(tempfile.mkdtemp(prefix=f"commscope-derive-{os.getpid()}-"))
+    con = duckdb.connect(str(folder / "derive.duckdb"))
+    limit_memory(con, spill=folder)
+    return con
+
+
 MEMORY_LIMIT_ENV = "COMMSCOPE_DERIVE_MEMORY_LIMIT"
 """Environment variable: DuckDB ``memory_limit`` for derive (e.g. ``8GB``); default 50% of RAM."""
 
 
-def limit_memory(con: duckdb.DuckDBPyConnection) -> None:
+def limit_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> None:
     """Cap a DuckDB session's memory (derive, query) and let it spill to a private temp folder.
 
     Why: a 1024-rank run holds ~17 M calls and their intermediate tables; DuckDB's default cap
@@ -296,7 +390,8 @@ def limit_memory(con: duckdb.DuckDBPyConnection) -> None:
     if limit:
         con.execute(f"SET memory_limit = '{_q(limit)}'")
     # DuckDB creates the folder only when it spills; derive_run removes it
-    spill = Path(tempfile.gettempdir()) / f"commscope-derive-{os.getpid()}-{id(con):x}"
+    if spill is None:
+        spill = Path(tempfile.gettempdir()) / f"commscope-derive-{os.getpid()}-{id(con):x}"
     con.execute(f"SET temp_directory = '{_q(str(spill))}'")
 
 
@@ -334,7 +429,7 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
     written: list[Path] = []
     published = False
     t_load = time.perf_counter()
-    con, inputs = connect_for_derive(store, run_id, stored, snap)
+    con, inputs = connect_for_derive(store, run_id, stored, snap, prune=True)
     result.load_seconds = time.perf_counter() - t_load
     dest = store.derived_dir()
     try:
@@ -432,46 +527,83 @@ def materialise_intermediates(
     Args:
         con: a connection on which every SQL module was applied.
         seconds: if given, receives object name -> seconds spent computing it.
-        free: empty the large intermediates of ``_FREEABLE`` once no module still to be
-            materialised reads them (derive only queries the marts afterwards).
+        free: once no intermediate still to be materialised and no mart reads a table (an
+            intermediate's, or a canonical table's copy), empty it (derive only queries the
+            marts afterwards): at 1024 ranks the copied calls, their iterations and instance
+            members are 18 M rows each.
     """
     mods = discover()
-    freed: set[str] = set()
-    inlined: set[str] = set()
+    inlined = inlined_intermediates(mods)
     for i, mod in enumerate(mods):
-        if mod.layer != "intermediate" or mod.kind.upper() != "VIEW":
-            continue
-        if mod.name in _VIEW_ONLY or (
-            mod.name in _INLINE and sum(mod.name in m.references for m in mods) == 1
-        ):
-            inlined.add(mod.name)  # computed inside its readers, never a table of its own
+        if mod.layer != "intermediate" or mod.kind.upper() != "VIEW" or mod.name in inlined:
             continue
         t0 = time.perf_counter()
         materialise_view(con, mod.name)
-        # Free the rows of intermediates that no module still to run reads (memory at scale;
-        # e.g. the sequenced calls once int_comm_op_iteration holds their iterations).
-        # Their (now empty) tables stay, so the connection's objects keep their names.
-        still_read = set().union(*(m.references for m in mods[i + 1 :]))
-        for done in mods[: i + 1]:
-            if (
-                free
-                and done.name not in inlined
-                and done.layer == "intermediate"
-                and done.name in _FREEABLE
-                and done.name not in still_read
-                and done.name not in freed
-            ):
-                freed.add(done.name)
-                # DROP frees the memory (DELETE would only mark the rows deleted)
-                con.execute(f"CREATE TABLE _empty_{done.name} AS FROM {done.name} LIMIT 0")
-                con.execute(f"DROP TABLE {done.name}")
-                con.execute(f"ALTER TABLE _empty_{done.name} RENAME TO {done.name}")
+        if free:
+            free_unread(con, mods, i, inlined)
         if seconds is not None:
             seconds[mod.name] = time.perf_counter() - t0
 
 
-_FREEABLE = frozenset({"int_comm_ops_sequenced"})
-"""Large intermediates whose rows derive may free once every reader is materialised."""
+def inlined_intermediates(mods: tuple[SqlModule, ...]) -> frozenset[str]:
+    """Intermediate views derive leaves as views: computed inside their readers' queries."""
+    return frozenset(
+        m.name
+        for m in mods
+        if m.name in _VIEW_ONLY
+        or (m.name in _INLINE and sum(m.name in r.references for r in mods) == 1)
+    )
+
+
+def free_unread(
+    con: duckdb.DuckDBPyConnection,
+    mods: tuple[SqlModule, ...],
+    done: int,
+    inlined: frozenset[str],
+) -> list[str]:
+    """Empty every table that nothing after ``mods[done]`` reads; return their names.
+
+    Tables: the canonical tables' copies and the intermediates materialised so far. Readers
+    still to come: the intermediates not yet materialised and every mart, through the views
+    they read (staging views, inlined intermediates). An emptied table keeps its name and
+    columns (DROP frees the memory; DELETE would only mark rows deleted), so every view still
+    binds.
+    """
+    views = {m.name.lower(): m for m in mods if m.layer == "staging" or m.name in inlined}
+
+    def reads(m: SqlModule, seen: set[str]) -> set[str]:
+        out: set[str] = set()
+        for ref in m.references:
+            out.add(ref)
+            if ref in views and ref not in seen:
+                seen.add(ref)
+                out |= reads(views[ref], seen)
+        return out
+
+    still_read: set[str] = set()
+    for m in mods[done + 1 :]:
+        if m.layer == "marts" or (m.layer == "intermediate" and m.name not in inlined):
+            still_read |= reads(m, set())
+    tables = {
+        r[0]
+        for r in con.execute(
+            "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() "
+            "AND estimated_size > 0"
+        ).fetchall()
+    }
+    candidates = [
+        m.name
+        for m in mods[: done + 1]
+        if m.layer == "intermediate" and m.kind.upper() == "VIEW" and m.name not in inlined
+    ] + list(TABLES)
+    freed = [n for n in candidates if n in tables and n.lower() not in still_read]
+    for name in freed:
+        q = quote_ident(name)
+        con.execute(f"CREATE TABLE {quote_ident('_empty_' + name)} AS FROM {q} LIMIT 0")
+        con.execute(f"DROP TABLE {q}")
+        con.execute(f"ALTER TABLE {quote_ident('_empty_' + name)} RENAME TO {q}")
+    return freed
+
 
 _INLINE = frozenset({"int_comm_ops_sequenced"})
 """Large intermediates left as views while exactly one module reads them: that reader computes

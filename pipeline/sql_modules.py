@@ -73,7 +73,9 @@ class SqlModule:
         return self.path.read_text()
 
 
-def _strip_comments(sql: str) -> str:
+def strip_comments(sql: str) -> str:
+    """``sql`` without comments, string literals emptied, DISTINCT FROM kept from reading as a
+    relation."""
     sql = re.sub(r"--[^\n]*", "", sql)
     sql = re.sub(r"'(?:[^']|'')*'", "''", sql)
     # "IS [NOT] DISTINCT FROM x" compares values; it is not a read of relation x.
@@ -128,7 +130,7 @@ def parse_module(path: Path, layer: str) -> SqlModule:
                 if re.fullmatch(r"\w+", col):
                     docs[col] = " ".join(pending)
                 pending = []
-    code = _strip_comments(text)
+    code = strip_comments(text)
     ctes = _ctes(code)
     refs = {r.group("name").lower() for r in _REF.finditer(code)} - ctes - {name.lower()}
     refs |= {

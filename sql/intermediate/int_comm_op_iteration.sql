@@ -33,8 +33,9 @@ WITH ops AS (
   SELECT * FROM int_comm_ops_sequenced
 ),
 by_marker AS (
+  -- the calls (the same rows, read from staging: the sequenced calls are read once, above)
   SELECT o.run_id, o.rank, o.source_file, o.source_line, min(w.iteration) AS iteration
-  FROM ops AS o
+  FROM stg_store__comm_ops AS o
   JOIN int_iterations_marked AS w
     ON o.run_id = w.run_id AND o.rank IS NOT DISTINCT FROM w.rank
     AND coalesce(o.launch_ts_ns, o.ts_ns) >= w.start_ns

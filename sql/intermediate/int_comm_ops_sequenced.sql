@@ -31,32 +31,50 @@ CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   -- rule of int_comm_op_iteration.
   launch_ts_ns
 ) AS
-WITH ops AS MATERIALIZED (
-  -- numbered per sequence by its integer key (partitioning by the file path string is slower)
+WITH calls AS NOT MATERIALIZED (
   SELECT
     *,
+    hash(run_id, rank, source_file) AS seq_key,
+    hash(op, msg_bytes, grp, peer_rank) AS th
+  FROM (SELECT *, coalesce(CAST(group_size AS VARCHAR), comm_id) AS grp FROM stg_store__comm_ops)
+),
+ops AS MATERIALIZED (
+  -- numbered per sequence by its integer key (partitioning by the file path string is slower);
+  -- narrow: integers only (the sequence's names and the token's text are joined at the end from
+  -- the small dictionaries below, so the window sorts no strings)
+  SELECT
+    seq_key,
+    source_line,
+    ts_ns,
+    end_ns,
+    iteration AS source_iteration,
+    call_key,
+    launch_ts_ns,
+    th,
+    hash(op, grp, peer_rank) AS ch,
     row_number() OVER (PARTITION BY seq_key ORDER BY source_line, ts_ns) AS pos
-  FROM (
-    SELECT
-      run_id,
-      rank,
-      source_file,
-      source_line,
-      op,
-      msg_bytes,
-      group_size,
-      comm_id,
-      peer_rank,
-      ts_ns,
-      end_ns,
-      iteration AS source_iteration,
-      call_key,
-      launch_ts_ns,
-      hash(run_id, rank, source_file) AS seq_key,
-      hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS th,
-      hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id), peer_rank) AS ch
-    FROM stg_store__comm_ops
-  )
+  FROM calls
+),
+seq_names AS MATERIALIZED (
+  -- one row per sequence
+  SELECT seq_key, any_value(run_id) AS run_id, any_value(rank) AS rank,
+    any_value(source_file) AS source_file
+  FROM calls
+  GROUP BY seq_key
+),
+tokens AS MATERIALIZED (
+  -- one row per distinct token (a few hundred among millions of calls)
+  SELECT
+    th,
+    concat_ws(
+      ':',
+      any_value(op),
+      coalesce(CAST(any_value(msg_bytes) AS VARCHAR), '?'),
+      coalesce(any_value(grp), '?'),
+      coalesce(CAST(any_value(peer_rank) AS VARCHAR), '-')
+    ) AS token
+  FROM calls
+  GROUP BY th
 ),
 seqs AS MATERIALIZED (
   -- order-sensitive fingerprint of each sequence's fine tokens
@@ -140,27 +158,40 @@ chosen AS MATERIALIZED (
     PARTITION BY r.dkey ORDER BY r.end_pos - r.start_pos DESC, r.period, r.start_pos
   ) = 1
 ),
-picked AS MATERIALIZED (
+picked AS (
   -- the fine token's period when it has one, else the coarse token's; mapped to every sequence
   SELECT s.seq_key, c.period, c.start_pos, c.end_pos, c.share, c.n
   FROM seqs AS s
   JOIN reps AS r ON r.n = s.n AND r.fp = s.fp
   JOIN chosen AS c ON c.rep_key = r.rep_key
   QUALIFY row_number() OVER (PARTITION BY s.seq_key ORDER BY c.fine DESC) = 1
+),
+seq_info AS MATERIALIZED (
+  -- one row per sequence: its names and its period (null when none), so that every call finds
+  -- its row by an inner join on the small side (grouped, although each seq_key is one row: a
+  -- group-by's small cardinality estimate makes DuckDB build the join's hash table on this side
+  -- rather than on the calls)
+  SELECT
+    n.seq_key,
+    any_value(n.run_id) AS run_id,
+    any_value(n.rank) AS rank,
+    any_value(n.source_file) AS source_file,
+    any_value(c.period) AS period,
+    any_value(c.start_pos) AS start_pos,
+    any_value(c.end_pos) AS end_pos,
+    any_value(c.share) AS share,
+    any_value(c.n) AS n
+  FROM seq_names AS n
+  LEFT JOIN picked AS c ON c.seq_key = n.seq_key
+  GROUP BY n.seq_key
 )
 SELECT
-  o.run_id,
-  o.rank,
-  o.source_file,
+  c.run_id,
+  c.rank,
+  c.source_file,
   o.source_line,
   o.pos,
-  concat_ws(
-    ':',
-    o.op,
-    coalesce(CAST(o.msg_bytes AS VARCHAR), '?'),
-    coalesce(CAST(o.group_size AS VARCHAR), o.comm_id, '?'),
-    coalesce(CAST(o.peer_rank AS VARCHAR), '-')
-  ) AS token,
+  t.token,
   c.period,
   coalesce(c.share, 1.0) AS period_score,
   CAST(
@@ -177,4 +208,5 @@ SELECT
   o.call_key,
   o.launch_ts_ns
 FROM ops AS o
-LEFT JOIN picked AS c ON o.seq_key = c.seq_key
+JOIN seq_info AS c ON c.seq_key = o.seq_key
+JOIN tokens AS t ON t.th = o.th

@@ -1,5 +1,5 @@
 -- Cross-rank instance matching on raw clocks: every call of one lane per rank that takes part in a logical collective or p2p transfer, with the key of the instance it belongs to (issue 18 item 1; int_instance_calls adds the aligned times).
--- One row per call of a rank's lane that has a known group of more than one rank (collectives, barriers) or is a send/recv with a known peer. Lane: the rank's timeline format (the format of its comm_ops rows in int_comm_ops_timed) when it has one, else its counted source (int_comm_ops_classified.counted); every call of that format is a member, timed = the call is a row of int_comm_ops_timed (a kernel- or CPU-timed call; a Kineto call without a kernel on a GPU rank stays an untimed member). Order of a rank's calls: CPU issue time (launch_ts_ns), then start, then file (by name) and line (NCCL logs: line order; every rank issues a communicator's calls in the same order). Matching per (run, global_group): 'seq' when every lane seen on the group is of one format and logs a seq on every call that is not constant (more than one distinct value when the rank has more than one call): instance = (seq, k-th call of the rank with that seq on the group: NCCL opCount repeats inside ncclGroup); else 'order': the k-th call of the group on each rank, counted inside the iteration when every member's calls carry a source or marker iteration (int_comm_op_iteration.method source | marker; detected iterations are not used: their boundaries are positions, not steps, and may differ between the ranks of a cross-stage group), else over the whole run. instance_seq = the key as one dense number, the same on every member: per (group, seq or iteration) the most calls any member has, summed over the earlier ones, plus the k (no sort of the group's calls). p2p: the k-th send src->dst with the k-th recv on dst from src (inside the iteration when both ranks' calls carry one). Nothing is dropped or re-paired: a member missing a call, or logging another op or size, leaves its instance incomplete or mismatched (collective_instances flags it).
+-- One row per call of a rank's lane that has a known group of more than one rank (collectives, barriers) or is a send/recv with a known peer. Lane: the rank's timeline format (the format of its comm_ops rows in int_comm_ops_timed) when it has one, else its counted source (int_comm_ops_classified.counted); every call of that format is a member, timed = the call is a row of int_comm_ops_timed (a kernel- or CPU-timed call; a Kineto call without a kernel on a GPU rank stays an untimed member). Order of a rank's calls: CPU issue time (launch_ts_ns), then start, then file (by name) and line (NCCL logs: line order; every rank issues a communicator's calls in the same order). Matching per (run, global_group): 'seq' when every lane seen on the group is of one format and logs a seq on every call that is not constant (more than one distinct value when the rank has more than one call): instance = (seq, k-th call of the rank with that seq on the group: NCCL opCount repeats inside ncclGroup); else 'order': the k-th call of the group on each rank, counted inside the iteration when every member's calls carry a source or marker iteration (int_comm_op_iteration.method source | marker; detected iterations are not used: their boundaries are positions, not steps, and may differ between the ranks of a cross-stage group), else over the whole run. The lane's calls, their iterations, issue order and resolved peers come from int_instance_lane_calls (materialised on its own). instance_seq = the key as one dense number, the same on every member: per (group, seq or iteration) the most calls any member has, summed over the earlier ones, plus the k (no sort of the group's calls). p2p: the k-th send src->dst with the k-th recv on dst from src (inside the iteration when both ranks' calls carry one). Nothing is dropped or re-paired: a member missing a call, or logging another op or size, leaves its instance incomplete or mismatched (collective_instances flags it).
 CREATE OR REPLACE VIEW int_instance_members(
   -- Training run identifier.
   run_id,
@@ -59,95 +59,9 @@ WITH
     FROM int_comm_ops_timed
     WHERE source = 'comm_ops'
   ),
-  lane AS (
-    -- the rank's timeline format, else its counted source
-    SELECT DISTINCT run_id, rank, source_format FROM timed
-    UNION ALL
-    SELECT p.run_id, p.rank, p.source_format
-    FROM int_rank_primary_source AS p
-    ANTI JOIN (SELECT DISTINCT run_id, rank FROM timed) AS t
-      ON t.run_id = p.run_id AND t.rank = p.rank
-  ),
-  members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- every lane call, narrow: what matching needs (the output's other columns are joined from
-  -- int_comm_ops_classified once at the end, on the call's integer keys: call_key hashes (run,
-  -- rank, file, line), stg_store__comm_ops)
-  calls AS (
-    SELECT
-      c.run_id,
-      c.rank,
-      c.call_key,
-      c.source_format,
-      c.source_file,
-      c.source_line,
-      c.op,
-      c.global_group,
-      c.group_size,
-      c.seq,
-      c.peer_rank,
-      ci.launch_ts_ns,
-      coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
-      CASE
-        WHEN t.rank IS NOT NULL THEN t.iteration
-        WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration
-      END AS iteration,
-      -- an iteration that names a training step (not a position in a detected period)
-      ci.method IN ('source', 'marker') AS step_iteration
-    FROM int_comm_ops_classified AS c
-    SEMI JOIN lane AS l
-      ON l.run_id = c.run_id AND l.rank = c.rank
-      AND l.source_format IS NOT DISTINCT FROM c.source_format
-    LEFT JOIN timed AS t
-      ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
-      AND t.source_line = c.source_line
-    LEFT JOIN int_comm_op_iteration AS ci
-      ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
-      AND ci.source_line = c.source_line
-    WHERE c.rank IS NOT NULL
-  ),
-  -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
-  -- the logged rank itself on the world or an unknown group
-  pairs AS (
-    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
-    FROM members
-    WHERE group_size = 2
-    GROUP BY run_id, global_group
-  ),
-  files AS (
-    -- file order as an integer, so the per-rank order below sorts integers only
-    SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
-    -- every file of the run: the lane files keep their relative order
-    FROM (SELECT DISTINCT run_id, source_file FROM int_comm_ops_classified)
-  ),
-  resolved AS MATERIALIZED (
-    -- narrow: what matching needs, integer keys only
-    SELECT
-      c.run_id,
-      c.rank,
-      c.call_key,
-      c.source_line,
-      c.op,
-      c.source_format,
-      c.seq,
-      c.iteration,
-      c.step_iteration,
-      c.launch_ts_ns,
-      c.order_ts,
-      f.fidx,
-      hash(c.global_group) AS gk,
-      c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
-      CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
-        CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
-        g.global_rank,
-        CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
-      ) END AS peer_resolved
-    FROM calls AS c
-    JOIN files AS f
-      ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
-    LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
-    LEFT JOIN members AS g
-      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
-  ),
+  -- the lane's calls, narrow (int_instance_lane_calls); the output's other columns are joined
+  -- from int_comm_ops_classified once at the end, on the call's integer keys
+  resolved AS MATERIALIZED (SELECT * FROM int_instance_lane_calls),
   -- ---- collectives ----------------------------------------------------------------------
   coll_pre AS (
     SELECT *
@@ -163,6 +77,7 @@ WITH
       rank,
       any_value(source_format) AS source_format,
       count(*) = count(seq) AND (count(DISTINCT seq) > 1 OR count(*) = 1) AS seq_usable,
+      count(DISTINCT seq) = count(*) AS seq_unique,
       bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_usable
     FROM coll_pre
     GROUP BY run_id, gk, rank
@@ -175,9 +90,51 @@ WITH
         WHEN bool_and(seq_usable) AND count(DISTINCT source_format) = 1 THEN 'seq'
         ELSE 'order'
       END AS match_method,
-      bool_and(iter_usable) AS within_iteration
+      bool_and(iter_usable) AS within_iteration,
+      bool_and(seq_unique) AS seq_unique
     FROM coll_rank
     GROUP BY run_id, gk
+  ),
+  coll_typed AS MATERIALIZED (
+    SELECT
+      c.run_id,
+      c.rank,
+      c.call_key,
+      c.source_line,
+      c.iteration,
+      c.gk,
+      c.launch_ts_ns,
+      c.order_ts,
+      c.fidx,
+      m.match_method,
+      m.match_method = 'order' AND m.within_iteration AS within_iteration,
+      -- seq matching where no member repeats a seq on the group: every k (below) is 1, so the
+      -- instance is the seq's dense rank in the group (one window instead of the k-th call's
+      -- window, the per-seq maxima and their running sum)
+      m.match_method = 'seq' AND m.seq_unique AS seq_dense,
+      CASE
+        WHEN m.match_method = 'seq' THEN c.seq
+        WHEN m.within_iteration THEN c.iteration
+        ELSE 0
+      END AS key_major
+    FROM coll_pre AS c
+    JOIN coll_method AS m ON m.run_id = c.run_id AND m.gk = c.gk
+  ),
+  coll_dense AS (
+    SELECT
+      run_id,
+      rank,
+      call_key,
+      source_line,
+      iteration,
+      NULL::INTEGER AS peer_global,
+      NULL::INTEGER AS p2p_src,
+      NULL::INTEGER AS p2p_dst,
+      dense_rank() OVER (PARTITION BY run_id, gk ORDER BY key_major) AS instance_seq,
+      match_method,
+      within_iteration
+    FROM coll_typed
+    WHERE seq_dense
   ),
   coll_keyed AS (
     -- one window: the k-th call of the rank among its calls with the same key_major (seq:
@@ -196,27 +153,8 @@ WITH
         PARTITION BY run_id, gk, rank, key_major
         ORDER BY launch_ts_ns, order_ts, fidx, source_line
       ) AS key_minor
-    FROM (
-      SELECT
-        c.run_id,
-        c.rank,
-        c.call_key,
-        c.source_line,
-        c.iteration,
-        c.gk,
-        c.launch_ts_ns,
-        c.order_ts,
-        c.fidx,
-        m.match_method,
-        m.match_method = 'order' AND m.within_iteration AS within_iteration,
-        CASE
-          WHEN m.match_method = 'seq' THEN c.seq
-          WHEN m.within_iteration THEN c.iteration
-          ELSE 0
-        END AS key_major
-      FROM coll_pre AS c
-      JOIN coll_method AS m ON m.run_id = c.run_id AND m.gk = c.gk
-    )
+    FROM coll_typed
+    WHERE NOT seq_dense
   ),
   -- instance_seq without sorting the group's calls: per (group, key_major) the most calls any
   -- member has, summed over the earlier key_majors, plus key_minor (dense, the same on every
@@ -334,6 +272,8 @@ WITH
       AND b.key_major IS NOT DISTINCT FROM p.key_major
   ),
   keyed AS (
+    SELECT * FROM coll_dense
+    UNION ALL
     SELECT * FROM coll_out
     UNION ALL
     SELECT * FROM p2p_out

@@ -1,0 +1,147 @@
+-- The calls cross-rank matching works on (int_instance_members): every call of one lane per rank, narrow, with its iteration, issue order and resolved p2p peer (issue 18 item 1).
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the classified calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls).
+CREATE OR REPLACE VIEW int_instance_lane_calls(
+  -- Training run identifier.
+  run_id,
+  -- Global rank that issued the call.
+  rank,
+  -- Compact key of the call (stg_store__comm_ops.call_key).
+  call_key,
+  -- Line (or event index) in its file.
+  source_line,
+  -- Normalised operation.
+  op,
+  -- Parser of the call (the rank's lane).
+  source_format,
+  -- Sequence number as logged; null when none.
+  seq,
+  -- Iteration of the call (int_comm_ops_timed for timed calls, else int_comm_op_iteration, detected iterations only where a period was found); null outside every iteration.
+  iteration,
+  -- True when the iteration names a training step (int_comm_op_iteration.method source | marker).
+  step_iteration,
+  -- CPU issue time, ns (null when not recorded).
+  launch_ts_ns,
+  -- Start on the rank's timeline (the classified call's, else its iteration row's), ns.
+  order_ts,
+  -- The call's file as a number: its place among the run's files by name.
+  fidx,
+  -- hash(global_group): the call's group as an integer key.
+  gk,
+  -- True when the call is on a known group of more than one rank.
+  on_group,
+  -- send/recv: the peer's global rank (a two-rank group's other member, else the member with the logged group rank, else the logged rank on the world or an unknown group); null otherwise.
+  peer_resolved
+) AS
+WITH
+  timed AS MATERIALIZED (
+    SELECT run_id, rank, source_format, source_file, source_line, ts_ns, end_ns, dur_ns,
+      iteration, timing_source
+    FROM int_comm_ops_timed
+    WHERE source = 'comm_ops'
+  ),
+  lane AS (
+    -- the rank's timeline format, else its counted source
+    SELECT DISTINCT run_id, rank, source_format FROM timed
+    UNION ALL
+    SELECT p.run_id, p.rank, p.source_format
+    FROM int_rank_primary_source AS p
+    ANTI JOIN (SELECT DISTINCT run_id, rank FROM timed) AS t
+      ON t.run_id = p.run_id AND t.rank = p.rank
+  ),
+  members AS MATERIALIZED (SELECT * FROM int_groups_members),
+  -- every lane call, narrow: what matching needs (int_instance_members joins the output's other
+  -- columns from int_comm_ops_classified once, on the call's integer keys: call_key hashes (run,
+  -- rank, file, line), stg_store__comm_ops)
+  calls AS (
+    SELECT
+      c.run_id,
+      c.rank,
+      c.call_key,
+      c.source_format,
+      c.source_file,
+      c.source_line,
+      c.op,
+      c.global_group,
+      c.group_size,
+      c.seq,
+      c.peer_rank,
+      ci.launch_ts_ns,
+      coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
+      CASE
+        WHEN t.rank IS NOT NULL THEN t.iteration
+        WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration
+      END AS iteration,
+      -- an iteration that names a training step (not a position in a detected period)
+      ci.method IN ('source', 'marker') AS step_iteration
+    FROM int_comm_ops_classified AS c
+    SEMI JOIN lane AS l
+      ON l.run_id = c.run_id AND l.rank = c.rank
+      AND l.source_format IS NOT DISTINCT FROM c.source_format
+    LEFT JOIN timed AS t
+      ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
+      AND t.source_line = c.source_line
+    LEFT JOIN int_comm_op_iteration AS ci
+      ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
+      AND ci.source_line = c.source_line
+    WHERE c.rank IS NOT NULL
+  ),
+  -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
+  -- the logged rank itself on the world or an unknown group
+  pairs AS (
+    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
+    FROM members
+    WHERE group_size = 2
+    GROUP BY run_id, global_group
+  ),
+  files AS (
+    -- file order as an integer, so the per-rank order below sorts integers only
+    SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
+    -- every file of the run: the lane files keep their relative order
+    FROM (SELECT DISTINCT run_id, source_file FROM int_comm_ops_classified)
+  ),
+  resolved AS (
+    -- narrow: what matching needs, integer keys only
+    SELECT
+      c.run_id,
+      c.rank,
+      c.call_key,
+      c.source_line,
+      c.op,
+      c.source_format,
+      c.seq,
+      c.iteration,
+      c.step_iteration,
+      c.launch_ts_ns,
+      c.order_ts,
+      f.fidx,
+      hash(c.global_group) AS gk,
+      c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
+      CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
+        CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
+        g.global_rank,
+        CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
+      ) END AS peer_resolved
+    FROM calls AS c
+    JOIN files AS f
+      ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
+    LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
+    LEFT JOIN members AS g
+      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
+  )
+SELECT
+  run_id,
+  rank,
+  call_key,
+  source_line,
+  op,
+  source_format,
+  seq,
+  iteration,
+  step_iteration,
+  launch_ts_ns,
+  order_ts,
+  fidx,
+  gk,
+  on_group,
+  peer_resolved
+FROM resolved
