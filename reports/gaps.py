@@ -455,7 +455,16 @@ def _sizes_gap(ev: Evidence) -> Gap | None:
             n -= ev.unsized_deepep
         if not n:
             continue
-        if f in TIMELINE_FORMATS:
+        if f == "nsys":
+            causes.append(
+                f"{n:,} nsys calls carry no message size (their NCCL NVTX ranges hold no payload)"
+            )
+            remedies.append(
+                f"{REMEDY_NCCL_COLL} in the same job (each COLL line's count and datatype are "
+                "joined to the nsys call of the same host:pid), or profile with an NCCL whose "
+                "NVTX ranges carry payloads (nsys shows 'Message size' on each NCCL range)"
+            )
+        elif f in TIMELINE_FORMATS:
             causes.append(f"{n:,} trace calls carry no element count or dtype")
             remedies.append(
                 "record with PyTorch >= 2.2 so record_param_comms carries In msg nelems and dtype"

@@ -253,6 +253,18 @@ CASES = [
         id="kineto-no-profiler-step",
     ),
     pytest.param(
+        # nsys of NCCL 2.17: its NCCL ranges carry no payload, so no call has a size
+        dict(
+            calls=[call(source_format="nsys", msg_bytes=None)] * 3,
+            marts={**NO_BW, "message_sizes": None},
+        ),
+        ["sizes"],
+        "missing",
+        "3 nsys calls carry no message size",
+        "NCCL_DEBUG_SUBSYS=INIT,COLL in the same job",
+        id="nsys-no-payload",
+    ),
+    pytest.param(
         # an old Kineto trace: calls name no process group and no world size is recorded
         dict(
             calls=[call(comm_id=None, group_size=None, group_source=None)] * 2,
