@@ -145,10 +145,9 @@ def confine(con: duckdb.DuckDBPyConnection, store: Store, *, limited: bool = Fal
 
     if not limited:  # a Store.connect_computed session is limited and confined already
         limit_memory(con)
+        store.confine(con)
     row = con.execute("SELECT current_setting('temp_directory')").fetchone()
     spill = Path(str(row[0])) if row and row[0] else None
-    if not limited:
-        store.confine(con)
     con.execute("SET lock_configuration = true")
     return spill
 

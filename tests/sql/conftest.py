@@ -94,12 +94,9 @@ def tables_for_views(con: duckdb.DuckDBPyConnection, modules: Iterable[SqlModule
 
 
 def create_materialised(con: duckdb.DuckDBPyConnection, modules: Iterable[SqlModule]) -> None:
-    """Create ``modules`` (in their order), each intermediate view replaced at once by a table
-    of its rows, as derive does. Creating a deep view binds every view under it once per
-    reference (seconds each); over tables it binds in milliseconds, and a mart queried
-    afterwards reads each intermediate once instead of re-planning the whole chain (minutes
-    and gigabytes for the instance views)."""
-    for mod in modules:
-        con.execute(mod.text)
-        if mod.layer == "intermediate" and mod.kind.upper() == "VIEW":
-            materialise_view(con, mod.name)
+    """Create ``modules`` (in their order), then each intermediate view as a table of its rows,
+    as derive does: a mart queried afterwards reads each intermediate once instead of
+    re-planning the whole chain (minutes and gigabytes for the instance views)."""
+    mods = tuple(modules)
+    apply(con, mods)
+    tables_for_views(con, mods)
