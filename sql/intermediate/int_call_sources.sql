@@ -179,53 +179,50 @@ WITH
       CASE WHEN NOT p2p AND source_format = 'nccl_inspector' THEN seq END AS op_pos
     FROM secondary
   ),
-  candidates AS (
+  candidate_keys AS (
     -- every (secondary row, anchor row, method) the keys allow (equi-joins only: a lane's
     -- calls are never crossed with each other); a row of another process never pairs
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
       'seq' AS method, a.call_key AS anchor_key, a.source_line AS anchor_line, a.op = s.op AS op_ok,
-      (
-        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
-        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
-        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
-      ) AS size_ok, a.pid AS a_pid, s.pid AS s_pid
+      a.msg_bytes AS a_bytes, s.msg_bytes AS s_bytes, a.op AS a_op, a.source_format AS a_format,
+      s.source_format AS s_format, a.pid AS a_pid, s.pid AS s_pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
       AND a.coll_pos = s.coll_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'seq' AS method, a.call_key, a.source_line, TRUE, (
-        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
-        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
-        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
-      ), a.pid, s.pid
+      'seq' AS method, a.call_key, a.source_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.op_pos = s.op_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'iteration' AS method, a.call_key, a.source_line, TRUE, (
-        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
-        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
-        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
-      ), a.pid, s.pid
+      'iteration' AS method, a.call_key, a.source_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.iteration = s.iteration AND a.k_iter = s.k_iter
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'order' AS method, a.call_key, a.source_line, TRUE, (
-        a.msg_bytes IS NULL OR s.msg_bytes IS NULL OR a.msg_bytes = s.msg_bytes
-        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
-        OR (a.op = 'reduce_scatter' AND 'deepspeed_comms' IN (a.source_format, s.source_format))
-      ), a.pid, s.pid
+      'order' AS method, a.call_key, a.source_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.k_run = s.k_run
+  ),
+  candidates AS (
+    SELECT * EXCLUDE (a_bytes, s_bytes, a_op, a_format, s_format),
+      (
+        a_bytes IS NULL OR s_bytes IS NULL OR a_bytes = s_bytes
+        -- DeepSpeed logs reduce_scatter's whole input, the others the shard
+        OR (a_op = 'reduce_scatter' AND 'deepspeed_comms' IN (a_format, s_format))
+      ) AS size_ok
+    FROM candidate_keys
   ),
   same_process AS (
     SELECT * FROM candidates WHERE NOT (a_pid IS NOT NULL AND s_pid IS NOT NULL AND a_pid <> s_pid)
