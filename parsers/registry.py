@@ -120,15 +120,16 @@ def register(cls: type) -> type:
 
 
 def load_all() -> MappingProxyType[str, Parser]:
-    """Import every parser module so that each registers itself; return the registry."""
+    """Import every parser module of this package so that each registers itself; return the
+    registry. (Found by folder, not by importing the package: the package's ``__init__``
+    imports this module, and the layering test allows no import cycle.)"""
     import importlib
     import pkgutil
 
-    import parsers
-
-    for mod in pkgutil.iter_modules(parsers.__path__):
+    package = __name__.rpartition(".")[0]
+    for mod in pkgutil.iter_modules([str(Path(__file__).parent)]):
         if not mod.name.startswith("_") and mod.name not in {"registry", "schema"}:
-            importlib.import_module(f"parsers.{mod.name}")
+            importlib.import_module(f"{package}.{mod.name}")
     return REGISTRY
 
 

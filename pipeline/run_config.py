@@ -22,7 +22,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config_schema import (
     MAX_CONFIG_BYTES,
@@ -33,6 +33,10 @@ from pipeline.config_schema import (
 )
 from pipeline.fs_policy import not_regular, read_checked
 from pipeline.store import Store, validate_run_id
+
+if TYPE_CHECKING:
+    from pipeline.synthetic.scenario import GenerateOptions
+    from reports.model.config import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -198,3 +202,19 @@ def record_from_inputs(store: Store, run_id: str, paths: list[Path]) -> StoredCo
     if stored is not None:
         save(store, stored)
     return stored
+
+
+def load_generate_config(path: str | Path) -> tuple[RunConfig, GenerateOptions]:
+    """Read a generator config (model sections + ``[generate]`` + ``[scenario]``) from TOML.
+
+    The file is read and checked as every command reads it
+    (:func:`check_config_file`): an unknown section or key, or a bad value,
+    is one :class:`~pipeline.config_schema.ConfigError` naming the file and the key.
+
+    Raises:
+        ConfigError: (a ``ValueError``) unreadable, not TOML, or invalid content.
+    """
+    from pipeline.synthetic.scenario import split_config
+
+    checked = check_config_file(Path(path))
+    return split_config({**checked.config, **checked.generator})

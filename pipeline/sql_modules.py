@@ -37,7 +37,7 @@ MODEL_INPUTS: frozenset[str] = frozenset(
         "predicted_stage_times",
     }
 )
-"""The run's config and the model's outputs (pipeline.derive.INPUT_COLUMNS gives their columns)."""
+"""The run's config and the model's outputs (pipeline.model_inputs.INPUT_COLUMNS gives their columns)."""
 
 EXTERNAL_INPUTS: frozenset[str] = frozenset(TABLES) | MODEL_INPUTS
 """Relations SQL may read that are not defined in sql/: canonical tables and model outputs."""

@@ -630,7 +630,7 @@ class Store:
         A relation that derive wrote for some run is a view over its Parquet files; one that no
         run has yet is an empty table with the full column types, so the views reading it bind.
         """
-        from pipeline.derive import empty_inputs, register_tables
+        from pipeline.model_inputs import empty_inputs, register_tables
 
         written = set(self.model_inputs())
         empty = {k: v for k, v in empty_inputs().items() if k not in written}
@@ -842,7 +842,7 @@ class Store:
         rows in seconds. The session has derive's memory limit and reads only the store's data
         folders (:meth:`confine`), set before anything is read.
         """
-        from pipeline.derive import limit_memory, materialise_view
+        from pipeline.duckdb_session import limit_memory, materialise_view
         from pipeline.sql_modules import with_dependencies
 
         con = duckdb.connect(":memory:")

@@ -15,7 +15,6 @@ Calls are counted two ways, never mixed:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import duckdb
 import polars as pl
@@ -123,26 +122,3 @@ def _logical_calls(con: duckdb.DuckDBPyConnection, run_id: str) -> pl.DataFrame:
         """,
         params=[run_id],
     ).pl()
-
-
-# ---------------------------------------------------------------------------- headline (issue 17)
-
-
-def run_headline(store: Store, run_id: str) -> dict[str, Any]:
-    """The run's headline rows as JSON (:func:`reports.headline.headline`, the same numbers as
-    the report and ``compare``); ``{"available": false, "reason": ...}`` when the run's marts
-    cannot be read."""
-    from reports import data as rd
-
-    try:
-        data = rd.load_run(store, run_id)
-    except Exception as exc:  # no marts yet, an unreadable store: say why, keep the summary
-        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
-    try:
-        out: dict[str, Any] = {"available": True, **rd.run_headline(data).to_json()}
-        if data.missing:
-            out["marts_missing"] = sorted(data.missing)
-        return out
-    finally:
-        if data.con is not None:
-            data.con.close()

@@ -24,8 +24,6 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from pipeline import run_config as rc
-from pipeline.derive import predictions, run_config_frame
 from reports.headline import Headline, model_platform
 from reports.headline import headline as compute_headline
 
@@ -73,6 +71,21 @@ class Unavailable(Exception):
     """A view cannot be drawn for this run; the message says why."""
 
 
+@dataclass(frozen=True)
+class StoredRunConfig:
+    """A run's configuration as its derive recorded it (the ``run_config`` relation).
+
+    Attributes:
+        config: the config's sections (model, parallel, platform, mapping, ...).
+        source: where it came from (``config:<file>``, ``manifest:<file>``, ...).
+        synthetic: True when the run's logs were generated.
+    """
+
+    config: dict[str, Any]
+    source: str
+    synthetic: bool = False
+
+
 @dataclass
 class RunData:
     """Everything the report of one run reads, loaded once.
@@ -87,6 +100,8 @@ class RunData:
         predicted_matrix: the model's rank x rank bytes per iteration and class.
         predicted_stage_times: the model's terms per stage (stage, term, value; seconds),
             every stage within one common iteration (its bubble by eqs. 5-7 per stage).
+        predicted_signatures: the model's calls per iteration per rank and call signature
+            (rank, stage, traffic_class, op, group_size, msg_bytes, count).
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
@@ -94,13 +109,14 @@ class RunData:
     """
 
     run_id: str
-    stored: rc.StoredConfig | None
+    stored: StoredRunConfig | None
     run_config: dict[str, Any]
     marts: dict[str, pl.DataFrame] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
     predicted_times: dict[str, float] = field(default_factory=dict)
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
     predicted_stage_times: pl.DataFrame = field(default_factory=pl.DataFrame)
+    predicted_signatures: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
     paper_rank: int = 0
@@ -172,19 +188,40 @@ def mart_path_reason(store: Store, name: str, run_id: str) -> str:
     return f"mart {name} was not derived for this run (run `commscope derive {run_id}`)"
 
 
-def marts_missing(store: Store, run_id: str) -> list[str]:
-    """Marts defined in sql/marts that have no materialised file for this run."""
-    from pipeline.sql_modules import discover
+def read_model_inputs(store: Store, run_id: str) -> dict[str, pl.DataFrame]:
+    """The run's published model inputs as derive wrote them (``run_config`` and the
+    analytical model's ``predicted_*`` frames), by relation name; empty before a derive."""
+    return {name: pl.read_parquet(path) for name, path in store.model_input_files(run_id).items()}
 
-    published = store.mart_files(run_id)
-    return [m.name for m in discover() if m.layer == "marts" and m.name not in published]
+
+def stored_config(run_config: dict[str, Any]) -> StoredRunConfig | None:
+    """The run's configuration from its ``run_config`` row, or None when it has none."""
+    raw = run_config.get("config_json")
+    if not raw:
+        return None
+    return StoredRunConfig(
+        config=json.loads(str(raw)),
+        source=str(run_config.get("config_source") or "unknown"),
+        synthetic=bool(run_config.get("synthetic")),
+    )
 
 
 def load_run(store: Store, run_id: str) -> RunData:
-    """Read every materialised mart of a run, its config and the model's predictions."""
-    stored = rc.load(store, run_id)
-    rcfg = run_config_frame(stored, run_id).row(0, named=True)
-    data = RunData(run_id, stored, rcfg)
+    """Read every published mart of a run, its config and the model's predictions.
+
+    A pure reader: the config and the predictions are the ``run_config`` and ``predicted_*``
+    relations the run's derive published beside its marts (the same generation), never
+    recomputed here; a run that was not derived shows every view's reason instead (the
+    command or flow decides whether to derive first).
+    """
+    inputs = read_model_inputs(store, run_id)
+    rc_frame = inputs.get("run_config")
+    rcfg: dict[str, Any] = (
+        rc_frame.row(0, named=True)
+        if rc_frame is not None and rc_frame.height
+        else {"run_id": run_id, "config_source": "none"}
+    )
+    data = RunData(run_id, stored_config(rcfg), rcfg)
     published = store.mart_files(run_id)  # one published generation for every mart
     for name in MARTS:
         path = published.get(name)
@@ -192,14 +229,34 @@ def load_run(store: Store, run_id: str) -> RunData:
             data.marts[name] = pl.read_parquet(path)
         else:
             data.missing[name] = mart_path_reason(store, name, run_id)
-    preds = predictions(stored, run_id)
-    data.predicted_times = {
-        str(r["term"]): float(r["value"]) for r in preds["predicted_times"].iter_rows(named=True)
-    }
-    data.predicted_matrix = preds["predicted_matrix"]
-    data.predicted_stage_times = preds.get("predicted_stage_times", pl.DataFrame())
+    times = inputs.get("predicted_times")
+    if times is not None:
+        data.predicted_times = {
+            str(r["term"]): float(r["value"]) for r in times.iter_rows(named=True)
+        }
+    data.predicted_matrix = inputs.get("predicted_matrix", pl.DataFrame())
+    data.predicted_stage_times = inputs.get("predicted_stage_times", pl.DataFrame())
+    data.predicted_signatures = inputs.get("predicted_signatures", pl.DataFrame())
     data.con = store.connect(read_only=True)
     return data
+
+
+def stored_headline(store: Store, run_id: str) -> dict[str, Any]:
+    """The run's headline rows as JSON (:func:`reports.headline.headline`, the same numbers as
+    the report and ``compare``); ``{"available": false, "reason": ...}`` when the run's marts
+    cannot be read."""
+    try:
+        data = load_run(store, run_id)
+    except Exception as exc:  # no marts yet, an unreadable store: say why, keep the summary
+        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+    try:
+        out: dict[str, Any] = {"available": True, **run_headline(data).to_json()}
+        if data.missing:
+            out["marts_missing"] = sorted(data.missing)
+        return out
+    finally:
+        if data.con is not None:
+            data.con.close()
 
 
 def _query(data: RunData, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:

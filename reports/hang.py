@@ -17,15 +17,12 @@ and is one line when the dumps show no unfinished collective.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import polars as pl
 
 from reports import data as rd
+from reports.blocks import Block
 from reports.stragglers import rank_ranges
-
-if TYPE_CHECKING:
-    from reports.html import Block
 
 # Blocking collectives named in the sentence (the table lists all).
 MAX_NAMED = 3
@@ -201,7 +198,6 @@ def progress_table(t: Triage) -> pl.DataFrame:
 
 def section(d: rd.RunData) -> list[Block]:
     """The section's blocks; empty (section left out) for a run with nothing to show."""
-    from reports.html import Block
 
     t = triage(d)
     if t is None:

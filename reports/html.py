@@ -34,7 +34,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,11 +46,10 @@ from reports import gaps as rg
 from reports import hang as rh
 from reports import paper as rp
 from reports import stragglers as rs
+from reports.blocks import Block, Section, guard
 from reports.headline import Headline
 
 if TYPE_CHECKING:
-    import altair as alt
-
     from pipeline.store import Store
 
 log = logging.getLogger(__name__)
@@ -99,62 +98,6 @@ font-size:.92em}nav a{margin-right:12px}.raw{font-family:monospace;white-space:p
 """
 
 
-# ---------------------------------------------------------------------------- blocks
-
-
-@dataclass
-class Block:
-    """One piece of a section: a chart, a table, a paragraph, or a 'not available' note."""
-
-    kind: str  # chart | table | text | na (view empty: why) | gap (calls left out: why) | pre
-    chart: alt.TopLevelMixin | None = None
-    frame: pl.DataFrame | None = None
-    text: str = ""
-    renderer: str = "svg"
-    raw_columns: tuple[str, ...] = ()
-    total_rows: int | None = None
-
-
-@dataclass
-class Section:
-    """A titled part of the page."""
-
-    key: str
-    title: str
-    blurb: str
-    blocks: list[Block] = field(default_factory=list)
-
-
-def _na(reason: str) -> Block:
-    """A note for a view with no gap found (a mart missing without a cause in the tables)."""
-    return Block("na", text=f"not available ({reason})")
-
-
-def _guard(
-    fn: Callable[[], list[Block]], gaps: dict[str, rg.Gap] | None = None, view: str = ""
-) -> list[Block]:
-    """Run a section body; a view the input cannot feed says why and what to record.
-
-    With ``view`` and a gap for it (:func:`reports.gaps.gaps`): a missing or empty view shows
-    the gap's cause and remedy instead of the body; a partial one shows the body and then the
-    gap as a note. Without a gap, an :class:`~reports.data.Unavailable` becomes a 'not
-    available (why)' note.
-    """
-    gap = (gaps or {}).get(view) if view else None
-    if gap is not None and gap.kind != "partial":
-        return [Block("na", text=gap.text())]
-    try:
-        blocks = fn()
-    except rd.Unavailable as exc:
-        return [Block("na", text=gap.text()) if gap is not None else _na(str(exc))]
-    except Exception as exc:  # a bug in one view must not lose the whole report
-        log.exception("report view failed")
-        return [_na(f"failed: {type(exc).__name__}: {exc}")]
-    if gap is not None:  # partial: say first which calls the view leaves out, and why
-        blocks.insert(0, Block("gap", text=gap.text()))
-    return blocks
-
-
 # ---------------------------------------------------------------------------- sections
 
 
@@ -191,7 +134,7 @@ def _headline(d: rd.RunData) -> list[Block]:
             Block("table", frame=rd.model_vs_measured(d, calibrated=h.calibrated)),
         ]
 
-    return blocks + _guard(mvm, d.gaps, "model")
+    return blocks + guard(mvm, d.gaps, "model")
 
 
 def _breakdown(d: rd.RunData) -> list[Block]:
@@ -241,7 +184,7 @@ def _onoff(d: rd.RunData) -> list[Block]:
     def timeline() -> list[Block]:
         return [Block("chart", chart=charts.onoff_timeline(rd.onoff_timeline(d)))]
 
-    return _guard(timeline, d.gaps, "onoff_timeline") + _guard(overview, d.gaps, "onoff")
+    return guard(timeline, d.gaps, "onoff_timeline") + guard(overview, d.gaps, "onoff")
 
 
 def _sizes(d: rd.RunData) -> list[Block]:
@@ -266,7 +209,7 @@ def _per_rank(d: rd.RunData) -> list[Block]:
     def bub() -> list[Block]:
         return [Block("chart", chart=charts.bubbles(rd.bubbles(d)))]
 
-    return _guard(strag, d.gaps, "stragglers") + _guard(bub, d.gaps, "bubbles")
+    return guard(strag, d.gaps, "stragglers") + guard(bub, d.gaps, "bubbles")
 
 
 def _predictability(d: rd.RunData) -> list[Block]:
@@ -354,7 +297,7 @@ def _quality(d: rd.RunData) -> list[Block]:
         ]
 
     for fn in (files, rejects, ranks, clocks, sources):
-        blocks += _guard(fn)
+        blocks += guard(fn)
     return blocks
 
 
@@ -492,7 +435,7 @@ def run_sections(d: rd.RunData) -> list[Section]:
     out = []
     for key, title, blurb, fn in SECTIONS:
         t0 = time.perf_counter()
-        body = _guard(lambda fn=fn: fn(d), d.gaps, SECTION_VIEW.get(key, ""))  # type: ignore[misc]
+        body = guard(lambda fn=fn: fn(d), d.gaps, SECTION_VIEW.get(key, ""))  # type: ignore[misc]
         if not body and key in OPTIONAL_SECTIONS:
             continue
         out.append(Section(key, title, blurb, _dedupe(body)))
@@ -656,15 +599,6 @@ def _nav(sections: list[Section]) -> str:
     )
 
 
-def _ensure_derived(store: Store, run_id: str, config: Path | None) -> None:
-    """Derive the run when a config is given or its marts are missing."""
-    from pipeline.derive import derive_run
-
-    if config is not None or rd.marts_missing(store, run_id):
-        log.info("report %s: deriving marts first", run_id)
-        derive_run(store, run_id, config=config)
-
-
 def check_out_path(out: Path) -> None:
     """Refuse an output path that names a folder (before any work is done).
 
@@ -699,17 +633,17 @@ def _write(out: Path, text: str) -> Path:
     return out
 
 
-def build_report(
-    store: Store, run_id: str, out: Path, *, config: Path | None = None, paper_rank: int = 0
-) -> Path:
+def build_report(store: Store, run_id: str, out: Path, *, paper_rank: int = 0) -> Path:
     """Write the HTML report of one run and return its path.
+
+    A pure reader of the run's published marts and model inputs: it derives nothing and runs
+    no model (the report command, the flows and the API derive first when needed:
+    :func:`pipeline.derive.ensure_derived`); views of a run that was never derived say so.
 
     Args:
         store: the store holding the run.
         run_id: the run.
         out: the HTML file to write (atomically).
-        config: a model/parallel config that overrides the stored one; the run is re-derived
-            with it. Without it, the run is derived only when marts are missing.
         paper_rank: the rank of the paper's Table 3 (default 0, the paper's rank_0).
     """
     from pipeline.store import validate_run_id
@@ -718,7 +652,6 @@ def build_report(
     check_out_path(out)
     if run_id not in store.runs():
         raise ValueError(f"run {run_id!r} not in {store.root}")
-    _ensure_derived(store, run_id, config)
     d = rd.load_run(store, run_id)
     d.paper_rank = paper_rank
     try:
@@ -794,11 +727,10 @@ def compare_runs(store: Store, run_a: str, run_b: str, out: Path) -> Comparison:
     for r in (run_a, run_b):
         if r not in runs:
             raise ValueError(f"run {r!r} not in {store.root}")
-        _ensure_derived(store, r, None)
     da, db = rd.load_run(store, run_a), rd.load_run(store, run_b)
     try:
         sa, sb = run_sections(da), run_sections(db)
-        diff = _guard(lambda: [Block("table", frame=_compare_table(da, db))])
+        diff = guard(lambda: [Block("table", frame=_compare_table(da, db))])
         strag = rs.compare(da, db)
         paper_pair = rp.compare_blocks(da, db)  # the paper's Figs. 8 and 11 (reports.paper)
     finally:

@@ -31,16 +31,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 import polars as pl
 
 from reports import charts
 from reports import data as rd
-
-if TYPE_CHECKING:
-    from reports.html import Block
+from reports.blocks import Block
 
 log = logging.getLogger(__name__)
 
@@ -206,48 +204,16 @@ def snap_to_predicted(measured: pl.DataFrame, predicted: pl.DataFrame | None) ->
 def predicted_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFrame | None:
     """The model's messages per iteration of ``rank`` per signature, or None without a model.
 
-    From the ``predicted_signatures`` relation when the store has it, else from the pure model
-    (:func:`reports.model.rank_items`) on the run's stored config.
+    From the ``predicted_signatures`` relation the run's derive published
+    (:func:`reports.data.load_run`); reports run no model.
     """
-    if d.con is not None:
-        try:
-            df = _sql(
-                d,
-                "SELECT traffic_class, op, group_size, msg_bytes, count AS per_iteration "
-                "FROM predicted_signatures WHERE run_id = $run_id AND rank = $rank",
-                {"rank": rank},
-            )
-            if not df.is_empty():
-                return df.cast(SIGNATURE_SCHEMA)  # type: ignore[arg-type]
-        except duckdb.Error:  # a store derived before the relation existed
-            pass
-    if d.stored is None or "model" not in d.stored.config:
+    sig = d.predicted_signatures
+    if sig.is_empty() or "rank" not in sig.columns:
         return None
-    from reports import model as m
-
-    try:
-        run = m.config_from_dict(d.stored.config)
-        if not 0 <= rank < run.world:
-            return None
-        items = m.rank_items(run, rank)
-    except Exception as exc:  # a config the model cannot evaluate
-        log.warning("%s: no predicted signatures: %s", d.run_id, exc)
-        return None
-    rows = [
-        {
-            "traffic_class": i.traffic_class,
-            "op": i.op,
-            "group_size": i.group_size,
-            "msg_bytes": round(i.msg_bytes),
-            "per_iteration": float(i.count),
-        }
-        for i in items
-    ]
-    return (
-        pl.DataFrame(rows, schema=SIGNATURE_SCHEMA)
-        .group_by("traffic_class", "op", "group_size", "msg_bytes")
-        .agg(pl.col("per_iteration").sum())
+    df = sig.filter(pl.col("rank") == rank).select(
+        "traffic_class", "op", "group_size", "msg_bytes", pl.col("count").alias("per_iteration")
     )
+    return None if df.is_empty() else df.cast(SIGNATURE_SCHEMA)  # type: ignore[arg-type]
 
 
 def _count_text(x: pl.Expr) -> pl.Expr:
@@ -647,7 +613,6 @@ def _attempt(
     An item whose view has a gap (:mod:`reports.gaps`, not partial) refers to the section
     that states the cause and what to record, rather than repeating it.
     """
-    from reports.html import Block
 
     view, title = ITEM_VIEW.get(item, ("", ""))
     gap = (gaps or {}).get(view) if view else None
@@ -669,7 +634,6 @@ def _attempt(
 
 def section(d: rd.RunData, rank: int = DEFAULT_RANK) -> list[Block]:
     """The blocks of the "paper" section: the paper map, then every item the run supports."""
-    from reports.html import Block
 
     status: dict[str, str] = {}
     body: list[Block] = []
@@ -890,7 +854,6 @@ def total_cells(d: rd.RunData, source: str = "measured") -> rd.Traffic:
 
 def compare_blocks(da: rd.RunData, db: rd.RunData) -> list[Block]:
     """Figs. 8 and 11 from two runs (A, B): TCP vs RoCE and default vs customized mapping."""
-    from reports.html import Block
 
     status: dict[str, str] = {}
 

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
 from reports import charts
 from reports import data as rd
 from reports import gaps as rg
-
-if TYPE_CHECKING:
-    from reports.html import Block
+from reports.blocks import Block, guard
 
 # Offenders shown in the table (and compared between runs).
 MAX_OFFENDERS = 10
@@ -388,7 +386,6 @@ def section(d: rd.RunData) -> list[Block]:
     """The straggler section's blocks: heatmap and top offenders, skew per class, clock
     offsets, instance gaps; each view that the run cannot feed says why and what to record
     (its gap from :mod:`reports.gaps`: keys waits, skew, clocks, instances)."""
-    from reports.html import Block, _guard
 
     def waits() -> list[Block]:
         st = d.mart("stragglers")
@@ -465,10 +462,10 @@ def section(d: rd.RunData) -> list[Block]:
         # one remedy for both views: say it once
         gaps_["clocks"] = rg.Gap(c.kind, c.reason, "record the same timelines (above)")
     blocks = (
-        _guard(waits, gaps_, "waits")
-        + _guard(skew, gaps_, "skew")
-        + _guard(clocks, gaps_, "clocks")
-        + _guard(gaps, gaps_, "instances")
+        guard(waits, gaps_, "waits")
+        + guard(skew, gaps_, "skew")
+        + guard(clocks, gaps_, "clocks")
+        + guard(gaps, gaps_, "instances")
     )
     # views with one cause (instances not matched: no waits, skew or gaps) say it once
     seen: set[str] = set()

@@ -36,11 +36,16 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the comparison and print its path."""
+    from pipeline.derive import ensure_derived
     from reports.html import compare_runs
 
     try:
         store = Store.open(args.store, create=False)
         t0 = time.perf_counter()
+        for run_id in (args.run_a, args.run_b):
+            if run_id not in store.runs():
+                raise ValueError(f"run {run_id!r} not in {store.root}")
+            ensure_derived(store, run_id)
         result = compare_runs(store, args.run_a, args.run_b, args.out)
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)

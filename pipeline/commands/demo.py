@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def generate_synthetic(dest_root: Path, formats: str) -> Path:
     """Write the demo's synthetic run folder (kept if an identical one is there)."""
-    from pipeline.synthetic import generate, load_generate_config, with_overrides
+    from pipeline.run_config import load_generate_config
+    from pipeline.synthetic import generate, with_overrides
 
     out = dest_root / SYNTHETIC_RUN
     wanted = tuple(f.strip() for f in formats.split(",") if f.strip())

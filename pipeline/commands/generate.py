@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.commands._format import table
-from pipeline.synthetic import FORMATS, generate, load_generate_config, with_overrides
+from pipeline.run_config import load_generate_config
+from pipeline.synthetic import FORMATS, generate, with_overrides
 from pipeline.synthetic.manifest import suggested_run_id
 from pipeline.synthetic.program import UnsupportedConfig
 from reports.model.config import RunConfig, normalize_order

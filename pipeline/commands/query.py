@@ -141,7 +141,7 @@ def confine(con: duckdb.DuckDBPyConnection, store: Store, *, limited: bool = Fal
     catalog and (in stores made by older versions) Prefect's home, none of which a query
     needs to read.
     """
-    from pipeline.derive import limit_memory
+    from pipeline.duckdb_session import limit_memory
 
     if not limited:  # a Store.connect_computed session is limited and confined already
         limit_memory(con)

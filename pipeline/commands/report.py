@@ -40,13 +40,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and print its path."""
-    from reports.html import build_report
+    from pipeline.derive import ensure_derived
+    from reports.html import build_report, check_out_path
 
     out = args.out or Path(f"{args.run_id}.html")
     try:
         store = Store.open(args.store, create=False)
         t0 = time.perf_counter()
-        path = build_report(store, args.run_id, out, config=args.model, paper_rank=args.rank)
+        check_out_path(out)
+        if args.run_id not in store.runs():
+            raise ValueError(f"run {args.run_id!r} not in {store.root}")
+        ensure_derived(store, args.run_id, config=args.model)
+        path = build_report(store, args.run_id, out, paper_rank=args.rank)
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2

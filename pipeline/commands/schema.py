@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except KeyError:
         pass
-    from pipeline.derive import INPUT_COLUMNS
+    from pipeline.model_inputs import INPUT_COLUMNS
 
     if name in INPUT_COLUMNS:
         print(f"{name}  (model input: written by derive per run from its config)")

@@ -13,9 +13,9 @@ from pipeline.summary import (
     LOGICAL_CALLS_NOTE,
     PER_SOURCE_NOTE,
     RunSummary,
-    run_headline,
     summarize,
 )
+from reports.data import stored_headline
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,14 +65,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def as_json(store: Store, s: RunSummary) -> dict[str, Any]:
-    """One run's summary as JSON; ``headline`` is :func:`pipeline.summary.run_headline`."""
+    """One run's summary as JSON; ``headline`` is :func:`reports.data.stored_headline`."""
     return {
         "run_id": s.run_id,
         "files": s.files.to_dicts(),
         "ops": s.ops.to_dicts(),
         "ops_by_source": s.ops_by_source.to_dicts(),
         "tables": s.tables,
-        "headline": run_headline(store, s.run_id),
+        "headline": stored_headline(store, s.run_id),
     }
 
 

@@ -16,7 +16,6 @@ from pipeline.synthetic.scenario import (
     FORMATS,
     GenerateOptions,
     Scenario,
-    load_generate_config,
     split_config,
     with_overrides,
 )
@@ -27,7 +26,6 @@ __all__ = [
     "GenerateResult",
     "Scenario",
     "generate",
-    "load_generate_config",
     "split_config",
     "with_overrides",
 ]

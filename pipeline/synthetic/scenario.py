@@ -56,7 +56,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from reports.model.config import RunConfig, config_from_dict
@@ -315,22 +314,6 @@ def split_config(data: Mapping[str, Any]) -> tuple[RunConfig, GenerateOptions]:
     run = config_from_dict(rest)
     opts = options_from_dict(data.get("generate"), data.get("scenario"))
     return run, opts
-
-
-def load_generate_config(path: str | Path) -> tuple[RunConfig, GenerateOptions]:
-    """Read a generator config (model sections + ``[generate]`` + ``[scenario]``) from TOML.
-
-    The file is read and checked as every command reads it
-    (:func:`pipeline.run_config.check_config_file`): an unknown section or key, or a bad value,
-    is one :class:`~pipeline.config_schema.ConfigError` naming the file and the key.
-
-    Raises:
-        ConfigError: (a ``ValueError``) unreadable, not TOML, or invalid content.
-    """
-    from pipeline.run_config import check_config_file
-
-    checked = check_config_file(Path(path))
-    return split_config({**checked.config, **checked.generator})
 
 
 def with_overrides(opts: GenerateOptions, **changes: Any) -> GenerateOptions:

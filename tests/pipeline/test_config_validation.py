@@ -315,7 +315,7 @@ def test_generator_schema_names_the_generators_own_keys() -> None:
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
 def test_every_shipped_config_serves_generate_and_predict(path: Path) -> None:
     """Every shipped file, the paper's and the synthetic ones, reads for both sides."""
-    from pipeline.synthetic.scenario import load_generate_config
+    from pipeline.run_config import load_generate_config
 
     run, opts = load_generate_config(path)
     assert run.world >= 1 and opts.iterations >= 1

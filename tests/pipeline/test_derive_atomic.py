@@ -26,7 +26,7 @@ import pytest
 import pipeline.derive as derive_mod
 from parsers.schema import TABLES
 from pipeline.cli import main as cli_main
-from pipeline.derive import connect_for_derive, derive_run
+from pipeline.derive import connect_for_derive, derive_run, missing_marts
 from pipeline.ingest import ingest_paths
 from pipeline.store import Store
 
@@ -114,7 +114,7 @@ def test_killed_derive_leaves_previous_set_visible(derived: Any, project_root: P
     assert new and all(f.startswith("marts/bubble_ratio/") for f in new), new
     # ...yet the catalog and the report's reader see the old complete set, nothing mixed.
     assert _visible(store) == before
-    assert rd.marts_missing(store, RUN) == []
+    assert missing_marts(store, RUN) == []
     data = rd.load_run(store, RUN)
     try:
         assert {k: _fingerprint(v) for k, v in data.marts.items()} == {

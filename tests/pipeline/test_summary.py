@@ -112,7 +112,8 @@ DTYPE_SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1,
 @pytest.mark.slow
 def test_generated_run_in_three_formats_sums_like_the_nccl_logs(tmp_path: Path) -> None:
     """MoE EP 8, 2 iterations, NCCL + Kineto + DeepSpeed (rank 0): totals = the NCCL logs'."""
-    from pipeline.synthetic import generate, load_generate_config, with_overrides
+    from pipeline.run_config import load_generate_config
+    from pipeline.synthetic import generate, with_overrides
 
     run, opts = load_generate_config(ROOT / "configs" / "synthetic_moe_ep8.toml")
     opts = with_overrides(

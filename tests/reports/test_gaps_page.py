@@ -18,6 +18,7 @@ POLARIS = "dlcomm_polaris_2.20.5_1node_4rank_pytorch_multimode_2comms_coll_tunin
 def polaris_report(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> Path:
     """The report of a real NCCL 2.20 debug log of 4 ranks: COLL lines only (no Init line, so
     no global rank) and, as every NCCL debug log, no durations."""
+    from pipeline.derive import ensure_derived
     from reports.html import build_report
 
     log = project_root.parent / "shared" / "samples" / "nccl_debug" / POLARIS
@@ -26,6 +27,7 @@ def polaris_report(tmp_path_factory: pytest.TempPathFactory, project_root: Path)
     base = tmp_path_factory.mktemp("polaris")
     store = Store.open(base / "store")
     ingest_paths(store, [log], run_id="polaris")
+    ensure_derived(store, "polaris")  # reports only read: the caller derives first
     return build_report(store, "polaris", base / "polaris.html")
 
 

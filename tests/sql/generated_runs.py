@@ -20,8 +20,9 @@ import polars as pl
 from pipeline import run_config as rc
 from pipeline.derive import connect_for_derive, derive_run, materialise_intermediates
 from pipeline.ingest import ingest_paths
+from pipeline.run_config import load_generate_config
 from pipeline.store import Store
-from pipeline.synthetic import generate, load_generate_config, with_overrides
+from pipeline.synthetic import generate, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli import main
-from pipeline.synthetic import GenerateOptions, generate, load_generate_config
+from pipeline.run_config import load_generate_config
+from pipeline.synthetic import GenerateOptions, generate
 from reports.model.config import config_from_dict
 
 ROOT = Path(__file__).resolve().parents[2]

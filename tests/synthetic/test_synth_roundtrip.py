@@ -13,8 +13,9 @@ import pytest
 from parsers._ds_sizes import size_to_bytes
 from pipeline import run_config
 from pipeline.ingest import ingest_paths
+from pipeline.run_config import load_generate_config
 from pipeline.store import Store
-from pipeline.synthetic import GenerateOptions, Scenario, generate, load_generate_config
+from pipeline.synthetic import GenerateOptions, Scenario, generate
 from pipeline.synthetic.presets import tiny_config as tiny
 from pipeline.synthetic.write_deepspeed import convert_size
 from reports.model.config import RunConfig, config_from_dict
