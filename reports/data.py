@@ -91,6 +91,8 @@ class RunData:
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
         paper_rank: the rank of the paper's Table 3 (reports.paper).
+        advice: the stored output of ``advise --run`` for this run (``advice/<run>.json``),
+            or None.
     """
 
     run_id: str
@@ -104,6 +106,7 @@ class RunData:
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
     paper_rank: int = 0
+    advice: dict[str, Any] | None = None
 
     def mart(self, name: str) -> pl.DataFrame:
         """A mart's rows for this run, or raise Unavailable with the reason."""
@@ -198,6 +201,9 @@ def load_run(store: Store, run_id: str) -> RunData:
     }
     data.predicted_matrix = preds["predicted_matrix"]
     data.predicted_stage_times = preds.get("predicted_stage_times", pl.DataFrame())
+    from pipeline.calibration import load_advice
+
+    data.advice = load_advice(store, run_id)
     data.con = store.connect(read_only=True)
     return data
 

@@ -232,3 +232,34 @@ def test_advise_run_predicts_its_own_t_iter(
     assert sources["mu_max"].startswith(f"measured run {run_id}")
     assert sources["gpu_memory_bytes"] == "--gpu-memory-gib"
     assert load_advice(Store.open(root, create=False), run_id)["run_id"] == run_id
+    # the report's section reads the stored advice (no model run inside reports/)
+    from reports import advice as ra
+    from reports import data as rd
+
+    stored = load_advice(Store.open(root, create=False), run_id)
+    blocks = ra.section(rd.RunData(run_id, None, {}, advice=stored))
+    assert [b.kind for b in blocks] == ["text", "text", "table", "text", "table"]
+    ranking = blocks[2].frame
+    assert ranking is not None and ranking["rank"][-1] == f"run ({data['baseline_rank']})"
+    assert "expected gain" in blocks[0].text
+    assert ra.section(rd.RunData(run_id, None, {})) == []
+    assert main(["calibrate", "--store", str(root), run_id, "--json"]) == 0
+    cal_json = json.loads(capsys.readouterr().out)
+    assert abs(cal_json["rel_error"]) < 0.05
+
+
+# ------------------------------------------------------------------------ simulator
+
+
+def test_simulator_compute_overhead_is_charged_per_kernel_step() -> None:
+    """p = t = d = 1, recompute, 4 layers, m = 4: per micro-batch the forward runs
+    embedding + 4 x (attention, MLP) + logits = 10 kernel steps and the backward runs
+    logits + 4 x (attention, MLP recomputed, MLP, attention backward) + embedding = 18; so
+    the overhead adds 4 x 28 = 112 steps to an iteration (no pipeline, no bubble)."""
+    model = ModelConfig(
+        layers=4, hidden=256, seq=128, vocab=1000, global_batch=8, micro_batch=2, heads=4
+    )
+    run = RunConfig(model=model, parallel=ParallelConfig(pp=1, tp=1, dp=1))
+    plain = simulated_t_iter(run, compute_overhead_us=0.0)
+    charged = simulated_t_iter(run, compute_overhead_us=100.0)
+    assert charged - plain == pytest.approx(112 * 100e-6, abs=1e-8)
