@@ -87,6 +87,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="use the platform's single mu instead of the mu curve (the paper's model)",
     )
+    parser.add_argument(
+        "--simulate",
+        type=int,
+        default=0,
+        metavar="K",
+        help="run the generator's simulator on the top K layouts and the run's own (its own "
+        "compute and link models, the config's platform, no jitter) and print the simulated "
+        "T_iter beside the prediction",
+    )
+    parser.add_argument(
+        "--sim-overhead-us",
+        type=float,
+        default=25.0,
+        help="the simulator's fixed cost per compute kernel step for --simulate, us (default 25; "
+        "0 = the generator's default, FLOPs / (mu F) only)",
+    )
     parser.add_argument("--mode", choices=MODES, default="stage_exact", help="model mode")
     parser.add_argument("--json", action="store_true", help="print the advice as JSON")
     parser.set_defaults(func=run)
@@ -158,6 +174,34 @@ def format_advice(advice: Advice, top: int) -> str:
     return "\n".join(lines)
 
 
+def simulate_top(
+    advice: Advice, config: RunConfig, k: int, overhead_us: float = 25.0
+) -> dict[str, float]:
+    """Simulated T_iter (s) of the top ``k`` layouts and the baseline, keyed ``p,t,d,b``.
+
+    The simulator runs each layout of ``config`` (its platform: the constants a generated run
+    was made with) with its own compute and link models; layouts it does not simulate are
+    left out.
+    """
+    from pipeline.synthetic.check_layouts import layout_run, simulated_t_iter
+    from pipeline.synthetic.program import UnsupportedConfig
+
+    out: dict[str, float] = {}
+    chosen = list(advice.candidates[:k])
+    if advice.baseline is not None:
+        chosen.append(advice.baseline)
+    for c in chosen:
+        key = ",".join(map(str, c.layout))
+        if key in out:
+            continue
+        try:
+            run = layout_run(config, c.pp, c.tp, c.dp, c.micro_batch)
+            out[key] = simulated_t_iter(run, compute_overhead_us=overhead_us)
+        except UnsupportedConfig:
+            continue
+    return out
+
+
 def _options(args: argparse.Namespace) -> list[int] | None:
     if not args.micro_batch_options:
         return None
@@ -183,6 +227,9 @@ def run(args: argparse.Namespace) -> int:
             store = Store.open(args.store, create=False)
             calibration = calibrate_from_store(store, args.run, args.mode)
             base: RunConfig = calibration.run
+            from pipeline.calibration import stored_run_config
+
+            sim_config = stored_run_config(store, args.run)
             if args.config or any(
                 getattr(args, k, None) is not None for k in ("layers", "hidden", "pp", "tp", "dp")
             ):
@@ -193,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
                 )
         else:
             base = run_config_from_args(args)
+            sim_config = base
         platform = base.platform
         sources: dict[str, str] = dict(calibration.sources) if calibration else {}
         if args.gpu_memory_gib is not None:
@@ -221,7 +269,12 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError, StoreError) as exc:
         print(f"commscope advise: error: {exc}", file=sys.stderr)
         return 2
+    simulated = {}
+    if args.simulate > 0:
+        simulated = simulate_top(result, sim_config, args.simulate, args.sim_overhead_us)
     payload = result.as_dict(args.top)
+    if simulated:
+        payload["simulated_t_iter"] = simulated
     if calibration is not None and store is not None:
         from pipeline.calibration import save_advice
 
@@ -232,4 +285,17 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(payload, indent=2))
     else:
         print(format_advice(result, args.top))
+        if simulated:
+            print("\nsimulated by the generator (its own compute and link models, no jitter):")
+            for key, value in simulated.items():
+                pred = next(
+                    (
+                        c.t_iter
+                        for c in [*result.candidates, result.baseline]
+                        if c is not None and ",".join(map(str, c.layout)) == key
+                    ),
+                    None,
+                )
+                extra = f", predicted {pred:.3f} s" if pred is not None else ""
+                print(f"  (p, t, d, b) = ({key}): {value:.3f} s{extra}")
     return 0

@@ -263,3 +263,46 @@ def test_simulator_compute_overhead_is_charged_per_kernel_step() -> None:
     plain = simulated_t_iter(run, compute_overhead_us=0.0)
     charged = simulated_t_iter(run, compute_overhead_us=100.0)
     assert charged - plain == pytest.approx(112 * 100e-6, abs=1e-8)
+
+
+def test_ties_on_a_mapping_aware_platform_are_exact() -> None:
+    """Every mapping predicted on its own (the oracle): the rows of one layout are the
+    distinct predictions, and each row's mappings are exactly those giving its T_iter."""
+    from dataclasses import replace
+
+    from reports.model.advise import mapping_orders
+    from reports.model.predict import critical_stage
+
+    aware = replace(PAPER.platform, c_intra=20e9, c_inter=2e9)
+    advice = advise(
+        PAPER.model, 32, aware, template=PAPER.parallel, micro_batch_options=[8], mappings=["all"]
+    )
+    orders = mapping_orders(["all"])
+    assert advice.pruned["tied mapping"] > 0
+    for layout in {c.layout for c in advice.candidates}:
+        rows = [c for c in advice.candidates if c.layout == layout]
+        p, t, d, b = layout
+        run = replace(layout_run(PAPER, p, t, d, b), platform=aware)
+        oracle: dict[str, float] = {
+            name: critical_stage(replace(run, mapping=order)).t_iter
+            for name, order in orders.items()
+        }
+        assert sorted(n for c in rows for n in c.mappings) == sorted(oracle)
+        for c in rows:
+            assert {round(oracle[n], 9) for n in c.mappings} == {round(c.t_iter, 9)}
+        assert len({round(c.t_iter, 9) for c in rows}) == len(rows)
+
+
+def test_advise_simulate_prints_the_simulators_order(capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(ROOT / "configs" / "gpt3b_paper.toml")
+    argv = ["advise", "--config", config, "--gpus", "32", "--top", "5", "--simulate", "5"]
+    assert main([*argv, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    keys = [
+        ",".join(map(str, (c["pp"], c["tp"], c["dp"], c["micro_batch"])))
+        for c in data["candidates"]
+    ]
+    simulated = [data["simulated_t_iter"][k] for k in keys]
+    assert len(simulated) == 5 and simulated == sorted(simulated)
+    assert main(argv) == 0
+    assert "simulated by the generator" in capsys.readouterr().out
