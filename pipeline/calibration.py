@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,7 @@ import polars as pl
 
 from pipeline import run_config as rc
 from pipeline.store import Store, StoreError, validate_run_id
-from reports.model.calibrate import RunCalibration, calibrate_measured
+from reports.model.calibrate import RunCalibration, calibrate_measured, measured_mu
 from reports.model.config import RunConfig, config_from_dict
 
 #: model_vs_measured term -> the calibration's measured key or bandwidth constant.
@@ -69,14 +70,33 @@ def measured_terms(store: Store, run_id: str) -> dict[str, float]:
     return out
 
 
-def calibrate_from_store(store: Store, run_id: str, mode: str = "stage_exact") -> RunCalibration:
+def calibrate_from_store(
+    store: Store, run_id: str, mode: str = "stage_exact", mu_runs: Sequence[str] = ()
+) -> RunCalibration:
     """Calibrate the what-if search's constants to a derived run (see
-    :func:`reports.model.calibrate.calibrate_measured`)."""
+    :func:`reports.model.calibrate.calibrate_measured`).
+
+    Args:
+        store: the store.
+        run_id: the run whose C, T_comp and T_iter calibrate the model.
+        mode: the model mode.
+        mu_runs: other derived runs of the same model on the same GPUs whose measured T_comp
+            add (x, μ) points, so the μ curve's shape is fitted too.
+    """
     run = stored_run_config(store, run_id)
     terms = measured_terms(store, run_id)
     measured = {k: v for k, v in terms.items() if k in ("comp", "iter")}
     bandwidths = {k: v for k, v in terms.items() if k.startswith("c_")}
-    return calibrate_measured(run, run_id, measured, bandwidths, mode=mode)
+    points: list[tuple[str, float, float]] = []
+    for other in mu_runs:
+        if other == run_id:
+            continue
+        comp = measured_terms(store, other).get("comp")
+        if comp is None:
+            raise StoreError(f"run {other!r} has no measured T_comp")
+        x, mu = measured_mu(stored_run_config(store, other), comp, mode)
+        points.append((other, x, mu))
+    return calibrate_measured(run, run_id, measured, bandwidths, mode=mode, extra_mu_points=points)
 
 
 def advice_path(store: Store, run_id: str) -> Path:

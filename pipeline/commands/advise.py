@@ -53,6 +53,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_run_arguments(parser)
     parser.add_argument("--run", help="calibrate from this derived run of the store")
     parser.add_argument(
+        "--mu-runs",
+        help="comma-separated other derived runs (other b or t) whose T_comp fits the mu "
+        "curve's shape too (with --run)",
+    )
+    parser.add_argument(
         "--gpus", type=int, help="GPUs to place the job on (default: the config's world)"
     )
     parser.add_argument(
@@ -202,6 +207,10 @@ def simulate_top(
     return out
 
 
+def _names(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
 def _options(args: argparse.Namespace) -> list[int] | None:
     if not args.micro_batch_options:
         return None
@@ -225,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
             from pipeline.store import Store
 
             store = Store.open(args.store, create=False)
-            calibration = calibrate_from_store(store, args.run, args.mode)
+            calibration = calibrate_from_store(store, args.run, args.mode, _names(args.mu_runs))
             base: RunConfig = calibration.run
             from pipeline.calibration import stored_run_config
 

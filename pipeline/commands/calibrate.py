@@ -37,6 +37,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("run_id", help="the derived run")
+    parser.add_argument(
+        "mu_runs",
+        nargs="*",
+        help="other derived runs (other b or t) whose T_comp fits the mu curve's shape too",
+    )
     parser.add_argument("--mode", choices=MODES, default="stage_exact", help="model mode")
     parser.add_argument("--json", action="store_true", help="print the calibration as JSON")
     parser.set_defaults(func=run)
@@ -55,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         store = Store.open(args.store, create=False)
-        cal = calibrate_from_store(store, args.run_id, args.mode)
+        cal = calibrate_from_store(store, args.run_id, args.mode, args.mu_runs)
     except (StoreError, ValueError, OSError) as exc:
         print(f"commscope calibrate: error: {exc}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from reports.model.config import Platform, RunConfig
 from reports.model.efficiency import (
     MuCurve,
     default_mu_curve,
+    fit_mu_curve,
     fit_mu_level,
     layer_forward_flops,
 )
@@ -257,6 +258,7 @@ class RunCalibration:
             ``bytes_per_s``, ``source``.
         measured_t_iter: the run's measured T_iter (s), when the run has one.
         predicted_t_iter: the calibrated model's T_iter of the run (slowest stage, s).
+        mu_points: the measured (x, μ) points, one per run: ``run_id, x, mu``.
     """
 
     run_id: str
@@ -267,6 +269,7 @@ class RunCalibration:
     links: list[dict[str, Any]]
     measured_t_iter: float | None
     predicted_t_iter: float
+    mu_points: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def rel_error(self) -> float | None:
@@ -286,6 +289,7 @@ class RunCalibration:
                 "x_half": self.mu_curve.x_half,
                 "source": self.mu_curve.source,
                 "x_half_source": self.mu_curve.x_half_source,
+                "points": self.mu_points,
             },
             "constants": {
                 name: {"value": getattr(pf, name), "source": self.sources.get(name, "config")}
@@ -306,6 +310,7 @@ def calibrate_measured(
     bandwidths: Mapping[str, float],
     base_curve: MuCurve | None = None,
     mode: str = "stage_exact",
+    extra_mu_points: Sequence[tuple[str, float, float]] = (),
 ) -> RunCalibration:
     """Fit the what-if search's constants to one run's measured terms.
 
@@ -323,6 +328,9 @@ def calibrate_measured(
         bandwidths: measured C per constant name (bytes/s).
         base_curve: the curve whose shape is kept (default: the documented default).
         mode: the model mode.
+        extra_mu_points: (run id, x, μ) measured on other layouts (:func:`measured_mu`); with
+            them and this run's point at two or more distinct x, both μ_max and x_half are
+            fitted (:func:`~reports.model.efficiency.fit_mu_curve`) instead of the level only.
 
     Returns:
         The :class:`RunCalibration`.
@@ -335,9 +343,18 @@ def calibrate_measured(
     fitted = calibrate_run(run, fit_on, rank=0, mode=mode, bandwidths=usable).fitted
     mu_measured = fitted.get("mu")
     b, s, h, t = run.model.micro_batch, run.model.seq, run.model.hidden, run.parallel.tp
+    x_run = layer_forward_flops(b, s, h, t)
+    points = [(rid, x, mu) for rid, x, mu in extra_mu_points]
     if mu_measured is not None:
+        points.insert(0, (run_id, x_run, mu_measured))
+    if len({x for _, x, _ in points}) >= 2:
+        ids = ", ".join(dict.fromkeys(rid for rid, _, _ in points))
+        where = f"measured runs {ids} (T_comp of rank 0's stage, model_vs_measured; fitted)"
+        curve = fit_mu_curve([(x, mu) for _, x, mu in points], where)
+        sources["mu"] = where
+    elif mu_measured is not None:
         where = f"measured run {run_id} (T_comp of rank 0's stage, model_vs_measured)"
-        curve = fit_mu_level(curve, layer_forward_flops(b, s, h, t), mu_measured, where)
+        curve = fit_mu_level(curve, x_run, mu_measured, where)
         sources["mu"] = where
     for name in usable:
         sources[name] = f"measured run {run_id} (transfer busbw, int_class_bandwidth)"
@@ -366,4 +383,13 @@ def calibrate_measured(
         links=links,
         measured_t_iter=measured.get("iter"),
         predicted_t_iter=critical_stage(calibrated, mode).t_iter,
+        mu_points=[{"run_id": rid, "x": x, "mu": mu} for rid, x, mu in points],
     )
+
+
+def measured_mu(run: RunConfig, t_comp: float, mode: str = "stage_exact") -> tuple[float, float]:
+    """(x, μ) of one run: its per-layer forward FLOPs and the μ its measured T_comp of rank 0's
+    stage gives (FLOPs / (T_comp · F))."""
+    fitted = calibrate_run(run, {"comp": t_comp}, rank=0, mode=mode).fitted
+    m = run.model
+    return layer_forward_flops(m.micro_batch, m.seq, m.hidden, run.parallel.tp), fitted["mu"]

@@ -306,3 +306,59 @@ def test_advise_simulate_prints_the_simulators_order(capsys: pytest.CaptureFixtu
     assert len(simulated) == 5 and simulated == sorted(simulated)
     assert main(argv) == 0
     assert "simulated by the generator" in capsys.readouterr().out
+
+
+TINY = """
+[model]
+name = "tiny"
+layers = 8
+hidden = 512
+seq = 256
+vocab = 1000
+global_batch = 64
+micro_batch = {b}
+
+[parallel]
+pp = 2
+tp = 2
+dp = 2
+
+[platform]
+peak_flops = 2e12
+mu = 0.3
+gpus_per_node = 4
+
+[generate]
+iterations = 3
+seed = 3
+formats = ["nccl", "deepspeed"]
+compute_overhead_us = 200.0
+"""
+
+
+@pytest.mark.slow
+def test_two_runs_fit_the_mu_curve_shape(tmp_path: Path) -> None:
+    """Two generated runs at b = 2 and b = 8 whose simulator charges 200 us per compute
+    kernel step: the fit finds the simulator's mu (0.3) and an x_half near the one that fixed
+    cost gives. Per layer and micro-batch the simulator runs 6 kernel steps (2 forward, 2
+    recomputed, 2 backward) where the curve charges 4 x_half / (mu_max F), so x_half is about
+    1.5 * 200 us * mu * F = 1.8e8 FLOPs; rank 0's stage also runs two embedding steps per
+    micro-batch over its 4 layers (6.5 steps per layer: 1.95e8), and jitter adds a little."""
+    from pipeline.synthetic.generator import generate
+    from pipeline.synthetic.scenario import load_generate_config
+    from tests.sql.generated_runs import ingest_and_derive
+
+    store = tmp_path / "store"
+    for b in (2, 8):
+        cfg = tmp_path / f"tiny{b}.toml"
+        cfg.write_text(TINY.format(b=b))
+        run, opts = load_generate_config(cfg)
+        generate(run, opts, tmp_path / f"gen{b}")
+        ingest_and_derive(tmp_path / f"gen{b}", store, f"b{b}")
+    from pipeline.store import Store
+
+    cal = calibrate_from_store(Store.open(store, create=False), "b2", mu_runs=["b8"])
+    assert cal.mu_curve.source.startswith("measured runs b2, b8")
+    assert cal.mu_curve.mu_max == pytest.approx(0.3, rel=0.05)
+    assert 1.8e8 <= cal.mu_curve.x_half <= 1.6 * 1.8e8
+    assert [p["run_id"] for p in cal.mu_points] == ["b2", "b8"]
