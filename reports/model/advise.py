@@ -1,16 +1,21 @@
-"""What-if ranking of parallel layouts (the ConfigTuner idea): enumerate, predict, rank.
+"""What-if ranking of parallel layouts (the ConfigTuner idea): search, predict, rank.
 
 Why: because dense-model communication is predictable, the model can compare layouts before
-any run. For a model, a GPU count and a (calibrated) platform, this module enumerates every
-valid (p, t, d, b, m) and rank mapping, predicts the iteration time of the slowest pipeline
-stage and the peak memory per GPU, and ranks the layouts by time. The mapping only changes
-the prediction on a mapping-aware platform (``c_intra``/``c_inter`` set); otherwise mappings
-tie, which the result reports.
+any run. For a model, a GPU count and a (calibrated) platform, :func:`advise` searches the
+(p, t, d, b) and rank mappings, predicts each layout's iteration time (slowest stage) with its
+terms and the peak memory per GPU, and ranks them. μ may follow a curve of the work per kernel
+(:mod:`reports.model.efficiency`); every constant used is returned with its source.
 
 Validity rules: p·t·d = GPUs; p ≤ l; t divides h (and the head count when given);
 t ≤ ``max_tp`` (default: GPUs per node, keeping TP inside a node); gb is a multiple of b·d;
 ep divides d and E; ZeRO-2/3 only without pipeline parallelism (DeepSpeed refuses the
 combination); the memory estimate fits ``platform.gpu_memory_bytes`` when that is set.
+
+Pruning (the ConfigTuner paper's own rules are not in the text we have, so these are ours):
+memory grows with b, so the first b that does not fit ends its (p, t, d); mappings that give
+the same prediction are predicted once and reported as one row (all of them on a platform
+that is not mapping-aware; those whose traffic classes span the same nodes otherwise); branch
+and bound on :func:`lower_bound` stops once it exceeds the ``keep``-th best T_iter.
 """
 
 from __future__ import annotations
