@@ -24,6 +24,7 @@ from pipeline.settings import STORE_ENV, default_store
 
 COMMANDS: dict[str, str] = {
     "advise": "rank parallel layouts (p, t, d, b, m, mapping) by predicted iteration time",
+    "calibrate": "fit mu and the bandwidths C to a derived run",
     "collect": "run a training command with NCCL/DeepSpeed logging set up, write a manifest",
     "compare": "write an HTML page comparing two runs (e.g. TCP vs RoCE, default vs custom "
     "mapping)",

@@ -156,6 +156,7 @@ GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
         "start_time": _STR,
         "compute_jitter": _Key("float", 0.0, 0.25),
         "comm_jitter": _Key("float", 0.0, 0.25),
+        "compute_overhead_us": _Key("float", 0.0, 1e6),
         "kineto_compress": _Key("choice", choices=("gz", "none")),
         "profile_iterations": _Key("int_list", 0, 1 << 20),
         "jobs": _int(1, 1 << 10),

@@ -401,6 +401,11 @@ class Store:
         """
         return self.root / "model_inputs"
 
+    def advice_path(self, run_id: str) -> Path:
+        """Where ``commscope advise --run`` stores a run's advice (``advice/<run_id>.json``;
+        the report's "What the model suggests" section reads it)."""
+        return self.root / "advice" / f"{validate_run_id(run_id)}.json"
+
     def derived_dir(self) -> Path:
         """Folder of the published derive of each run: ``derived/<run_id>.parquet``."""
         return self.root / "derived"

@@ -106,6 +106,8 @@ class RunData:
         gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
             reports.html.run_sections.
         paper_rank: the rank of the paper's Table 3 (reports.paper).
+        advice: the stored output of ``advise --run`` for this run (``advice/<run>.json``),
+            or None.
     """
 
     run_id: str
@@ -120,6 +122,7 @@ class RunData:
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
     paper_rank: int = 0
+    advice: dict[str, Any] | None = None
 
     def mart(self, name: str) -> pl.DataFrame:
         """A mart's rows for this run, or raise Unavailable with the reason."""
@@ -206,6 +209,15 @@ def stored_config(run_config: dict[str, Any]) -> StoredRunConfig | None:
     )
 
 
+def read_advice(store: Store, run_id: str) -> dict[str, Any] | None:
+    """The advice ``commscope advise --run RUN`` stored for the run (``advice/<run>.json``,
+    :meth:`pipeline.store.Store.advice_path`), or None."""
+    path = store.advice_path(run_id)
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())
+
+
 def load_run(store: Store, run_id: str) -> RunData:
     """Read every published mart of a run, its config and the model's predictions.
 
@@ -237,6 +249,7 @@ def load_run(store: Store, run_id: str) -> RunData:
     data.predicted_matrix = inputs.get("predicted_matrix", pl.DataFrame())
     data.predicted_stage_times = inputs.get("predicted_stage_times", pl.DataFrame())
     data.predicted_signatures = inputs.get("predicted_signatures", pl.DataFrame())
+    data.advice = read_advice(store, run_id)
     data.con = store.connect(read_only=True)
     return data
 

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from reports import advice as ra
 from reports import charts
 from reports import data as rd
 from reports import gaps as rg
@@ -390,6 +391,14 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
     ),
     # ---- end of the paper's section ----
     (
+        "advice",
+        "What the model suggests",
+        "The analytical model calibrated to this run (`commscope advise --run`): layouts ranked "
+        "by predicted iteration time, this run's own layout among them, and every constant with "
+        "its source. Read from the stored advice; the report runs no model.",
+        ra.section,
+    ),
+    (
         "quality",
         "Data quality",
         "Files, lines accounted for, rejected lines, missing ranks, clock alignment.",
@@ -426,7 +435,7 @@ SECTION_VIEW = {
 
 
 # Sections left out of the page when their body is empty (a run without Flight Recorder dumps).
-OPTIONAL_SECTIONS = frozenset({"hang"})
+OPTIONAL_SECTIONS = frozenset({"hang", "advice"})
 
 
 def run_sections(d: rd.RunData) -> list[Section]:

@@ -78,6 +78,8 @@ class Step:
         moe_layer: global layer index of an all-to-all (-1 otherwise).
         a2a: ``dispatch`` or ``combine`` for all-to-alls (which way tokens flow).
         phase: ``fwd``, ``recompute`` or ``bwd``.
+        kernels: compute kernel steps merged into this one (``C`` only; each costs the
+            generator's ``compute_overhead_us`` on top of its FLOPs).
     """
 
     kind: str
@@ -91,6 +93,7 @@ class Step:
     moe_layer: int = -1
     a2a: str = ""
     phase: str = "fwd"
+    kernels: int = 0
 
 
 @dataclass(frozen=True)
@@ -159,7 +162,13 @@ def _normalise(steps: list[Step]) -> tuple[Step, ...]:
         if st.kind == "C":
             if out and out[-1].kind == "C":
                 prev = out[-1]
-                out[-1] = Step("C", prev.name, prev.flops + st.flops, phase=prev.phase)
+                out[-1] = Step(
+                    "C",
+                    prev.name,
+                    prev.flops + st.flops,
+                    phase=prev.phase,
+                    kernels=prev.kernels + st.kernels,
+                )
             else:
                 out.append(st)
         else:
@@ -268,7 +277,7 @@ def stage_program(run: RunConfig, stage: int) -> StageProgram:
         ]
 
     def c(name: str, flops: float, phase: str) -> Step:
-        return Step("C", name, float(flops), phase=phase)
+        return Step("C", name, float(flops), phase=phase, kernels=1)
 
     attn = (8 * b * s * h * h + 4 * b * s * s * h) / t
     mlp = 16 * b * s * h * h / t

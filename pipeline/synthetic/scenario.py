@@ -23,6 +23,8 @@ TOML layout of the extra sections (every key optional)::
     start_time = "2025-01-15T08:00:00Z"   # wall clock of iteration 0 (UTC)
     compute_jitter = 0.03          # relative sd of a rank's compute speed per micro-batch pass
     comm_jitter = 0.02             # relative sd of collective / p2p transfer times
+    compute_overhead_us = 0.0      # fixed cost of each compute kernel step (attention, MLP, ...
+                                   # of one layer and pass) on top of FLOPs / (mu F)
     kineto_compress = "gz"         # "gz" (.pt.trace.json.gz) or "none" (.pt.trace.json)
     profile_iterations = []        # iterations in the Kineto/nsys traces ([] = all)
     jobs = 1                       # worker processes for writing (lanes are independent)
@@ -188,6 +190,7 @@ class GenerateOptions:
     start_time: str = "2025-01-15T08:00:00Z"
     compute_jitter: float = 0.03
     comm_jitter: float = 0.02
+    compute_overhead_us: float = 0.0
     kineto_compress: str = "gz"
     profile_iterations: tuple[int, ...] = ()
     jobs: int = 1
@@ -217,6 +220,7 @@ class GenerateOptions:
         parse_version(self.deepspeed_version)
         _require(self.compute_jitter >= 0 and self.comm_jitter >= 0, "jitter must be >= 0")
         _require(self.compute_jitter < 0.25, "generate.compute_jitter must be < 0.25")
+        _require(self.compute_overhead_us >= 0, "generate.compute_overhead_us must be >= 0")
         _require(self.comm_jitter < 0.25, "generate.comm_jitter must be < 0.25")
         _require(self.kineto_compress in ("gz", "none"), "generate.kineto_compress: 'gz' or 'none'")
         _require(self.jobs >= 1, "generate.jobs must be >= 1")

@@ -265,6 +265,7 @@ class Simulation:
         self.iterations = opts.iterations
         self.programs: list[StageProgram] = [stage_program(run, s) for s in range(self.p)]
         self.rate = run.platform.mu * run.platform.peak_flops
+        self.overhead_ns = opts.compute_overhead_us * 1e3
         self.M = self.cluster.members_per_stage
         self.lanes = self.cluster.lanes
         self.stage_ranks: list[list[list[int]]] = [
@@ -369,7 +370,7 @@ class Simulation:
         links: list[str] = []
         for st in steps:
             if st.kind == "C":
-                c.append(st.flops / self.rate * 1e9)
+                c.append(st.flops / self.rate * 1e9 + st.kernels * self.overhead_ns)
                 continue
             if st.group == "ep":
                 n = self.cluster.ep

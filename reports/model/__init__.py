@@ -11,8 +11,9 @@ The package is pure (no I/O except :func:`load_config`) and is organised one job
   ZeRO, EP), ``traffic_rows`` for all ranks;
 - :mod:`~reports.model.mapping`: rank mapping, process groups, ``predicted_matrix``;
 - :mod:`~reports.model.predict`: time terms of a rank, ``predict_run``;
-- :mod:`~reports.model.calibrate`: fit μ and C_* to measured times;
-- :mod:`~reports.model.advise`: what-if ranking of layouts.
+- :mod:`~reports.model.efficiency`: the μ curve of the work per kernel, constants with sources;
+- :mod:`~reports.model.calibrate`: fit μ and C_* to measured times (one run or several);
+- :mod:`~reports.model.advise`: the ConfigTuner search: feasibility, pruning, ties collapsed.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from reports.model.advise import Advice, Candidate, advise, mapping_orders
 from reports.model.calibrate import (
     Calibration,
     Observation,
+    RunCalibration,
     calibrate,
+    calibrate_measured,
     calibrate_run,
     class_bandwidths,
 )
@@ -93,12 +96,14 @@ __all__ = [
     "Observation",
     "ParallelConfig",
     "Platform",
+    "RunCalibration",
     "RunConfig",
     "StageTimes",
     "TrafficItem",
     "activation_bytes",
     "advise",
     "calibrate",
+    "calibrate_measured",
     "calibrate_run",
     "class_bandwidths",
     "config_from_dict",

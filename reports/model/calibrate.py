@@ -28,7 +28,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from reports.model.config import Platform, RunConfig
-from reports.model.predict import stage_flops_per_microbatch, stage_times
+from reports.model.efficiency import (
+    MuCurve,
+    default_mu_curve,
+    fit_mu_curve,
+    fit_mu_level,
+    layer_forward_flops,
+)
+from reports.model.mapping import group_spans_nodes
+from reports.model.predict import critical_stage, stage_flops_per_microbatch, stage_times
 from reports.model.traffic import stage_items, stage_of_rank
 
 MEASURED_KEYS: tuple[str, ...] = ("comp", "tp", "pp", "dp", "emb", "ep", "bubble", "iter")
@@ -228,3 +236,160 @@ def calibrate_run(
 ) -> Calibration:
     """Calibrate from a single run's measured times (see :func:`calibrate`)."""
     return calibrate([Observation(run=run, measured=measured, rank=rank)], mode, bandwidths)
+
+
+#: Traffic class -> the group kind whose node span says which link the class's traffic uses.
+_CLASS_LINK_GROUP: dict[str, str] = {"TP": "tp", "PP": "pp", "DP": "dp", "EP": "ep"}
+
+
+@dataclass(frozen=True)
+class RunCalibration:
+    """Constants of the what-if search fitted to one measured run (:func:`calibrate_measured`).
+
+    Attributes:
+        run_id: the measured run.
+        run: the run's configuration with the calibrated platform (μ from ``mu_curve``).
+        mu_curve: μ as a function of (b, s, h, t): the level from the run's T_comp, the
+            shape (x_half) from the default curve.
+        mu_measured: μ at the run's own layout, FLOPs / (T_comp · F).
+        sources: constant name -> where it came from (``c_tp``, ``c_pp``, ...).
+        links: one row per measured class: ``traffic_class, link`` (intra/inter: whether
+            the class's groups span nodes under the run's mapping), ``constant``,
+            ``bytes_per_s``, ``source``.
+        measured_t_iter: the run's measured T_iter (s), when the run has one.
+        predicted_t_iter: the calibrated model's T_iter of the run (slowest stage, s).
+        mu_points: the measured (x, μ) points, one per run: ``run_id, x, mu``.
+    """
+
+    run_id: str
+    run: RunConfig
+    mu_curve: MuCurve
+    mu_measured: float | None
+    sources: dict[str, str]
+    links: list[dict[str, Any]]
+    measured_t_iter: float | None
+    predicted_t_iter: float
+    mu_points: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def rel_error(self) -> float | None:
+        """(predicted - measured) / measured T_iter, when measured."""
+        if not self.measured_t_iter:
+            return None
+        return (self.predicted_t_iter - self.measured_t_iter) / self.measured_t_iter
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-safe summary."""
+        pf = self.run.platform
+        return {
+            "run_id": self.run_id,
+            "mu_measured": self.mu_measured,
+            "mu_curve": {
+                "mu_max": self.mu_curve.mu_max,
+                "x_half": self.mu_curve.x_half,
+                "source": self.mu_curve.source,
+                "x_half_source": self.mu_curve.x_half_source,
+                "points": self.mu_points,
+            },
+            "constants": {
+                name: {"value": getattr(pf, name), "source": self.sources.get(name, "config")}
+                for name in ("peak_flops", "mu", "c_tp", "c_pp", "c_dp", "c_ep")
+                if getattr(pf, name) is not None
+            },
+            "links": self.links,
+            "measured_t_iter": self.measured_t_iter,
+            "predicted_t_iter": self.predicted_t_iter,
+            "rel_error": self.rel_error,
+        }
+
+
+def calibrate_measured(
+    run: RunConfig,
+    run_id: str,
+    measured: Mapping[str, float],
+    bandwidths: Mapping[str, float],
+    base_curve: MuCurve | None = None,
+    mode: str = "stage_exact",
+    extra_mu_points: Sequence[tuple[str, float, float]] = (),
+) -> RunCalibration:
+    """Fit the what-if search's constants to one run's measured terms.
+
+    μ: the run's measured T_comp of rank 0's stage gives μ at the run's own (b, s, h, t)
+    (:func:`calibrate`'s ``comp`` fit); the curve keeps ``base_curve``'s shape and takes its
+    level from that point (:func:`~reports.model.efficiency.fit_mu_level`). C: the measured
+    transfer bus bandwidth per class (``bandwidths``: c_tp/c_pp/c_dp/c_ep), each labelled
+    with the link kind its class uses under the run's mapping.
+
+    Args:
+        run: the run's configuration (its platform gives F and the constants not measured).
+        run_id: the run's id (named in every source).
+        measured: ``comp`` and ``iter`` (seconds per iteration at rank 0's stage), as
+            :data:`MEASURED_KEYS`; either may be missing.
+        bandwidths: measured C per constant name (bytes/s).
+        base_curve: the curve whose shape is kept (default: the documented default).
+        mode: the model mode.
+        extra_mu_points: (run id, x, μ) measured on other layouts (:func:`measured_mu`); with
+            them and this run's point at two or more distinct x, both μ_max and x_half are
+            fitted (:func:`~reports.model.efficiency.fit_mu_curve`) instead of the level only.
+
+    Returns:
+        The :class:`RunCalibration`.
+    """
+    pf = run.platform
+    curve = base_curve or default_mu_curve(pf.peak_flops)
+    sources: dict[str, str] = {}
+    usable = {k: float(v) for k, v in bandwidths.items() if k in CLASS_CONSTANTS.values()}
+    fit_on = {"comp": float(measured["comp"])} if measured.get("comp") else {}
+    fitted = calibrate_run(run, fit_on, rank=0, mode=mode, bandwidths=usable).fitted
+    mu_measured = fitted.get("mu")
+    b, s, h, t = run.model.micro_batch, run.model.seq, run.model.hidden, run.parallel.tp
+    x_run = layer_forward_flops(b, s, h, t)
+    points = [(rid, x, mu) for rid, x, mu in extra_mu_points]
+    if mu_measured is not None:
+        points.insert(0, (run_id, x_run, mu_measured))
+    if len({x for _, x, _ in points}) >= 2:
+        ids = ", ".join(dict.fromkeys(rid for rid, _, _ in points))
+        where = f"measured runs {ids} (T_comp of rank 0's stage, model_vs_measured; fitted)"
+        curve = fit_mu_curve([(x, mu) for _, x, mu in points], where)
+        sources["mu"] = where
+    elif mu_measured is not None:
+        where = f"measured run {run_id} (T_comp of rank 0's stage, model_vs_measured)"
+        curve = fit_mu_level(curve, x_run, mu_measured, where)
+        sources["mu"] = where
+    for name in usable:
+        sources[name] = f"measured run {run_id} (transfer busbw, int_class_bandwidth)"
+    platform = replace(pf, c_intra=None, c_inter=None, mu=curve.mu(b, s, h, t), **usable)
+    calibrated = replace(run, platform=platform)
+    links: list[dict[str, Any]] = []
+    for cls, name in CLASS_CONSTANTS.items():
+        if name not in usable:
+            continue
+        spans = group_spans_nodes(calibrated, _CLASS_LINK_GROUP[cls])
+        links.append(
+            {
+                "traffic_class": cls,
+                "link": "inter" if spans else "intra",
+                "constant": name,
+                "bytes_per_s": usable[name],
+                "source": sources[name],
+            }
+        )
+    return RunCalibration(
+        run_id=run_id,
+        run=calibrated,
+        mu_curve=curve,
+        mu_measured=mu_measured,
+        sources=sources,
+        links=links,
+        measured_t_iter=measured.get("iter"),
+        predicted_t_iter=critical_stage(calibrated, mode).t_iter,
+        mu_points=[{"run_id": rid, "x": x, "mu": mu} for rid, x, mu in points],
+    )
+
+
+def measured_mu(run: RunConfig, t_comp: float, mode: str = "stage_exact") -> tuple[float, float]:
+    """(x, μ) of one run: its per-layer forward FLOPs and the μ its measured T_comp of rank 0's
+    stage gives (FLOPs / (T_comp · F))."""
+    fitted = calibrate_run(run, {"comp": t_comp}, rank=0, mode=mode).fitted
+    m = run.model
+    return layer_forward_flops(m.micro_batch, m.seq, m.hidden, run.parallel.tp), fitted["mu"]

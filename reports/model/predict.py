@@ -217,16 +217,21 @@ def stage_time_rows(run: RunConfig, mode: str = "stage_exact") -> list[dict[str,
     return rows
 
 
-def stage_memory_bytes(run: RunConfig, stage: int) -> float:
-    """Estimated peak device memory of one rank of ``stage`` (bytes), for the what-if search.
+def stage_memory_breakdown(run: RunConfig, stage: int) -> dict[str, float]:
+    """Estimated peak device memory of one rank of ``stage`` by part (bytes), for the what-if search.
 
-    Static: weights δ + gradients δ + Adam states (12 B/param with mixed precision, 8 in
-    fp32), divided by d as ZeRO-1/2/3 shard optimizer, gradients and weights. Activations
-    (Korthikanti et al., 2023): with recompute, each in-flight micro-batch keeps one δbsh
-    checkpoint per layer plus one layer's working set sbh(10 + 24/t + 5as/(ht))·δ/2
+    Static: weights δ + gradients δ + Adam states (12 B/param with mixed precision: fp32
+    master copy, momentum and variance; 8 in fp32), per parameter of the rank (its stage's
+    parameters over t, experts included); ZeRO-1 divides the optimizer states by d, ZeRO-2
+    also the gradients, ZeRO-3 also the weights (Rajbhandari et al., SC'20, §5).
+    Activations (Korthikanti et al., 2023): with recompute, each in-flight micro-batch keeps
+    one δbsh checkpoint per layer plus one layer's working set sbh(10 + 24/t + 5as/(ht))·δ/2
     (sbh(34/t + 5as/(ht))·δ/2 with sequence parallelism); without, every layer's working set
     per in-flight micro-batch. 1F1B keeps min(m, p - r) micro-batches in flight on stage r.
     The last stage adds fp32 logits, 4·b·s·V_pad/t. An estimate, not an allocator trace.
+
+    Returns:
+        ``weights, gradients, optimizer, activations`` and their sum ``total`` (bytes).
     """
     model, par = run.model, run.parallel
     delta = model.dtype_bytes
@@ -238,7 +243,6 @@ def stage_memory_bytes(run: RunConfig, stage: int) -> float:
         grads /= par.dp
     if par.zero_stage >= 3:
         weights /= par.dp
-    static = params * (weights + grads + optim)
     b, s, h, t = model.micro_batch, model.seq, model.hidden, par.tp
     a = model.num_heads
     if par.sequence_parallel:
@@ -255,7 +259,26 @@ def stage_memory_bytes(run: RunConfig, stage: int) -> float:
         activations = in_flight * n_layers * layer
     if stage == par.pp - 1:
         activations += 4 * b * s * padded_vocab(model.vocab, t, model.vocab_divisible_by) / t
-    return static + activations
+    out = {
+        "weights": params * weights,
+        "gradients": params * grads,
+        "optimizer": params * optim,
+        "activations": float(activations),
+    }
+    out["total"] = out["weights"] + out["gradients"] + out["optimizer"] + out["activations"]
+    return out
+
+
+def stage_memory_bytes(run: RunConfig, stage: int) -> float:
+    """Total of :func:`stage_memory_breakdown` (bytes)."""
+    return stage_memory_breakdown(run, stage)["total"]
+
+
+def critical_memory(run: RunConfig) -> tuple[int, dict[str, float]]:
+    """The stage with the largest memory estimate and its breakdown."""
+    parts = [stage_memory_breakdown(run, s) for s in range(run.parallel.pp)]
+    stage = max(range(len(parts)), key=lambda s: (parts[s]["total"], -s))
+    return stage, parts[stage]
 
 
 def memory_bytes(run: RunConfig) -> float:

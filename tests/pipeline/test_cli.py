@@ -126,7 +126,8 @@ def test_top_level_help_imports_no_command_module(project_root: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "LOADED []"
     for name in _commands():
-        assert f"    {name} " in proc.stdout, name
+        # a name longer than argparse's column ends its line (calibrate)
+        assert f"    {name} " in proc.stdout or f"    {name}\n" in proc.stdout, name
 
 
 def test_command_list_matches_each_modules_help() -> None:
