@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log, e.g. an NCCL log counting the grouped Send/Recv of an all_to_all_single that PyTorch counts as one collective, falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+-- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call). An NCCL log's all-to-all written as grouped Send/Recv lines under one opCount (int_p2p_groups: a Send to and a Recv from every member) is ONE record here, its first line with op all_to_all and the group's Send bytes (the other lines are not rows), so it counts as one collective of its group and pairs with the one all_to_all a Kineto trace or Flight Recorder dump records (collective_seq_id counts it as one collective).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -64,7 +64,10 @@ WITH
       CASE WHEN method <> 'detected' OR period IS NOT NULL THEN iteration END AS iteration
     FROM int_comm_op_iteration
   ),
+  grouped AS (SELECT * FROM int_p2p_groups),
   ranked AS (
+    -- an NCCL log's all-to-all group of Send/Recv lines is one record: its first line, op
+    -- all_to_all, the group's send bytes (int_p2p_groups)
     SELECT
       o.run_id,
       o.rank,
@@ -72,11 +75,11 @@ WITH
       o.source_file,
       o.source_line,
       o.call_key,
-      o.op,
+      coalesce(g.group_op, o.op) AS op,
       coalesce(o.global_group, 'n' || o.group_size::VARCHAR) AS group_key,
       o.comm_id,
       o.group_size,
-      o.msg_bytes,
+      coalesce(g.group_bytes, o.msg_bytes) AS msg_bytes,
       o.seq,
       o.ts_ns,
       o.dur_ns,
@@ -87,9 +90,12 @@ WITH
       o.pid,
       split_part(o.host, '.', 1) AS short_host,
       o.counted,
-      o.op IN ('send', 'recv') AS p2p
+      coalesce(g.group_op, o.op) IN ('send', 'recv') AS p2p
     FROM int_comm_ops_classified AS o
-    WHERE o.rank IS NOT NULL
+    LEFT JOIN grouped AS g
+      ON g.run_id = o.run_id AND g.rank = o.rank AND g.source_file = o.source_file
+      AND g.source_line = o.source_line AND g.call_key = o.call_key
+    WHERE o.rank IS NOT NULL AND (g.head_line IS NULL OR g.head_line = o.source_line)
   ),
   procs AS (
     -- the counted source's process of each rank: (host, pid) -> rank, when one rank has it
