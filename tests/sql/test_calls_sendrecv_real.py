@@ -29,6 +29,7 @@ from typing import Any
 import polars as pl
 import pytest
 from generated_runs import GeneratedRun, ingest_and_derive
+from test_p2p_classes_real import oracle as p2p_oracle
 
 pytestmark = pytest.mark.slow
 
@@ -191,3 +192,30 @@ def test_each_exchange_is_timed_by_its_kineto_all_to_all(run: GeneratedRun) -> N
         ("kineto", "paired", "iteration", 480),
         ("nccl_debug", "anchor", "anchor", 720),
     ]
+
+
+def test_traffic_matrix_counts_each_exchange_once_with_its_per_peer_bytes(
+    run: GeneratedRun,
+) -> None:
+    """With the Kineto traces and the dumps ingested too (each all_to_all also recorded there
+    as one call of the whole buffer), the matrix still books exactly the NCCL Send lines' bytes
+    per peer (the same raw-line oracle as the NCCL-only test): the traffic is read from the
+    logical calls (int_calls via int_call_lines), each once, the exchanges by their lines."""
+    want = p2p_oracle()
+    got = (
+        run.mart("traffic_matrix")
+        .group_by("src_rank", "traffic_class")
+        .agg(pl.col("bytes").sum(), pl.col("local_bytes").sum())
+    )
+    for rank in range(4):
+        row = {
+            r["traffic_class"]: r
+            for r in got.filter(pl.col("src_rank") == rank).iter_rows(named=True)
+        }
+        assert row["PP"]["bytes"] == want[(rank, "PP")], rank
+        assert row["EP"]["bytes"] == want[(rank, "EP")], rank
+        assert row["EP"]["local_bytes"] == want[(rank, "local")], rank
+    ep = run.mart("traffic_matrix").filter(
+        (pl.col("traffic_class") == "EP") & (pl.col("bytes") > 0)
+    )
+    assert set(zip(ep["src_rank"], ep["dst_rank"], strict=True)) == {(0, 1), (1, 0), (2, 3), (3, 2)}
