@@ -52,7 +52,9 @@ CREATE OR REPLACE VIEW int_call_sources(
   -- Host name as logged.
   host,
   -- Operating-system process id.
-  pid
+  pid,
+  -- True when the record was paired with one line of an NCCL all-to-all group (int_p2p_groups: a tool that records the exchange per peer, e.g. the Inspector's or nsys' Send/Recv): a record of the call whose size is that line's, not the call's; false for the other pairs and anchors; null when unpaired.
+  line_match
 ) AS
 WITH
   it AS (
@@ -65,9 +67,7 @@ WITH
     FROM int_comm_op_iteration
   ),
   grouped AS (SELECT * FROM int_p2p_groups),
-  ranked AS (
-    -- an NCCL log's all-to-all group of Send/Recv lines is one record: its first line, op
-    -- all_to_all, the group's send bytes (int_p2p_groups)
+  lines AS (
     SELECT
       o.run_id,
       o.rank,
@@ -75,11 +75,11 @@ WITH
       o.source_file,
       o.source_line,
       o.call_key,
-      coalesce(g.group_op, o.op) AS op,
+      o.op,
       coalesce(o.global_group, 'n' || o.group_size::VARCHAR) AS group_key,
       o.comm_id,
       o.group_size,
-      coalesce(g.group_bytes, o.msg_bytes) AS msg_bytes,
+      o.msg_bytes,
       o.seq,
       o.ts_ns,
       o.dur_ns,
@@ -90,12 +90,36 @@ WITH
       o.pid,
       split_part(o.host, '.', 1) AS short_host,
       o.counted,
-      coalesce(g.group_op, o.op) IN ('send', 'recv') AS p2p
+      o.op IN ('send', 'recv') AS p2p,
+      g.head_line IS NOT NULL AS member,
+      g.group_op,
+      g.group_bytes,
+      g.head_line,
+      g.head_key
     FROM int_comm_ops_classified AS o
     LEFT JOIN grouped AS g
       ON g.run_id = o.run_id AND g.rank = o.rank AND g.source_file = o.source_file
       AND g.source_line = o.source_line AND g.call_key = o.call_key
-    WHERE o.rank IS NOT NULL AND (g.head_line IS NULL OR g.head_line = o.source_line)
+    WHERE o.rank IS NOT NULL
+  ),
+  ranked AS (
+    -- every record, with the call it is a record of (to_key, to_line): its own, or for a line
+    -- of an NCCL all-to-all group (member), the group's call
+    SELECT
+      * EXCLUDE (group_op, group_bytes, head_line, head_key),
+      coalesce(head_key, call_key) AS to_key,
+      coalesce(head_line, source_line) AS to_line
+    FROM lines
+    UNION ALL
+    -- the group itself as one record: its first line, op all_to_all, the group's send bytes
+    SELECT
+      * EXCLUDE (group_op, group_bytes, head_line, head_key) REPLACE (
+        group_op AS op, group_bytes AS msg_bytes, FALSE AS p2p, FALSE AS member
+      ),
+      call_key AS to_key,
+      source_line AS to_line
+    FROM lines
+    WHERE member AND source_line = head_line
   ),
   procs AS (
     -- the counted source's process of each rank: (host, pid) -> rank, when one rank has it
@@ -113,7 +137,7 @@ WITH
     LEFT JOIN procs AS p
       ON p.run_id = s.run_id AND p.pid = s.pid
       AND p.short_host IS NOT DISTINCT FROM s.short_host
-    WHERE NOT s.counted
+    WHERE NOT s.counted AND NOT s.member
   ),
   targets AS (SELECT DISTINCT run_id, rank FROM moved),
   rows AS (
@@ -189,33 +213,33 @@ WITH
     -- every (secondary row, anchor row, method) the keys allow (equi-joins only: a lane's
     -- calls are never crossed with each other); a row of another process never pairs
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'seq' AS method, a.call_key AS anchor_key, a.source_line AS anchor_line, a.op = s.op AS op_ok,
+      'seq' AS method, a.to_key AS anchor_key, a.to_line AS anchor_line, a.op = s.op AS op_ok,
       a.msg_bytes AS a_bytes, s.msg_bytes AS s_bytes, a.op AS a_op, a.source_format AS a_format,
-      s.source_format AS s_format, a.pid AS a_pid, s.pid AS s_pid
+      s.source_format AS s_format, a.pid AS a_pid, s.pid AS s_pid, a.member AS a_member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
       AND a.coll_pos = s.coll_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'seq' AS method, a.call_key, a.source_line, TRUE,
-      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
+      'seq' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.op_pos = s.op_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'iteration' AS method, a.call_key, a.source_line, TRUE,
-      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
+      'iteration' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.iteration = s.iteration AND a.k_iter = s.k_iter
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'order' AS method, a.call_key, a.source_line, TRUE,
-      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
+      'order' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
@@ -260,7 +284,8 @@ WITH
       bool_and(c.op_ok) AS op_ok,
       bool_and(c.size_ok) AS size_ok,
       any_value(c.anchor_key) AS anchor_key,
-      any_value(c.anchor_line) AS anchor_line
+      any_value(c.anchor_line) AS anchor_line,
+      bool_or(c.a_member) AS line_match
     FROM same_process AS c
     SEMI JOIN methods AS m
       ON m.run_id = c.run_id AND m.rank = c.rank AND m.source_file = c.source_file
@@ -273,8 +298,9 @@ SELECT
   'anchor' AS role, call_key AS anchor_key, source_line AS anchor_line,
   'anchor' AS match_method, NULL AS unpaired_reason,
   op, group_key, comm_id, group_size, msg_bytes, seq, iteration, ts_ns, dur_ns, end_ns,
-  timing_source, launch_ts_ns, host, pid
+  timing_source, launch_ts_ns, host, pid, FALSE AS line_match
 FROM anchors
+WHERE NOT member
 UNION ALL
 SELECT
   s.run_id,
@@ -296,7 +322,8 @@ SELECT
     WHEN NOT c.size_ok THEN 'size_mismatch'
   END AS unpaired_reason,
   s.op, s.group_key, s.comm_id, s.group_size, s.msg_bytes, s.seq, s.iteration, s.ts_ns,
-  s.dur_ns, s.end_ns, s.timing_source, s.launch_ts_ns, s.host, s.pid
+  s.dur_ns, s.end_ns, s.timing_source, s.launch_ts_ns, s.host, s.pid,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.line_match END AS line_match
 FROM secondary_keys AS s
 LEFT JOIN chosen AS c
   ON c.run_id = s.run_id AND c.call_key = s.call_key AND c.source_line = s.source_line AND c.rank = s.rank
