@@ -14,7 +14,8 @@ Each YAML file is a list of cases::
       tolerance: 1.0e-9                        # optional, relative, for floats
 
 The runner loads the macros, creates each given relation as a table (canonical tables and
-``run_config``/``predicted_*`` with their full schemas, anything else from the rows), then runs
+``run_config``/``predicted_*`` with their full schemas, a SQL view's rows with every column it
+documents, those the rows leave out null, anything else from the rows), then runs
 the object's own SQL file, then every SQL file it depends on that is not given.
 """
 
