@@ -426,9 +426,10 @@ _INLINE = frozenset({"int_comm_ops_sequenced"})
 them inside its own query (one call-sized table fewer to write and hold: at 1024 ranks the
 sequenced calls are 18 M rows that only int_comm_op_iteration reads)."""
 
-_VIEW_ONLY = frozenset({"int_instance_calls"})
+_VIEW_ONLY = frozenset({"int_instance_calls", "int_call_lines"})
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
-(``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets),
+(``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
+``int_call_lines`` is ``int_calls`` with its all-to-all calls joined back to their NCCL lines),
 so each reader computes it inside its own query rather than derive storing a second call-sized
 copy (18 M rows at 1024 ranks)."""
 

@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1 = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's collective_seq_id - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log, e.g. an NCCL log counting the grouped Send/Recv of an all_to_all_single that PyTorch counts as one collective, falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call).
+-- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1, or a Kineto collective's `Seq` - 1 (the record_param_comms / NCCL kernel arg: ProcessGroupNCCL records seqCollective_ + 1 for a collective, the number the dump calls collective_seq_id; its p2p Seq counts the p2p calls apart and is not used) = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's or trace's Seq - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call). An NCCL log's all-to-all written as grouped Send/Recv lines under one opCount (int_p2p_groups: a Send to and a Recv from every member) is ONE record here, its first line with op all_to_all and the group's Send bytes (the other lines are not rows), so it counts as one collective of its group and pairs with the one all_to_all a Kineto trace or Flight Recorder dump records (collective_seq_id counts it as one collective).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -52,7 +52,9 @@ CREATE OR REPLACE VIEW int_call_sources(
   -- Host name as logged.
   host,
   -- Operating-system process id.
-  pid
+  pid,
+  -- True when the record was paired with one line of an NCCL all-to-all group (int_p2p_groups: a tool that records the exchange per peer, e.g. the Inspector's or nsys' Send/Recv): a record of the call whose size is that line's, not the call's; false for the other pairs and anchors; null when unpaired.
+  line_match
 ) AS
 WITH
   it AS (
@@ -64,7 +66,8 @@ WITH
       CASE WHEN method <> 'detected' OR period IS NOT NULL THEN iteration END AS iteration
     FROM int_comm_op_iteration
   ),
-  ranked AS (
+  grouped AS (SELECT * FROM int_p2p_groups),
+  lines AS (
     SELECT
       o.run_id,
       o.rank,
@@ -87,9 +90,36 @@ WITH
       o.pid,
       split_part(o.host, '.', 1) AS short_host,
       o.counted,
-      o.op IN ('send', 'recv') AS p2p
+      o.op IN ('send', 'recv') AS p2p,
+      g.head_line IS NOT NULL AS member,
+      g.group_op,
+      g.group_bytes,
+      g.head_line,
+      g.head_key
     FROM int_comm_ops_classified AS o
+    LEFT JOIN grouped AS g
+      ON g.run_id = o.run_id AND g.rank = o.rank AND g.source_file = o.source_file
+      AND g.source_line = o.source_line AND g.call_key = o.call_key
     WHERE o.rank IS NOT NULL
+  ),
+  ranked AS (
+    -- every record, with the call it is a record of (to_key, to_line): its own, or for a line
+    -- of an NCCL all-to-all group (member), the group's call
+    SELECT
+      * EXCLUDE (group_op, group_bytes, head_line, head_key),
+      coalesce(head_key, call_key) AS to_key,
+      coalesce(head_line, source_line) AS to_line
+    FROM lines
+    UNION ALL
+    -- the group itself as one record: its first line, op all_to_all, the group's send bytes
+    SELECT
+      * EXCLUDE (group_op, group_bytes, head_line, head_key) REPLACE (
+        group_op AS op, group_bytes AS msg_bytes, FALSE AS p2p, FALSE AS member
+      ),
+      call_key AS to_key,
+      source_line AS to_line
+    FROM lines
+    WHERE member AND source_line = head_line
   ),
   procs AS (
     -- the counted source's process of each rank: (host, pid) -> rank, when one rank has it
@@ -107,7 +137,7 @@ WITH
     LEFT JOIN procs AS p
       ON p.run_id = s.run_id AND p.pid = s.pid
       AND p.short_host IS NOT DISTINCT FROM s.short_host
-    WHERE NOT s.counted
+    WHERE NOT s.counted AND NOT s.member
   ),
   targets AS (SELECT DISTINCT run_id, rank FROM moved),
   rows AS (
@@ -153,7 +183,7 @@ WITH
       CASE
         WHEN p2p THEN NULL
         WHEN source_format = 'nccl_debug' THEN k_coll
-        WHEN source_format = 'flight_recorder' THEN seq - 1
+        WHEN source_format IN ('flight_recorder', 'kineto') THEN seq - 1
       END AS coll_pos,
       -- the anchor's 0-based position among the same op's calls on its communicator
       CASE
@@ -175,7 +205,8 @@ WITH
         PARTITION BY run_id, rank, source_file, group_key, op, iteration
         ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, seq NULLS LAST, source_line
       ) - 1 AS k_iter,
-      CASE WHEN NOT p2p AND source_format = 'flight_recorder' THEN seq - 1 END AS coll_pos,
+      CASE WHEN NOT p2p AND source_format IN ('flight_recorder', 'kineto') THEN seq - 1 END
+        AS coll_pos,
       CASE WHEN NOT p2p AND source_format = 'nccl_inspector' THEN seq END AS op_pos
     FROM secondary
   ),
@@ -183,33 +214,33 @@ WITH
     -- every (secondary row, anchor row, method) the keys allow (equi-joins only: a lane's
     -- calls are never crossed with each other); a row of another process never pairs
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'seq' AS method, a.call_key AS anchor_key, a.source_line AS anchor_line, a.op = s.op AS op_ok,
+      'seq' AS method, a.to_key AS anchor_key, a.to_line AS anchor_line, a.op = s.op AS op_ok,
       a.msg_bytes AS a_bytes, s.msg_bytes AS s_bytes, a.op AS a_op, a.source_format AS a_format,
-      s.source_format AS s_format, a.pid AS a_pid, s.pid AS s_pid
+      s.source_format AS s_format, a.pid AS a_pid, s.pid AS s_pid, a.member AS a_member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
       AND a.coll_pos = s.coll_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'seq' AS method, a.call_key, a.source_line, TRUE,
-      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
+      'seq' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.op_pos = s.op_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'iteration' AS method, a.call_key, a.source_line, TRUE,
-      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
+      'iteration' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.iteration = s.iteration AND a.k_iter = s.k_iter
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
-      'order' AS method, a.call_key, a.source_line, TRUE,
-      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid
+      'order' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
@@ -254,7 +285,8 @@ WITH
       bool_and(c.op_ok) AS op_ok,
       bool_and(c.size_ok) AS size_ok,
       any_value(c.anchor_key) AS anchor_key,
-      any_value(c.anchor_line) AS anchor_line
+      any_value(c.anchor_line) AS anchor_line,
+      bool_or(c.a_member) AS line_match
     FROM same_process AS c
     SEMI JOIN methods AS m
       ON m.run_id = c.run_id AND m.rank = c.rank AND m.source_file = c.source_file
@@ -267,8 +299,9 @@ SELECT
   'anchor' AS role, call_key AS anchor_key, source_line AS anchor_line,
   'anchor' AS match_method, NULL AS unpaired_reason,
   op, group_key, comm_id, group_size, msg_bytes, seq, iteration, ts_ns, dur_ns, end_ns,
-  timing_source, launch_ts_ns, host, pid
+  timing_source, launch_ts_ns, host, pid, FALSE AS line_match
 FROM anchors
+WHERE NOT member
 UNION ALL
 SELECT
   s.run_id,
@@ -290,7 +323,8 @@ SELECT
     WHEN NOT c.size_ok THEN 'size_mismatch'
   END AS unpaired_reason,
   s.op, s.group_key, s.comm_id, s.group_size, s.msg_bytes, s.seq, s.iteration, s.ts_ns,
-  s.dur_ns, s.end_ns, s.timing_source, s.launch_ts_ns, s.host, s.pid
+  s.dur_ns, s.end_ns, s.timing_source, s.launch_ts_ns, s.host, s.pid,
+  CASE WHEN c.n_anchors = 1 AND c.op_ok AND c.size_ok THEN c.line_match END AS line_match
 FROM secondary_keys AS s
 LEFT JOIN chosen AS c
   ON c.run_id = s.run_id AND c.call_key = s.call_key AND c.source_line = s.source_line AND c.rank = s.rank

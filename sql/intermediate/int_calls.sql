@@ -1,5 +1,5 @@
 -- One row per logical communication call per rank (issue 19): a call logged by several tools of one rank (NCCL debug log + Kineto trace + Flight Recorder + NCCL Inspector ...) is here once, carrying the best field of each source with the source it came from; comm_ops stays one row per source record. Traffic, volume, message-size and bandwidth metrics count and time these rows.
--- One row per counted call of int_comm_ops_classified (the rank's counted source, int_rank_primary_source, whose records anchor the calls; a call without a rank is its own call). A call of a rank logged by one format only, or without a rank, keeps its own fields exactly (single-source runs give what they gave before); the others take the best field of the records int_call_sources paired with them. Fields: op, group, class and placement are the anchor's (int_comm_ops_classified); msg_bytes the anchor's, else the first logged by nccl_debug, flight_recorder, nccl_inspector, kineto, nsys, then any (bytes_source); ts_ns/dur_ns/end_ns one source's interval, chosen by its clock: kernel (the GPU kernels: Kineto, nsys, Inspector), then logged (Flight Recorder's CUDA-event duration, DeepSpeed's), then cpu_range, then a row that does not say; the anchor first within a clock, then kineto, nsys, nccl_inspector, flight_recorder (duration_source, timing_source); a call no source timed has none (no comm time, no bandwidth). pg_name: the PyTorch process-group name (comm_id of a flight_recorder, else kineto record of the call). size_conflict: the sources logged different sizes (DeepSpeed's reduce_scatter, logged as its whole input, is not compared); data quality lists them (mart call_sources).
+-- One row per counted call of int_comm_ops_classified (the rank's counted source, int_rank_primary_source, whose records anchor the calls; a call without a rank is its own call). An NCCL log's all-to-all written as grouped Send/Recv lines (int_p2p_groups) is one call: its first line, op all_to_all, msg_bytes the sum of its Send lines, peer_rank null, p2p_lines the lines it stands for (comm_ops and int_comm_ops_classified keep the lines). A call of a rank logged by one format only, or without a rank, keeps its own fields exactly (single-source runs give what they gave before); the others take the best field of the records int_call_sources paired with them. Fields: op, group, class and placement are the anchor's (int_comm_ops_classified); msg_bytes the anchor's, else the first logged by nccl_debug, flight_recorder, nccl_inspector, kineto, nsys, then any (bytes_source); ts_ns/dur_ns/end_ns one source's interval, chosen by its clock: kernel (the GPU kernels: Kineto, nsys, Inspector), then logged (Flight Recorder's CUDA-event duration, DeepSpeed's), then cpu_range, then a row that does not say; the anchor first within a clock, then kineto, nsys, nccl_inspector, flight_recorder (duration_source, timing_source); a call no source timed has none (no comm time, no bandwidth). pg_name: the PyTorch process-group name (comm_id of a flight_recorder, else kineto record of the call). size_conflict: the sources logged different sizes (DeepSpeed's reduce_scatter, logged as its whole input, is not compared; nor are the per-peer records paired with one line of an all-to-all group, int_call_sources.line_match, whose duration, when one times the call, is the longest of them); data quality lists them (mart call_sources).
 CREATE OR REPLACE VIEW int_calls(
   -- Training run identifier.
   run_id,
@@ -80,9 +80,29 @@ CREATE OR REPLACE VIEW int_calls(
   -- True when the sources logged different sizes (see sizes).
   size_conflict,
   -- Every logged size of the call as format:bytes, sorted, comma-joined (conflicts only; null otherwise).
-  sizes
+  sizes,
+  -- NCCL Send/Recv lines this call stands for: 2 x group_size for an all-to-all logged as one group of Send/Recv lines under one opCount (int_p2p_groups; op all_to_all, msg_bytes their Send bytes, peer_rank null); null for a call of one record.
+  p2p_lines
 ) AS
 WITH
+  grouped AS (SELECT * FROM int_p2p_groups),
+  logical AS (
+    -- the counted calls; an NCCL log's all-to-all group of Send/Recv lines is one call: its
+    -- first line, op all_to_all, the group's send bytes, no single peer (int_p2p_groups)
+    SELECT
+      o.* REPLACE (
+        coalesce(g.group_op, o.op) AS op,
+        coalesce(g.group_bytes, o.msg_bytes) AS msg_bytes,
+        CASE WHEN g.head_line IS NULL THEN o.peer_rank END AS peer_rank
+      ),
+      g.group_lines AS p2p_lines
+    FROM int_comm_ops_classified AS o
+    LEFT JOIN grouped AS g
+      ON g.run_id = o.run_id AND g.rank IS NOT DISTINCT FROM o.rank
+      AND g.source_file = o.source_file AND g.source_line = o.source_line
+      AND g.call_key = o.call_key
+    WHERE o.counted AND (g.head_line IS NULL OR g.head_line = o.source_line)
+  ),
   records AS (
     SELECT
       *,
@@ -118,13 +138,14 @@ WITH
       anchor_line,
       arg_min(
         {'bytes': msg_bytes, 'fmt': source_format}, bytes_rank
-      ) FILTER (WHERE msg_bytes IS NOT NULL) AS b,
+      ) FILTER (WHERE msg_bytes IS NOT NULL AND line_match IS NOT TRUE) AS b,
       arg_min(
         {
           'ts': ts_ns, 'dur': greatest(dur_ns, 0), 'clock': timing_source,
           'fmt': source_format, 'iteration': iteration, 'launch': launch_ts_ns
         },
-        dur_rank
+        -- ties (the per-peer records of an all-to-all, line_match): the longest, then the first
+        [dur_rank, -greatest(dur_ns, 0), source_line]
       ) FILTER (WHERE dur_ns IS NOT NULL AND timing_source IS DISTINCT FROM 'none') AS d,
       arg_min(
         {'name': comm_id, 'fmt': source_format},
@@ -133,11 +154,11 @@ WITH
       string_agg(DISTINCT source_format, ',' ORDER BY source_format) AS sources,
       count(DISTINCT source_format) AS n_sources,
       count(DISTINCT msg_bytes) FILTER (
-        WHERE NOT (source_format = 'deepspeed_comms' AND op = 'reduce_scatter')
+        WHERE NOT (source_format = 'deepspeed_comms' AND op = 'reduce_scatter') AND line_match IS NOT TRUE
       ) > 1 AS size_conflict,
       string_agg(
         DISTINCT source_format || ':' || msg_bytes::VARCHAR, ',' ORDER BY source_format || ':' || msg_bytes::VARCHAR
-      ) AS all_sizes
+      ) FILTER (WHERE line_match IS NOT TRUE) AS all_sizes
     FROM records
     GROUP BY run_id, rank, anchor_key, anchor_line
   )
@@ -188,9 +209,9 @@ SELECT
   coalesce(b.sources, o.source_format) AS sources,
   coalesce(b.n_sources, 1) AS n_sources,
   coalesce(b.size_conflict, FALSE) AS size_conflict,
-  CASE WHEN b.size_conflict THEN b.all_sizes END AS sizes
-FROM int_comm_ops_classified AS o
+  CASE WHEN b.size_conflict THEN b.all_sizes END AS sizes,
+  o.p2p_lines
+FROM logical AS o
 LEFT JOIN best AS b
   ON b.run_id = o.run_id AND b.rank = o.rank AND b.anchor_key = o.call_key
   AND b.anchor_line = o.source_line
-WHERE o.counted

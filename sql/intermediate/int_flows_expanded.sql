@@ -33,7 +33,8 @@ CREATE OR REPLACE VIEW int_flows_expanded(
 WITH
   edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  classified AS (SELECT * FROM int_comm_ops_classified WHERE counted),
+  -- each logical call once (int_calls), an NCCL all-to-all as its per-peer lines
+  classified AS (SELECT * FROM int_call_lines),
   logged_ranks AS MATERIALIZED (
     SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
   ),

@@ -19,7 +19,8 @@ CREATE OR REPLACE VIEW int_flows_unranked(
   calls
 ) AS
 WITH
-  classified AS (SELECT * FROM int_comm_ops_classified)
+  -- each logical call once (int_calls), an NCCL all-to-all as its per-peer lines
+  classified AS (SELECT * FROM int_call_lines)
 SELECT
   run_id,
   iteration,
@@ -36,6 +37,6 @@ SELECT
   )::DOUBLE AS bytes,
   count(*)::BIGINT AS calls
 FROM classified
-WHERE rank IS NULL AND counted AND is_traffic AND msg_bytes > 0
+WHERE rank IS NULL AND is_traffic AND msg_bytes > 0
   AND host IS NOT NULL AND pid IS NOT NULL
 GROUP BY run_id, iteration, host, pid, traffic_class, op, group_size

@@ -1,5 +1,5 @@
 -- Bytes sent from rank i to rank j per iteration and traffic class, collectives expanded into point-to-point flows by their algorithm (APNet'24 traffic matrix, Fig. 2-4).
--- One row per (run_id, iteration, src_rank, dst_rank, traffic_class, src_process); dst_rank null holds volume whose destinations are unknown; src_rank null (with src_process set) holds the send volume of calls whose global rank nothing names, keyed on the logging process (int_flows_unranked), so such a run's matrix is not empty. Expansion rules: int_flows_expanded. bytes is traffic between ranks only: what a rank sends to itself (an all-to-all's own block, e.g. the EP matrix diagonal) never leaves the GPU and is in local_bytes, on the src_rank = dst_rank row, whose bytes is 0.
+-- One row per (run_id, iteration, src_rank, dst_rank, traffic_class, src_process); dst_rank null holds volume whose destinations are unknown; src_rank null (with src_process set) holds the send volume of calls whose global rank nothing names, keyed on the logging process (int_flows_unranked), so such a run's matrix is not empty. Expansion rules: int_flows_expanded, over the logical calls (int_call_lines: each call of int_calls once, however many tools of a rank logged it, with the size a paired source gave where the counted one has none; an all-to-all an NCCL log wrote as grouped Send/Recv lines by those lines, so its uneven per-peer bytes stay). bytes is traffic between ranks only: what a rank sends to itself (an all-to-all's own block, e.g. the EP matrix diagonal) never leaves the GPU and is in local_bytes, on the src_rank = dst_rank row, whose bytes is 0.
 CREATE OR REPLACE VIEW traffic_matrix(
   -- Training run identifier.
   run_id,
@@ -23,7 +23,7 @@ CREATE OR REPLACE VIEW traffic_matrix(
   dst_node,
   -- Number of flows (expanded call x channel rows) summed.
   flows,
-  -- Number of distinct logged calls contributing.
+  -- Number of distinct logged calls contributing (an all-to-all logged as grouped NCCL Send lines counts once per destination, as its lines).
   calls,
   -- 'host:pid' of the logging process on rows whose src_rank is unknown (src_rank and dst_rank
   -- null, bytes = its send volume); null on every ranked row.

@@ -94,8 +94,8 @@ def test_logical_calls_count_each_call_once_across_three_sources() -> None:
 
 
 NCCL_CALL = re.compile(
-    r"NCCL INFO (AllReduce|Send|Recv|AllGather|ReduceScatter|Broadcast|AllToAll): opCount \S+ "
-    r".*? count (\d+) datatype (\d+) "
+    r"NCCL INFO (AllReduce|Send|Recv|AllGather|ReduceScatter|Broadcast|AllToAll): opCount (\S+) "
+    r".*? count (\d+) datatype (\d+) op \d+ root (\d+) comm (\S+) \[nranks=(\d+)\]"
 )
 OPS = {
     "AllReduce": "all_reduce",
@@ -106,6 +106,7 @@ OPS = {
     "Broadcast": "broadcast",
     "AllToAll": "all_to_all",
 }
+OPS_P2P = ("send", "recv")
 DTYPE_SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1, 11: 1}
 
 
@@ -126,11 +127,27 @@ def test_generated_run_in_three_formats_sums_like_the_nccl_logs(tmp_path: Path) 
     calls: Counter[str] = Counter()
     nbytes: Counter[str] = Counter()
     for log in sorted((gen / "nccl").glob("*.log")):
+        # Send/Recv lines of one (comm, opCount) with a Send to and a Recv from every member are
+        # one all_to_all (NCCL's grouped p2p of all_to_all_single) of its Send lines' bytes
+        groups: dict[tuple[str, str], list[tuple[str, int, int, int]]] = {}
         for m in NCCL_CALL.finditer(log.read_text()):
-            op = OPS[m.group(1)]
+            op, size = OPS[m.group(1)], int(m.group(3)) * DTYPE_SIZE[int(m.group(4))]
+            if op in ("send", "recv"):
+                line = (op, int(m.group(5)), int(m.group(7)), size)
+                groups.setdefault((m.group(6), m.group(2)), []).append(line)
+                continue
             calls[op] += 1
-            nbytes[op] += int(m.group(2)) * DTYPE_SIZE[int(m.group(3))]
-    assert calls["all_reduce"] > 0 and calls["send"] > 0
+            nbytes[op] += size
+        for lines in groups.values():
+            n = lines[0][2]
+            if all(sorted(r for o, r, _, _ in lines if o == x) == list(range(n)) for x in OPS_P2P):
+                calls["all_to_all"] += 1
+                nbytes["all_to_all"] += sum(b for o, _, _, b in lines if o == "send")
+                continue
+            for op, _, _, size in lines:
+                calls[op] += 1
+                nbytes[op] += size
+    assert calls["all_reduce"] > 0 and calls["all_to_all"] > 0  # the EP exchanges, as one call each
     s = summarize(store, "moe")
     assert set(s.ops_by_source["source_format"]) == {"nccl_debug", "kineto", "deepspeed_comms"}
     got = s.ops.group_by("op").agg(pl.col("calls").sum(), pl.col("bytes").sum())

@@ -14,7 +14,8 @@ Each YAML file is a list of cases::
       tolerance: 1.0e-9                        # optional, relative, for floats
 
 The runner loads the macros, creates each given relation as a table (canonical tables and
-``run_config``/``predicted_*`` with their full schemas, anything else from the rows), then runs
+``run_config``/``predicted_*`` with their full schemas, a SQL view's rows with every column it
+documents, those the rows leave out null, anything else from the rows), then runs
 the object's own SQL file, then every SQL file it depends on that is not given.
 """
 
@@ -85,6 +86,11 @@ def test_sql_case(obj: str, case: dict[str, Any]) -> None:
     given = {k.lower() for k in case.get("given", {})}
     for name, rows in case.get("given", {}).items():
         df = _given_frame(name, rows or [])
+        if name in modules and df.width:
+            # a given view's documented columns the rows leave out are null (a case need not
+            # restate every column an upstream view has, only those its object reads)
+            absent = [c for c in modules[name].column_docs if c not in df.columns]
+            df = df.with_columns(pl.lit(None).alias(c) for c in absent)
         con.register(f"_g_{name}", df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _g_{name}")
     # canonical tables a case does not give are empty (stg_store__comm_ops reads communicators

@@ -1,0 +1,79 @@
+-- The logical calls of int_calls as the traffic expansion reads them (issue 19): each call once, whatever the number of tools that logged it, with the best fields of its sources (msg_bytes, iteration: int_calls); an all-to-all that an NCCL log wrote as grouped Send/Recv lines (int_p2p_groups) is given back as its lines, each with its own peer and size, so the traffic matrix keeps the uneven per-peer bytes of the exchange while the call stays one call in int_calls. int_flows_expanded and int_flows_unranked (traffic_matrix, moe_nonuniform, predictability) read this.
+-- One row per int_calls row, except an all-to-all of p2p_lines NCCL lines: one row per line (its Send and Recv lines; line op, peer, bytes). On a run where no call gathers lines it is int_calls' rows and columns as they are, i.e. the counted calls of int_comm_ops_classified with the sizes/iterations a paired source gave where the anchor had none.
+CREATE OR REPLACE VIEW int_call_lines(
+  -- Training run identifier.
+  run_id,
+  -- Global rank that issued the call (null when no source says).
+  rank,
+  -- Host name as logged (anchor).
+  host,
+  -- Operating-system process id (anchor).
+  pid,
+  -- Parser of the anchor record.
+  source_format,
+  -- File of the line.
+  source_file,
+  -- Line (or event index) of the line: the call's own, or one line of an all-to-all group.
+  source_line,
+  -- Key of that line (stg_store__comm_ops.call_key; int_comm_op_iteration joins on it).
+  call_key,
+  -- Operation of the line: the call's, or send/recv for a line of an all-to-all group.
+  op,
+  -- Communicator identity as the anchor logged it.
+  comm_id,
+  -- Ranks in the communicator.
+  group_size,
+  -- Peer or root rank of the line (a group line's NCCL root: the peer in the communicator).
+  peer_rank,
+  -- Bytes of the line: the call's msg_bytes (int_calls), or the group line's count x datatype.
+  msg_bytes,
+  -- Iteration of the call (int_calls).
+  iteration,
+  -- True for calls that move data.
+  is_traffic,
+  -- NCCL algorithm when logged.
+  algorithm,
+  -- Group of global ranks the call ran on.
+  global_group,
+  -- TP | PP | DP | EP | EmbTableSyn | other.
+  traffic_class,
+  -- source_line of the logical call (int_calls.source_line) the line belongs to.
+  call_line,
+  -- Operation of the logical call (int_calls.op: all_to_all for a group's lines).
+  call_op
+) AS
+WITH
+  calls AS (
+    SELECT
+      run_id, rank, host, pid, source_format, source_file, source_line, call_key, op, comm_id,
+      group_size, peer_rank, msg_bytes, iteration, is_traffic, algorithm, global_group,
+      traffic_class, p2p_lines
+    FROM int_calls
+  ),
+  grouped AS (SELECT * FROM int_p2p_groups)
+SELECT
+  c.run_id,
+  c.rank,
+  c.host,
+  c.pid,
+  c.source_format,
+  c.source_file,
+  coalesce(g.source_line, c.source_line) AS source_line,
+  coalesce(g.call_key, c.call_key) AS call_key,
+  coalesce(g.line_op, c.op) AS op,
+  c.comm_id,
+  c.group_size,
+  CASE WHEN g.source_line IS NULL THEN c.peer_rank ELSE g.peer_rank END AS peer_rank,
+  CASE WHEN g.source_line IS NULL THEN c.msg_bytes ELSE g.line_bytes END AS msg_bytes,
+  c.iteration,
+  c.is_traffic,
+  c.algorithm,
+  c.global_group,
+  c.traffic_class,
+  c.source_line AS call_line,
+  c.op AS call_op
+FROM calls AS c
+LEFT JOIN grouped AS g
+  ON c.p2p_lines IS NOT NULL AND g.run_id = c.run_id AND g.rank IS NOT DISTINCT FROM c.rank
+  AND g.source_file = c.source_file AND g.head_line = c.source_line
+  AND g.head_key = c.call_key
