@@ -20,7 +20,8 @@ import pytest
 from generated_runs import GeneratedRun, ingest_and_derive
 from polars.testing import assert_frame_equal
 
-from pipeline.synthetic import generate, load_generate_config, with_overrides
+from pipeline.run_config import load_generate_config
+from pipeline.synthetic import generate, with_overrides
 
 pytestmark = pytest.mark.slow
 

@@ -344,8 +344,8 @@ def test_two_runs_fit_the_mu_curve_shape(tmp_path: Path) -> None:
     recomputed, 2 backward) where the curve charges 4 x_half / (mu_max F), so x_half is about
     1.5 * 200 us * mu * F = 1.8e8 FLOPs; rank 0's stage also runs two embedding steps per
     micro-batch over its 4 layers (6.5 steps per layer: 1.95e8), and jitter adds a little."""
+    from pipeline.run_config import load_generate_config
     from pipeline.synthetic.generator import generate
-    from pipeline.synthetic.scenario import load_generate_config
     from tests.sql.generated_runs import ingest_and_derive
 
     store = tmp_path / "store"
