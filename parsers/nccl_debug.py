@@ -308,8 +308,6 @@ Measured: 200,000 events took 640 MB and a 52 MB resume state before this bound 
 compact events; later lifecycle lines are rejected ("communicator registry full")."""
 MAX_TOPOLOGY_ROWS = 250_000
 """Distinct topology rows per file; topology lines past it are rejected."""
-ATTRIBUTE_WINDOW = 64
-"""Incarnations of one process a topology line is attributed among (see ``attribute``)."""
 _TOPO_BATCH = 10_000
 """Topology lines turned into rows at once (a block may hold hundreds of thousands)."""
 MAX_KNOWN_HOSTS = 10_000
@@ -549,10 +547,6 @@ class _Inc:
         """First Init line, or the Destroy/Abort line when no Init line is known."""
         return self.first_init_line if self.first_init_line is not None else self.end_line or 0
 
-    def live_at(self, line_no: int) -> bool:
-        """True if the incarnation has not been destroyed before ``line_no``."""
-        return self.end_line is None or self.end_line >= line_no
-
 
 @dataclass
 class _Event:
@@ -563,6 +557,51 @@ class _Event:
     kind: str  # START | COMPLETE | END
     fields: dict[str, Any]
     spliced: bool
+
+
+class _WorldOf:
+    """The world comm a sub-communicator of a several-GPU process belongs to (O(log n) each).
+
+    Its ``parent`` chain (each step: the latest incarnation of the parent pointer opened at or
+    before the child, destroyed or not) up to a world comm; else the world comm on the same bus
+    id (or, without one, the same CUDA device) when all those give one rank; else None.
+    """
+
+    def __init__(self, incs: list[_Inc], worlds: list[_Inc]) -> None:
+        by_comm: dict[str, list[_Inc]] = defaultdict(list)
+        for i in incs:
+            by_comm[i.comm].append(i)
+        self.by_comm: dict[str, tuple[list[int], list[_Inc]]] = {}
+        for comm, members in by_comm.items():
+            # ties on window_start: the first in ``incs`` order wins, as max() did
+            order = sorted(enumerate(members), key=lambda t: (t[1].window_start, -t[0]))
+            self.by_comm[comm] = ([m.window_start for _, m in order], [m for _, m in order])
+        self.worlds = {id(w) for w in worlds}
+        self.by_bus: dict[str, list[_Inc]] = defaultdict(list)
+        self.by_dev: dict[int, list[_Inc]] = defaultdict(list)
+        for w in worlds:
+            if w.bus_id is not None:
+                self.by_bus[w.bus_id].append(w)
+            if w.cuda_dev is not None:
+                self.by_dev[w.cuda_dev].append(w)
+
+    def __call__(self, inc: _Inc) -> _Inc | None:
+        cur: _Inc | None = inc
+        seen: set[int] = set()
+        while cur is not None and cur.parent is not None and id(cur) not in seen:
+            seen.add(id(cur))  # a cycle of pointers reaches no world (the scan went round it)
+            starts, members = self.by_comm.get(cur.parent, ([], []))
+            at = bisect.bisect_right(starts, cur.window_start) - 1
+            cur = members[at] if at >= 0 else None
+            if cur is not None and id(cur) in self.worlds:
+                return cur
+        if inc.bus_id is not None:
+            same_dev = self.by_bus.get(inc.bus_id, [])
+        elif inc.cuda_dev is not None:
+            same_dev = self.by_dev.get(inc.cuda_dev, [])
+        else:
+            same_dev = []
+        return same_dev[0] if len({w.rank for w in same_dev}) == 1 else None
 
 
 @dataclass
@@ -582,7 +621,7 @@ class _Registry:
     proc_how: dict[tuple[str, int], str] = field(default_factory=dict)  # rank_source if not logged
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
-    _starts: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # see attribute
+    _index: _IncIndex | None = None  # built on the first attribute() call
 
     # -- pass 1 ------------------------------------------------------------------------------
 
@@ -762,21 +801,34 @@ class _Registry:
 
         The parent is the latest incarnation of the logged parent pointer that opened before the
         child and was not closed before it (a destroyed pointer may be reused by a later comm).
+        Incarnations of each pointer are sorted once; each child costs O(log n).
         """
         by_comm: dict[str, list[_Inc]] = defaultdict(list)
         for i in incs:
             by_comm[i.comm].append(i)
+        trees: dict[str, tuple[list[int], list[_Inc], _MaxTree]] = {}
         for inc in incs:
-            if inc.parent is None:
+            if inc.parent is None or inc.parent not in by_comm:
                 continue
-            cands = [
-                p
-                for p in by_comm.get(inc.parent, [])
-                if p is not inc
-                and p.window_start <= inc.window_start
-                and (p.end_line is None or p.end_line >= inc.window_start)
-            ]
-            inc.parent_inc = max(cands, key=lambda p: p.window_start) if cands else None
+            got = trees.get(inc.parent)
+            if got is None:
+                # ties on window_start: the first in ``incs`` order wins, as max() did
+                order = sorted(
+                    enumerate(by_comm[inc.parent]), key=lambda t: (t[1].window_start, -t[0])
+                )
+                ps = [p for _, p in order]
+                got = trees[inc.parent] = (
+                    [p.window_start for p in ps],
+                    ps,
+                    _MaxTree([_end_key(p) for p in ps]),
+                )
+            starts, ps, tree = got
+            at = tree.rightmost_at_least(
+                bisect.bisect_right(starts, inc.window_start), inc.window_start
+            )
+            if at >= 0 and ps[at] is inc:  # never its own parent: the next one before it
+                at = tree.rightmost_at_least(at, inc.window_start)
+            inc.parent_inc = ps[at] if at >= 0 else None
 
     @staticmethod
     def _ident(inc: _Inc) -> str | None:
@@ -820,9 +872,10 @@ class _Registry:
             return
         for w in worlds:  # one process, several GPUs: per-incarnation global rank
             w.global_rank, w.identity_world = w.rank, True
+        world_of = _WorldOf(incs, worlds)
         for inc in incs:
             if inc.global_rank is None:
-                world = self._world_of(inc, incs, worlds)
+                world = world_of(inc)
                 inc.global_rank = world.rank if world else None
 
     def _single(
@@ -833,26 +886,6 @@ class _Registry:
             inc.global_rank = rank
         for w in worlds:
             w.identity_world = True
-
-    @staticmethod
-    def _world_of(inc: _Inc, incs: list[_Inc], worlds: list[_Inc]) -> _Inc | None:
-        cur: _Inc | None = inc
-        for _ in range(len(incs)):
-            if cur is None or cur.parent is None:
-                break
-            parents = [
-                i for i in incs if i.comm == cur.parent and i.window_start <= cur.window_start
-            ]
-            cur = max(parents, key=lambda i: i.window_start) if parents else None
-            if cur is not None and cur in worlds:
-                return cur
-        same_dev = [
-            w
-            for w in worlds
-            if (inc.bus_id is not None and w.bus_id == inc.bus_id)
-            or (inc.bus_id is None and inc.cuda_dev is not None and w.cuda_dev == inc.cuda_dev)
-        ]
-        return same_dev[0] if len({w.rank for w in same_dev}) == 1 else None
 
     def _assign_versions(self) -> None:
         by_proc = dict(self.proc_versions)
@@ -936,46 +969,163 @@ class _Registry:
     ) -> _Inc | None:
         """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to.
 
-        A process with more than ``ATTRIBUTE_WINDOW`` incarnations is searched only among the
-        ``ATTRIBUTE_WINDOW`` opened last before the line and a quarter as many after it, so a
-        line costs the same whatever the number of communicators (it cost one pass over all
-        of them: hours for 250,000 topology lines of a process with 50,000).
+        The rule (module docstring, topology) over the process's incarnations that match the
+        line (its rank and device) and are live at it: on the line's thread the latest one
+        whose Init START is at or before the line, else the earliest whose Init COMPLETE is at
+        or after it; else, among those on the thread (if any) or all, the only one, else the
+        latest by ``source_line`` at or before the line, else the earliest after it.
+        Answered from :class:`_IncIndex` in O(log n) per line (n = incarnations of the
+        process), with the same result as a scan of every incarnation.
         """
-        proc = self.by_proc.get((host, pid), [])
-        if len(proc) > ATTRIBUTE_WINDOW:
-            starts = self._starts.get((host, pid))
-            if starts is None:  # by_proc lists are sorted by window_start
-                starts = self._starts[(host, pid)] = [i.window_start for i in proc]
-            at = bisect.bisect_right(starts, line_no)
-            proc = proc[max(0, at - ATTRIBUTE_WINDOW) : at + ATTRIBUTE_WINDOW // 4]
-        cands = [i for i in proc if i.live_at(line_no)]
-        if me_rank is not None:
-            cands = [i for i in cands if i.rank == me_rank]
-        if me_dev is not None:
-            cands = [i for i in cands if _dev_matches(i, me_dev)]
-        if not cands:
+        if self._index is None:
+            self._index = _IncIndex(self.incs)
+        idx = self._index
+        cands = idx.group(host, pid, None, me_rank, me_dev)
+        if cands is None or cands.n_live(line_no) == 0:
             return None
-        on_tid = [i for i in cands if tid in i.init_tids]
-        if on_tid:
-            started = [
-                i
-                for i in on_tid
-                if i.has_start and i.first_init_line is not None and i.first_init_line <= line_no
-            ]
-            if started:
-                return max(started, key=lambda i: i.first_init_line or 0)
-            pending = [
-                i for i in on_tid if i.complete_line is not None and i.complete_line >= line_no
-            ]
-            if pending:
-                return min(pending, key=lambda i: i.complete_line or 0)
+        on_tid = idx.group(host, pid, tid, me_rank, me_dev)
+        if on_tid is not None and on_tid.n_live(line_no):
+            found = on_tid.latest_started(line_no) or on_tid.earliest_pending(line_no)
+            if found is not None:
+                return found
             cands = on_tid
-        if len(cands) == 1:
-            return cands[0]
-        before = [i for i in cands if i.source_line <= line_no]
-        if before:
-            return max(before, key=lambda i: i.source_line)
-        return min(cands, key=lambda i: i.source_line)
+        if cands.n_live(line_no) == 1:
+            return cands.last_to_end
+        return cands.latest_before(line_no) or cands.earliest_after(line_no)
+
+
+_NEVER = 1 << 62
+"""End line of an incarnation never destroyed (live at every later line)."""
+
+
+def _end_key(inc: _Inc) -> int:
+    return _NEVER if inc.end_line is None else inc.end_line
+
+
+class _MaxTree:
+    """Segment tree of maxima over a list of ints: the rightmost index below a bound whose
+    value is at least ``x``, in O(log n) (``steps`` counts the nodes visited)."""
+
+    def __init__(self, values: list[int]) -> None:
+        size = 1
+        while size < len(values):
+            size *= 2
+        self.size = size
+        self.tree = [-1] * (2 * size)
+        self.tree[size : size + len(values)] = values
+        for i in range(size - 1, 0, -1):
+            self.tree[i] = max(self.tree[2 * i], self.tree[2 * i + 1])
+        self.steps = 0
+
+    def rightmost_at_least(self, hi: int, x: int) -> int:
+        """The largest ``i < hi`` with ``values[i] >= x``; -1 if none."""
+        if hi <= 0:
+            return -1
+        tree, size = self.tree, self.size
+        # Walk up from leaf hi - 1: each left sibling that holds a value >= x bounds the answer;
+        # then descend into the rightmost qualifying child. Both walks are O(log n).
+        i = hi - 1 + size
+        while True:
+            self.steps += 1
+            if tree[i] >= x:
+                break
+            while i > 1 and i % 2 == 0:  # a left child: its left neighbours are not subtrees
+                i //= 2
+            if i <= 1:
+                return -1
+            i -= 1  # the subtree just left of the covered range
+        while i < size:
+            self.steps += 1
+            i = 2 * i + 1 if tree[2 * i + 1] >= x else 2 * i
+        return i - size
+
+
+class _IncGroup:
+    """The incarnations of one (host, pid[, tid][, rank][, device]) sorted three ways, with
+    the trees and sorted ends that answer :meth:`_Registry.attribute`'s queries in O(log n)."""
+
+    def __init__(self, incs: list[_Inc]) -> None:
+        by_src = sorted(incs, key=lambda i: i.source_line)
+        self.src_keys = [i.source_line for i in by_src]
+        self.by_src = by_src
+        self.src_tree = _MaxTree([_end_key(i) for i in by_src])
+        started = sorted(
+            (i for i in incs if i.has_start and i.first_init_line is not None),
+            key=lambda i: i.first_init_line or 0,
+        )
+        self.start_keys = [i.first_init_line or 0 for i in started]
+        self.started = started
+        self.start_tree = _MaxTree([_end_key(i) for i in started])
+        pending = sorted(
+            (i for i in incs if i.complete_line is not None), key=lambda i: i.complete_line or 0
+        )
+        self.complete_keys = [i.complete_line or 0 for i in pending]
+        self.pending = pending
+        self.ends = sorted(_end_key(i) for i in incs)
+        self.last_to_end = max(incs, key=_end_key) if incs else None
+
+    @property
+    def steps(self) -> int:
+        return self.src_tree.steps + self.start_tree.steps
+
+    def n_live(self, line_no: int) -> int:
+        """How many are live at ``line_no`` (not destroyed before it)."""
+        return len(self.ends) - bisect.bisect_left(self.ends, line_no)
+
+    def latest_started(self, line_no: int) -> _Inc | None:
+        """Latest Init START at or before ``line_no`` among those live at it."""
+        hi = bisect.bisect_right(self.start_keys, line_no)
+        at = self.start_tree.rightmost_at_least(hi, line_no)
+        return self.started[at] if at >= 0 else None
+
+    def earliest_pending(self, line_no: int) -> _Inc | None:
+        """Earliest Init COMPLETE at or after ``line_no`` (live there: destroyed after it)."""
+        at = bisect.bisect_left(self.complete_keys, line_no)
+        return self.pending[at] if at < len(self.pending) else None
+
+    def latest_before(self, line_no: int) -> _Inc | None:
+        """Latest ``source_line`` at or before ``line_no`` among those live at it."""
+        hi = bisect.bisect_right(self.src_keys, line_no)
+        at = self.src_tree.rightmost_at_least(hi, line_no)
+        return self.by_src[at] if at >= 0 else None
+
+    def earliest_after(self, line_no: int) -> _Inc | None:
+        """Earliest ``source_line`` after ``line_no`` (live there: it starts later)."""
+        at = bisect.bisect_right(self.src_keys, line_no)
+        return self.by_src[at] if at < len(self.by_src) else None
+
+
+class _IncIndex:
+    """Incarnations grouped by (host, pid, init tid or None, rank or None); device-filtered
+    groups are derived from these on first use. Built in O(n) lists, each group sorted once."""
+
+    def __init__(self, incs: list[_Inc]) -> None:
+        lists: dict[tuple[str, int, int | None, int | None], list[_Inc]] = defaultdict(list)
+        for inc in incs:
+            for tid in (None, *sorted(inc.init_tids)):
+                lists[(inc.host, inc.pid, tid, None)].append(inc)
+                lists[(inc.host, inc.pid, tid, inc.rank)].append(inc)
+        self.lists = dict(lists)
+        self.groups: dict[tuple[str, int, int | None, int | None, str | None], _IncGroup] = {}
+
+    @property
+    def steps(self) -> int:
+        """Tree nodes visited by all queries so far (the scale test's structural measure)."""
+        return sum(g.steps for g in self.groups.values())
+
+    def group(
+        self, host: str, pid: int, tid: int | None, rank: int | None, dev: str | None
+    ) -> _IncGroup | None:
+        key = (host, pid, tid, rank, dev)
+        got = self.groups.get(key)
+        if got is None:
+            incs = self.lists.get((host, pid, tid, rank))
+            if incs is None:
+                return None
+            if dev is not None:
+                incs = [i for i in incs if _dev_matches(i, dev)]
+            got = self.groups[key] = _IncGroup(incs)
+        return got
 
 
 def _int(text: str | None) -> int | None:
