@@ -32,6 +32,9 @@ from parsers import nccl_debug as nd
 from parsers._io import LongLine, Source, iter_byte_blocks, iter_line_blocks
 from parsers.deepspeed_comms import DeepSpeedCommsParser
 from parsers.nccl_debug import NcclDebugParser
+from parsers.nccl_debug import communicators as nd_comms
+from parsers.nccl_debug import lines as nd_lines
+from parsers.nccl_debug import topology as nd_topo
 from parsers.registry import LineCounts, ParsedChunk
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -349,7 +352,7 @@ def test_communicator_registry_bounded_synthetic(
 ) -> None:
     """Past ``MAX_LIFECYCLE_EVENTS`` lifecycle lines are rejected with the reason (counted,
     one warning); the registry, the communicators and the resume state stay at the bound."""
-    monkeypatch.setattr(nd, "MAX_LIFECYCLE_EVENTS", 100)
+    monkeypatch.setattr(nd_comms, "MAX_LIFECYCLE_EVENTS", 100)
     path = tmp_path / "comms.log"
     _many_comms_log(path, 400)
     chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
@@ -369,8 +372,8 @@ def test_resume_state_does_not_grow_with_the_file_synthetic(
 ) -> None:
     """The state stored in the commit log is the same size for 4x the communicators and
     topology lines once the bounds are reached."""
-    monkeypatch.setattr(nd, "MAX_LIFECYCLE_EVENTS", 200)
-    monkeypatch.setattr(nd, "MAX_TOPOLOGY_ROWS", 300)
+    monkeypatch.setattr(nd_comms, "MAX_LIFECYCLE_EVENTS", 200)
+    monkeypatch.setattr(nd_topo, "MAX_TOPOLOGY_ROWS", 300)
     sizes = []
     for n in (1000, 4000):
         path = tmp_path / f"c{n}.log"
@@ -389,9 +392,9 @@ def test_host_process_and_version_tables_bounded_synthetic(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Distinct hosts, launcher tags and bare version lines are remembered up to a bound."""
-    monkeypatch.setattr(nd, "MAX_KNOWN_HOSTS", 50)
-    monkeypatch.setattr(nd, "MAX_PROCESSES", 20)
-    monkeypatch.setattr(nd, "MAX_BARE_VERSIONS", 5)
+    monkeypatch.setattr(nd_lines, "MAX_KNOWN_HOSTS", 50)
+    monkeypatch.setattr(nd_comms, "MAX_PROCESSES", 20)
+    monkeypatch.setattr(nd_comms, "MAX_BARE_VERSIONS", 5)
     path = tmp_path / "hosts.log"
     with path.open("w") as fh:
         for i in range(500):
