@@ -678,7 +678,9 @@ def _init_fits(fields: dict[str, Any]) -> bool:
     """Whether an Init/Destroy line's numbers fit their columns (int32; color/key int32 as in C)."""
     for name in (*_INIT_NUMBERS, *_SPLIT_NUMBERS):
         v = fields.get(name)
-        if v is not None and (len(v.lstrip("-")) > 10 or not -(2**31) <= int(v) < 2**31):
+        if v is None or len(v) < 10:  # at most 9 digits (or - and 8): fits without int()
+            continue
+        if len(v.lstrip("-")) > 10 or not -(2**31) <= int(v) < 2**31:
             return False
     return True
 

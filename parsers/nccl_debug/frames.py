@@ -46,6 +46,9 @@ from parsers.registry import LineCounts, ParsedChunk
 
 _MAX_RAW = 4096
 """Characters of a rejected line kept in ``rejects.raw``."""
+_INIT_LIKE_RE = re.compile(_INIT_LIKE)
+_TOPO_MEMO = 100_000
+"""Entries of each topology shortcut (parsed messages, row keys emitted) before it restarts."""
 
 
 def _coll_summary(source: Source, reg: _Registry, resume: dict[str, Any] | None) -> CollSummary:
@@ -105,6 +108,10 @@ class _Pass2:
         self.topo: list[_Topo] = []  # topology lines of the current block
         self.topo_pending = 0  # at most this many rows in ``topo`` are new
         self.topo_frames: list[pl.DataFrame] = []  # rows of the block's earlier batches
+        # distinct topology messages parsed, and (comm, host, pid, message) already turned
+        # into rows: a shortcut only (rows are de-duplicated anyway), bounded by _TOPO_MEMO
+        self.topo_parsed: dict[tuple[str, bool], Any] = {}
+        self.topo_seen: set[tuple[Any, ...]] = set()
         self.n_registry_full = 0
         self.n_topology_full = 0
         self.n_spliced = 0
@@ -215,7 +222,7 @@ class _Pass2:
         line_no: int = row["line_no"]
         if line_no == cut_line:
             return "final line has no newline (file cut mid-line)"
-        if re.match(_INIT_LIKE, msg):
+        if _INIT_LIKE_RE.match(msg):
             m = _INIT_RE.match(msg) or _END_RE.match(msg)
             if m is not None and not _init_fits(m.groupdict()):
                 return "Init/Destroy line: a rank, count or device number is out of range"
@@ -227,10 +234,16 @@ class _Pass2:
                 return None
             return "Init/Destroy line does not fit its pattern (truncated or spliced)"
         nccl_len = len(row["raw"]) - len(row["pre"] or "")
-        try:
-            parsed = _parse_topology(msg, nccl_len >= LINE_LIMIT)
-        except ValueError:  # int() of a 4,300+ digit run (a corrupt line)
-            return "topology line: a number is out of range"
+        text = (msg, nccl_len >= LINE_LIMIT)
+        parsed = self.topo_parsed.get(text, False)
+        if parsed is False:  # each distinct message is parsed once (communicators repeat them)
+            try:
+                parsed = _parse_topology(*text)
+            except ValueError:  # int() of a 4,300+ digit run (a corrupt line)
+                return "topology line: a number is out of range"
+            if len(self.topo_parsed) >= _TOPO_MEMO:
+                self.topo_parsed.clear()
+            self.topo_parsed[text] = parsed
         if parsed is None:
             return "topology line does not fit any topology pattern (truncated or spliced)"
         rows, extra = parsed
@@ -252,6 +265,7 @@ class _Pass2:
                 ring_order=extra.get("ring_order"),
                 ring_order_cut=extra.get("ring_order_cut", False),
                 channel=extra.get("channel"),
+                text=text,
             )
         )
         if len(self.topo) >= _TOPO_BATCH:  # rows as a frame: far smaller than the line objects
@@ -581,8 +595,23 @@ class _Pass2:
         """Rows of the topology lines in ``topo`` not emitted before (then ``topo`` is empty)."""
         rows: list[dict[str, Any]] = []
         topo, self.topo, self.topo_pending = self.topo, [], 0
+        seen = self.topo_seen
         for t in topo:
             inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            # Rows are a function of this key: a line repeating it (a re-created communicator
+            # on the same pointer) adds only rows that the de-duplication below would drop.
+            ident = (
+                inc.comm if inc is not None else None,
+                inc.nranks if inc is not None and t.ring_order is not None else None,
+                t.host,
+                t.pid,
+                t.text,
+            )
+            if ident in seen:
+                continue
+            if len(seen) >= _TOPO_MEMO:
+                seen.clear()
+            seen.add(ident)
             edges = t.rows
             if t.ring_order is not None and t.channel is not None:
                 nranks = inc.nranks if inc is not None else None

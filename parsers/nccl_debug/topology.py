@@ -59,6 +59,9 @@ class _Topo:
     ring_order: list[int] | None = None
     ring_order_cut: bool = False
     channel: int | None = None
+    text: tuple[str, bool] = ("", False)
+    """The message and its cut flag: with the host, pid and the incarnation's pointer (and
+    nranks) it fixes the rows, so a line repeating them adds only duplicates."""
 
 
 def _transport(detail: str) -> str:

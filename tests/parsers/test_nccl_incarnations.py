@@ -316,3 +316,39 @@ def test_one_process_with_ten_thousand_incarnations(tmp_path: Path) -> None:
     (index,) = indexes
     depth = math.ceil(math.log2(n + 1)) + 1
     assert index.steps <= n * 3 * 2 * depth
+
+
+# --------------------------------------------------------------------------------------------
+# the topology shortcut: repeated messages parsed once, repeated rows never built
+# --------------------------------------------------------------------------------------------
+
+
+def _tables_of(path: Path) -> dict[str, pl.DataFrame]:
+    parts: dict[str, list[pl.DataFrame]] = {}
+    for c in NcclDebugParser().parse(Source(path), run_id="r"):
+        for name, df in c.tables.items():
+            parts.setdefault(name, []).append(df)
+    return {k: pl.concat(v) for k, v in parts.items()}
+
+
+def test_topology_shortcut_changes_no_row(tmp_path: Path, shared_samples: Path) -> None:
+    """A real log repeated (its communicators re-created on the same pointers, the same topology
+    lines again) gives the same tables with the shortcut as with it restarting at every entry."""
+    from parsers.nccl_debug import frames
+
+    src = shared_samples / "nccl_debug" / "nccltests_2.27.7_1proc_2gpu_allreduce.log"
+    if not src.exists():
+        pytest.skip("../shared samples not present")
+    path = tmp_path / "x5.log"
+    path.write_bytes(src.read_bytes() * 5)
+    fast = _tables_of(path)
+    mp = pytest.MonkeyPatch()
+    mp.setattr(frames, "_TOPO_MEMO", 1)
+    try:
+        slow = _tables_of(path)
+    finally:
+        mp.undo()
+    assert fast.keys() == slow.keys()
+    for name in fast:
+        assert fast[name].equals(slow[name]), name
+    assert fast["topology"].height > 0
