@@ -2,8 +2,8 @@
 
 It reads each file line by line, matches one ``re`` pattern per format (NCCL ``COLL`` lines:
 op, opCount, count, datatype, comm, nranks; DeepSpeed comms-logger lines: op, time, message
-size, algbw, busbw, where DeepSpeed <= 0.9 pads algbw with two spaces, hence `` +\|``) and
-appends the fields of every match to a list. Nothing else: no line
+size, algbw, busbw, where DeepSpeed <= 0.9 pads algbw with two spaces, hence a run of spaces
+before ``|``) and appends the fields of every match to a list. Nothing else: no line
 accounting, no ranks, no communicators, no Parquet. It is the yardstick the text-log ingest is
 compared to (issue 9: commscope must be at least 2x faster, doing far more).
 
