@@ -47,8 +47,13 @@ from parsers.registry import LineCounts, ParsedChunk
 _MAX_RAW = 4096
 """Characters of a rejected line kept in ``rejects.raw``."""
 _INIT_LIKE_RE = re.compile(_INIT_LIKE)
-_TOPO_MEMO = 100_000
-"""Entries of each topology shortcut (parsed messages, row keys emitted) before it restarts."""
+_TOPO_MEMO = 20_000
+"""Keys remembered by each topology shortcut (distinct messages parsed, (comm, process,
+message) keys turned into rows) before it starts afresh: a few MB at most (a message has at
+most ``LINE_LIMIT`` characters)."""
+_TOPO_MEMO_ROWS = 50_000
+"""Parsed rows the message shortcut holds at most (a Trees line gives up to 4 rows per channel):
+the memory it keeps stays bounded whatever the file holds."""
 
 
 def _coll_summary(source: Source, reg: _Registry, resume: dict[str, Any] | None) -> CollSummary:
@@ -111,6 +116,7 @@ class _Pass2:
         # distinct topology messages parsed, and (comm, host, pid, message) already turned
         # into rows: a shortcut only (rows are de-duplicated anyway), bounded by _TOPO_MEMO
         self.topo_parsed: dict[tuple[str, bool], Any] = {}
+        self.topo_parsed_rows = 0
         self.topo_seen: set[tuple[Any, ...]] = set()
         self.n_registry_full = 0
         self.n_topology_full = 0
@@ -241,9 +247,15 @@ class _Pass2:
                 parsed = _parse_topology(*text)
             except ValueError:  # int() of a 4,300+ digit run (a corrupt line)
                 return "topology line: a number is out of range"
-            if len(self.topo_parsed) >= _TOPO_MEMO:
+            size = 1 + (len(parsed[0]) + len(parsed[1].get("ring_order") or ()) if parsed else 0)
+            if (
+                len(self.topo_parsed) >= _TOPO_MEMO
+                or self.topo_parsed_rows + size > _TOPO_MEMO_ROWS
+            ):
                 self.topo_parsed.clear()
+                self.topo_parsed_rows = 0
             self.topo_parsed[text] = parsed
+            self.topo_parsed_rows += size
         if parsed is None:
             return "topology line does not fit any topology pattern (truncated or spliced)"
         rows, extra = parsed
