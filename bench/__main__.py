@@ -1,6 +1,7 @@
 """``python -m bench``: every performance figure of issue 9 with its baseline, one table + JSON.
 
-Benchmarks (one module each, run in this order): text_logs, kineto_vs_hta, memory_bound,
+Benchmarks (one module each, run in this order): text_logs, ingest_scale (issue 21: real logs,
+no superlinear path), kineto_vs_hta, memory_bound,
 marts_scale, report_scale, peers (issue 16: commscope, HTA and the test oracle side by side on the
 real Kineto traces; its tables are printed and stored under ``peers`` in the JSON). Inputs are SYNTHETIC (``commscope generate``, replicated) and cached
 in the work dir; each measurement runs in its own child process (wall time and peak RSS of that
@@ -29,6 +30,7 @@ from bench._common import ROOT, Context, Row, load_average
 
 BENCHMARKS = (
     "text_logs",
+    "ingest_scale",
     "kineto_vs_hta",
     "memory_bound",
     "marts_scale",

@@ -41,6 +41,8 @@ class Measurement:
         out: the last stdout line parsed as JSON ({} if it is not JSON).
         stderr_tail: the end of stderr (for failures).
         stdout_tail: the end of stdout (for children that do not answer JSON).
+        cpu_s: user + system CPU seconds of the child (all its threads, and the children it
+            waited for), from ``os.wait4``: the figure to compare on a shared machine.
     """
 
     wall_s: float
@@ -50,6 +52,7 @@ class Measurement:
     out: dict[str, object]
     stderr_tail: str
     stdout_tail: str = ""
+    cpu_s: float = 0.0
 
     @property
     def peak_mb(self) -> float:
@@ -139,6 +142,7 @@ def measure(cmd: list[str], *, cwd: Path = ROOT, env: dict[str, str] | None = No
         answer,
         stderr[-2000:],
         stdout[-2000:],
+        usage.ru_utime + usage.ru_stime,
     )
     if m.rc != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])}... exited {m.rc}: {m.stderr_tail}")

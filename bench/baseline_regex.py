@@ -2,7 +2,8 @@
 
 It reads each file line by line, matches one ``re`` pattern per format (NCCL ``COLL`` lines:
 op, opCount, count, datatype, comm, nranks; DeepSpeed comms-logger lines: op, time, message
-size, algbw, busbw) and appends the fields of every match to a list. Nothing else: no line
+size, algbw, busbw, where DeepSpeed <= 0.9 pads algbw with two spaces, hence a run of spaces
+before ``|``) and appends the fields of every match to a list. Nothing else: no line
 accounting, no ranks, no communicators, no Parquet. It is the yardstick the text-log ingest is
 compared to (issue 9: commscope must be at least 2x faster, doing far more).
 
@@ -21,7 +22,7 @@ NCCL_COLL = re.compile(
 )
 DS_COMM = re.compile(
     r"comm op: (\w+) \| time \(ms\): ([\d.]+) \| msg size: ([\d.]+ \w+) \| "
-    r"algbw \(Gbps\): ([\d.]+) \| busbw \(Gbps\): ([\d.]+)"
+    r"algbw \(Gbps\): ([\d.]+) +\| busbw \(Gbps\): ([\d.]+)"
 )
 
 

@@ -66,6 +66,12 @@ class DeriveResult:
     """Seconds to copy the run's rows and load the SQL modules."""
     generation: str | None = None
     """The published generation (``derived/<run_id>.parquet`` names it)."""
+    steps: dict[str, float] = field(default_factory=dict)
+    """Seconds of each step of ``derive_run`` in order (prepare, load, intermediates, marts,
+    close, model inputs, publish, catalog); they add up to ``wall_seconds`` but for the few
+    statements between them (``derive --verbose`` prints the rest as "other")."""
+    wall_seconds: float = 0.0
+    """Wall time of the whole ``derive_run`` call."""
     snapshot: str | None = None
     """Key of the commit-log snapshot the marts were derived from (see ``Store.snapshot``)."""
     batches: int = 0
@@ -217,6 +223,7 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
             file), or another store error.
     """
     validate_run_id(run_id)
+    t_start = time.perf_counter()
     try:
         with store.lock():
             store.prepare_derived()
@@ -234,12 +241,17 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
     written: list[Path] = []
     published = False
     t_load = time.perf_counter()
+    steps = result.steps
+    steps["prepare"] = t_load - t_start
     con, inputs = connect_for_derive(store, run_id, stored, snap, prune=True)
-    result.load_seconds = time.perf_counter() - t_load
+    result.load_seconds = steps["load"] = time.perf_counter() - t_load
     dest = store.derived_dir()
     try:
         try:
+            t0 = time.perf_counter()
             materialise_intermediates(con, result.intermediate_seconds, free=True)
+            steps["intermediates"] = time.perf_counter() - t0
+            t_marts = time.perf_counter()
             for mod in discover():
                 if mod.layer != "marts":
                     continue
@@ -257,11 +269,15 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
                 ).fetchone()
                 result.marts[mod.name] = int(rows[0]) if rows else 0
                 result.seconds[mod.name] = time.perf_counter() - t0
+            steps["marts"] = time.perf_counter() - t_marts
         finally:
+            t0 = time.perf_counter()
             spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
             con.close()
             if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
                 shutil.rmtree(str(spill[0]), ignore_errors=True)
+            steps["close"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         for name, df in inputs.items():
             dest = store.generation_path(store.model_inputs_dir(), name, run_id, generation)
             written.append(dest)
@@ -269,10 +285,13 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
             tmp = _tmp_for(dest)
             df.write_parquet(tmp)
             tmp.replace(dest)
+        steps["model inputs"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
         dest = store.derived_dir() / f"{run_id}.parquet"
         with store.lock():
             store.publish_derived(run_id, generation, snap, result.config_source)
         published = True
+        steps["publish"] = time.perf_counter() - t0
         result.generation, result.snapshot = generation, snap.key
         result.batches = len(snap.batch_ids)
     except (OSError, duckdb.IOException) as exc:
@@ -286,7 +305,10 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
     # The catalog's signature covers the SQL, the materialised marts and the model inputs, so it
     # is rewritten only when this derive added a mart or input relation (rewriting it costs
     # seconds; the views read Parquet by glob and see new runs' files without it).
+    t0 = time.perf_counter()
     store.ensure_catalog()
+    steps["catalog"] = time.perf_counter() - t0
+    result.wall_seconds = time.perf_counter() - t_start
     return result
 
 

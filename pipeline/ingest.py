@@ -42,12 +42,13 @@ import lzma
 import multiprocessing
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 import polars as pl
 import zstandard
@@ -958,22 +959,60 @@ def ingest_paths(
     return results
 
 
-def stderr_progress(total_bytes: int) -> ProgressFn:
-    """A progress line on stderr for large inputs on a terminal (no-op otherwise)."""
+def stderr_progress(
+    total_bytes: int,
+    *,
+    stream: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    min_bytes: int = 64 * 1024 * 1024,
+) -> ProgressFn:
+    """A progress line for large inputs on a terminal (no-op otherwise).
+
+    After each file: files done, share of the bytes, rate (MB/s since the start) and ETA (the
+    bytes left at that rate), rewritten in place; a newline after the last file.
+    """
+    out = stream if stream is not None else sys.stderr
+    show = out.isatty() and total_bytes > min_bytes
+    start = clock()
     done_bytes = 0
-    show = sys.stderr.isatty() and total_bytes > 64 * 1024 * 1024
 
     def report(res: FileResult, n: int, total: int) -> None:
         nonlocal done_bytes
         done_bytes += res.bytes
-        if show:
-            pct = 100.0 * done_bytes / max(total_bytes, 1)
-            sys.stderr.write(f"\r[{n}/{total} files, {pct:5.1f}% of {total_bytes / 1e6:.0f} MB]")
-            if n == total:
-                sys.stderr.write("\n")
-            sys.stderr.flush()
+        if not show:
+            return
+        pct = 100.0 * done_bytes / max(total_bytes, 1)
+        elapsed = max(clock() - start, 1e-9)
+        rate = done_bytes / elapsed
+        left = max(total_bytes - done_bytes, 0)
+        eta = f"ETA {left / rate:.0f} s" if rate > 0 and n < total else f"{elapsed:.1f} s"
+        out.write(
+            f"\r[{n}/{total} files, {pct:5.1f}% of {total_bytes / 1e6:.0f} MB, "
+            f"{rate / 1e6:.1f} MB/s, {eta}]"
+        )
+        if n == total:
+            out.write("\n")
+        out.flush()
 
     return report
+
+
+def ingest_totals(results: Sequence[FileResult], wall_s: float) -> str:
+    """One line of totals for an ingest: files, lines (and their accounting), rows, MB, MB/s."""
+    lines = sum(r.counts.total for r in results)
+    parsed = sum(r.counts.parsed for r in results)
+    ignored = sum(r.counts.ignored for r in results)
+    rejected = sum(r.counts.rejected for r in results)
+    rows = sum(sum(r.rows.values()) for r in results)
+    mb = sum(r.bytes for r in results) / 1e6
+    ok = sum(1 for r in results if r.ok)
+    rate = mb / wall_s if wall_s > 0 else 0.0
+    size = f"{mb:,.1f} MB" if mb >= 1 else f"{mb * 1e3:,.1f} kB"
+    return (
+        f"total: {len(results)} files ({ok} ok), {lines:,} lines ({parsed:,} parsed, "
+        f"{ignored:,} ignored, {rejected:,} rejected), {rows:,} rows, {size} in "
+        f"{wall_s:.1f} s ({rate:,.2f} MB/s)"
+    )
 
 
 __all__ = [
@@ -985,5 +1024,6 @@ __all__ = [
     "file_sha256",
     "ingest_file",
     "ingest_paths",
+    "ingest_totals",
     "stderr_progress",
 ]

@@ -575,6 +575,33 @@ class Store:
         h.update(b"\2" if (self.derived_dir() / DERIVED_SCHEMA_FILE).exists() else b"\3")
         return h.hexdigest()[:16]
 
+    def _catalog_base(self) -> str:
+        """The part of :meth:`signature` that only a full rebuild can follow: path, schema,
+        storage version, layout, SQL and store layout (not the marts and model inputs)."""
+        from pipeline.sql_modules import SQL_DIR
+
+        h = hashlib.sha256(
+            f"{self.root}\0{SCHEMA_VERSION}\0{CATALOG_STORAGE_VERSION}\0{CATALOG_LAYOUT}".encode()
+        )
+        for f in sorted(SQL_DIR.rglob("*.sql")):
+            h.update(f.read_bytes())
+        h.update(b"\2" if (self.derived_dir() / DERIVED_SCHEMA_FILE).exists() else b"\3")
+        return h.hexdigest()[:16]
+
+    def _write_meta(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Record what the catalog was built for: the signature and, for :meth:`_extend_catalog`,
+        its base and the marts and model inputs it has views of."""
+        con.execute(
+            "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS signature, ? AS base, "
+            "? AS marts, ? AS inputs",
+            [
+                self.signature(),
+                self._catalog_base(),
+                json.dumps(self.materialised_marts()),
+                json.dumps(self.model_inputs()),
+            ],
+        )
+
     def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Canonical tables, live staging/intermediate SQL, and materialised marts."""
         from pipeline.sql_modules import SqlModuleError, apply, discover
@@ -723,10 +750,7 @@ class Store:
                     # Defence in depth: whatever the rebuild runs reads only the store's data.
                     self.confine(con)
                     self.create_all_views(con)
-                    con.execute(
-                        "CREATE OR REPLACE TABLE _commscope_meta AS SELECT ? AS signature",
-                        [self.signature()],
-                    )
+                    self._write_meta(con)
                 finally:
                     con.close()
                 tmp.replace(self.catalog_path)
@@ -737,6 +761,66 @@ class Store:
                 for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
                     with contextlib.suppress(OSError):
                         leftover.unlink(missing_ok=True)
+
+    def _extend_catalog(self) -> bool:
+        """Add to the catalog the views of marts and model inputs written since it was built;
+        False (nothing changed) when only a full rebuild fits.
+
+        Why: the first derive of a store adds every mart, and rebuilding the whole catalog for
+        it (every canonical view, SQL module and comment: about 2.5 s, most of a small run's
+        derive) redid what had not changed. The views added are exactly those
+        :meth:`create_all_views` would create for them (a model input's empty placeholder
+        table becomes its view), in one transaction. A full rebuild is needed, and done by the
+        caller, when the catalog's base (path, schema, SQL, layout) changed, a mart or input
+        went away, the catalog predates this record, or it cannot be opened for writing (a
+        reader or writer holds it).
+        """
+        from pipeline.sql_modules import comment_view
+
+        if not self.catalog_path.exists():
+            return False
+        try:
+            with self.lock(), self.catalog_lock():
+                self.prepare_derived()
+                con = duckdb.connect(str(self.catalog_path))
+                try:
+                    try:
+                        row = con.execute(
+                            "SELECT base, marts, inputs FROM _commscope_meta"
+                        ).fetchone()
+                    except duckdb.Error:
+                        return False  # a catalog written before this record: rebuild
+                    if row is None or row[0] != self._catalog_base():
+                        return False
+                    had_marts, had_inputs = set(json.loads(row[1])), set(json.loads(row[2]))
+                    marts, inputs = self.materialised_marts(), self.model_inputs()
+                    if not had_marts <= set(marts) or not had_inputs <= set(inputs):
+                        return False
+                    con.execute("SET parquet_metadata_cache = true")
+                    self.confine(con)
+                    con.execute("BEGIN TRANSACTION")
+                    for name in inputs:
+                        if name not in had_inputs and _usable_name(name, self.model_inputs_dir()):
+                            con.execute(f"DROP TABLE IF EXISTS {quote_ident(name)}")
+                            self._create_published_view(con, self.model_inputs_dir(), name)
+                    for mart in marts:
+                        if mart not in had_marts and self._create_published_view(
+                            con, self.marts_dir(), mart
+                        ):
+                            cols = {
+                                r[0]
+                                for r in con.execute(f"DESCRIBE {quote_ident(mart)}").fetchall()
+                            }
+                            comment_view(con, mart, note=MART_VIEW_NOTE, columns=cols)
+                    self._write_meta(con)
+                    con.execute("COMMIT")
+                    con.execute("CHECKPOINT")
+                finally:
+                    con.close()
+        except (duckdb.Error, CatalogBusyError) as exc:
+            log.info("catalog not extended (%s): rebuilt instead", exc)
+            return False
+        return True
 
     def _catalog_held_by_writer(self) -> bool:
         """True if another process holds DuckDB's write lock on the catalog file."""
@@ -788,7 +872,7 @@ class Store:
         StoreError if there is no catalog at all and it cannot be written.
         """
         try:
-            if not self.catalog_current():
+            if not self.catalog_current() and not self._extend_catalog():
                 self.refresh_catalog()
         except CatalogBusyError as exc:
             if not self.catalog_path.exists():

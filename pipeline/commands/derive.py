@@ -10,7 +10,7 @@ import duckdb
 
 from pipeline import run_config as rc
 from pipeline.commands._format import table
-from pipeline.derive import derive_run
+from pipeline.derive import DeriveResult, derive_run
 from pipeline.sql_modules import SqlModuleError
 from pipeline.store import Store, StoreError
 
@@ -68,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
                     [(k, v, res.seconds[k]) for k, v in res.marts.items()],
                 )
             )
+            if getattr(args, "verbose", False):
+                print(render_steps(res))
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
         print(f"commscope: error: {exc}", file=sys.stderr)
         return 2
@@ -76,3 +78,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"commscope: error: derive failed: {text}", file=sys.stderr)
         return 2
     return 0
+
+
+def render_steps(res: DeriveResult) -> str:
+    """Where the derive's wall time went (``--verbose``): each step, the intermediates inside
+    their step, and "other" for what lies between the steps, so the seconds add up to the wall."""
+    rows: list[tuple[str, str, str]] = []
+    wall = res.wall_seconds or sum(res.steps.values())
+
+    def row(name: str, sec: float) -> tuple[str, str, str]:
+        return (name, f"{sec:.3f}", f"{100 * sec / wall:.1f}" if wall > 0 else "-")
+
+    for step, sec in res.steps.items():
+        rows.append(row(step, sec))
+        if step == "intermediates":
+            rows += [row(f"  {k}", v) for k, v in res.intermediate_seconds.items()]
+    rows.append(row("other", max(wall - sum(res.steps.values()), 0.0)))
+    rows.append(row("total (wall)", wall))
+    return table(("step", "seconds", "% of wall"), rows)

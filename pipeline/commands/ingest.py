@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import duckdb
 
 from pipeline import run_config as rc
 from pipeline.commands._format import sanitize, table
-from pipeline.ingest import FileResult, discover, ingest_paths, stderr_progress
+from pipeline.ingest import FileResult, discover, ingest_paths, ingest_totals, stderr_progress
 from pipeline.store import Store, StoreError
 
 
@@ -60,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
             else rc.from_inputs(args.run_id, list(args.paths))
         )
         store = Store.open(args.store)
+        t0 = time.monotonic()
         files, _ = discover(args.paths)
         total = sum(f.stat().st_size for f in files)
         results = ingest_paths(
@@ -79,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"commscope: error: {sanitize(str(exc))}", file=sys.stderr)
         return 2
     print(render_results(results))
+    print(ingest_totals(results, time.monotonic() - t0))
     if any(r.ok for r in results):
         print_config_note(store, args.run_id, checked)
     for r in results:

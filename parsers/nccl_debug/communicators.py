@@ -1,0 +1,695 @@
+"""NCCL debug communicators: pass 1 (lifecycle and version lines of the raw bytes), the
+registry of communicator incarnations (windows, world size, global ranks, split parents,
+identities, versions) and the index that attributes a line to its incarnation in O(log n).
+
+See :mod:`parsers.nccl_debug` (Communicator incarnations and global ranks).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from parsers.nccl_debug.lines import (
+    _BARE_VERSION_RE,
+    _END_RE,
+    _INIT_RE,
+    _LIFECYCLE_KEYS,
+    _NCCL_LINE_KEYS,
+    _VERSION_RE,
+    _fit_ints,
+    _fix_host,
+    _int,
+    _launcher_tag,
+    _lower,
+    _split_block,
+)
+
+# Bounds on what one file's parse keeps (memory and the resume state stored in the commit log
+# grow with these, never with the file). Past a bound the lines concerned are rejected with the
+# reason (counted, with one warning), or for hosts/processes/tags only the repair or version
+# attribution they feed stops learning; rows already parsed are unchanged.
+MAX_LIFECYCLE_EVENTS = 100_000
+"""Init START/COMPLETE and Destroy/Abort lines kept per file (about 50,000 communicators).
+Measured: 200,000 events took 640 MB and a 52 MB resume state before this bound and the
+compact events; later lifecycle lines are rejected ("communicator registry full")."""
+MAX_PROCESSES = 100_000
+"""Processes with a version line, and launcher tags, remembered for ``nccl_version``."""
+MAX_BARE_VERSIONS = 1_000
+"""Distinct (launcher tag, version) pairs of bare version lines remembered."""
+REGISTRY_FULL = (
+    f"communicator registry full: more than {MAX_LIFECYCLE_EVENTS} Init/Destroy lines in one "
+    "file; this communicator is not stored"
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Communicator registry (pass 1)
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Inc:
+    """One communicator incarnation in one process."""
+
+    host: str
+    pid: int
+    comm: str
+    rank: int
+    nranks: int
+    cuda_dev: int | None
+    nvml_dev: int | None
+    bus_id: str | None
+    comm_hash: str | None
+    parent: str | None
+    window_start: int
+    split_color: int | None = None
+    split_key: int | None = None
+    parent_inc: _Inc | None = field(default=None, compare=False, repr=False)
+    ident: str | None = None
+    first_init_line: int | None = None
+    has_start: bool = False
+    complete_line: int | None = None
+    end_line: int | None = None
+    init_tids: set[int] = field(default_factory=set)
+    global_rank: int | None = None
+    identity_world: bool = False
+    nccl_version: str | None = None
+
+    @property
+    def source_line(self) -> int:
+        """First Init line, or the Destroy/Abort line when no Init line is known."""
+        return self.first_init_line if self.first_init_line is not None else self.end_line or 0
+
+
+@dataclass
+class _Event:
+    line_no: int
+    host: str
+    pid: int
+    tid: int
+    kind: str  # START | COMPLETE | END
+    fields: dict[str, Any]
+    spliced: bool
+
+
+class _WorldOf:
+    """The world comm a sub-communicator of a several-GPU process belongs to (O(log n) each).
+
+    Its ``parent`` chain (each step: the latest incarnation of the parent pointer opened at or
+    before the child, destroyed or not) up to a world comm; else the world comm on the same bus
+    id (or, without one, the same CUDA device) when all those give one rank; else None.
+    """
+
+    def __init__(self, incs: list[_Inc], worlds: list[_Inc]) -> None:
+        by_comm: dict[str, list[_Inc]] = defaultdict(list)
+        for i in incs:
+            by_comm[i.comm].append(i)
+        self.by_comm: dict[str, tuple[list[int], list[_Inc]]] = {}
+        for comm, members in by_comm.items():
+            # ties on window_start: the first in ``incs`` order wins, as max() did
+            order = sorted(enumerate(members), key=lambda t: (t[1].window_start, -t[0]))
+            self.by_comm[comm] = ([m.window_start for _, m in order], [m for _, m in order])
+        self.worlds = {id(w) for w in worlds}
+        self.by_bus: dict[str, list[_Inc]] = defaultdict(list)
+        self.by_dev: dict[int, list[_Inc]] = defaultdict(list)
+        for w in worlds:
+            if w.bus_id is not None:
+                self.by_bus[w.bus_id].append(w)
+            if w.cuda_dev is not None:
+                self.by_dev[w.cuda_dev].append(w)
+
+    def __call__(self, inc: _Inc) -> _Inc | None:
+        cur: _Inc | None = inc
+        seen: set[int] = set()
+        while cur is not None and cur.parent is not None and id(cur) not in seen:
+            seen.add(id(cur))  # a cycle of pointers reaches no world (the scan went round it)
+            starts, members = self.by_comm.get(cur.parent, ([], []))
+            at = bisect.bisect_right(starts, cur.window_start) - 1
+            cur = members[at] if at >= 0 else None
+            if cur is not None and id(cur) in self.worlds:
+                return cur
+        if inc.bus_id is not None:
+            same_dev = self.by_bus.get(inc.bus_id, [])
+        elif inc.cuda_dev is not None:
+            same_dev = self.by_dev.get(inc.cuda_dev, [])
+        else:
+            same_dev = []
+        return same_dev[0] if len({w.rank for w in same_dev}) == 1 else None
+
+
+@dataclass
+class _Registry:
+    """Everything pass 1 learns: incarnations, versions, hosts."""
+
+    events: list[_Event] = field(default_factory=list)
+    known_hosts: set[str] = field(default_factory=set)
+    proc_versions: dict[tuple[str, int], str] = field(default_factory=dict)
+    bare_versions: list[tuple[str | None, str]] = field(default_factory=list)
+    tag_procs: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
+    nccl_lines: int = 0  # > 0 once any NCCL line was seen (pass 1 stops counting there)
+    full_from: int | None = None  # first lifecycle line past MAX_LIFECYCLE_EVENTS
+    incs: list[_Inc] = field(default_factory=list)
+    by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
+    proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
+    proc_how: dict[tuple[str, int], str] = field(default_factory=dict)  # rank_source if not logged
+    world_size: int | None = None
+    warnings: list[str] = field(default_factory=list)
+    _index: _IncIndex | None = None  # built on the first attribute() call
+
+    # -- pass 1 ------------------------------------------------------------------------------
+
+    def scan(self, data: bytes, first_line_no: int) -> None:
+        """Collect lifecycle and version lines of one block of whole lines (raw bytes).
+
+        The hints are ASCII, so searching the bytes finds exactly the lines whose decoded
+        text matches ``_LIFECYCLE_HINT``; only those lines are decoded and split.
+        """
+        if not self.nccl_lines:  # only "none at all" matters: stop at the first
+            self.nccl_lines += any(k in data for k in _NCCL_LINE_KEYS)
+        starts: set[int] = set()
+        for key in _LIFECYCLE_KEYS:
+            pos = data.find(key)
+            while pos >= 0:
+                start = data.rfind(b"\n", 0, pos) + 1
+                starts.add(start)
+                end = data.find(b"\n", pos)
+                pos = data.find(key, end if end >= 0 else len(data))
+        if not starts:
+            return
+        sub: list[str] = []
+        nos: list[int] = []
+        line_no, prev = first_line_no, 0
+        for start in sorted(starts):
+            line_no += data.count(b"\n", prev, start)
+            prev = start
+            end = data.find(b"\n", start)
+            text = data[start : end if end >= 0 else len(data)].decode("utf-8", errors="replace")
+            sub.append(text[:-1] if text.endswith("\r") else text)
+            nos.append(line_no)
+        prefixed, bare = _split_block(sub, nos, self.known_hosts)
+        for row in prefixed.iter_rows(named=True):
+            line_no = row["line_no"]
+            msg: str = row["msg"]
+            if row["level"] != "INFO":
+                continue
+            host, pid = row["host"], row["pid"]
+            if msg.startswith("NCCL version"):
+                vm = _VERSION_RE.match(msg)
+                if vm and len(self.proc_versions) < MAX_PROCESSES:
+                    self.proc_versions.setdefault((host, pid), vm.group("ver"))
+                continue
+            tag = _launcher_tag(row["pre"])
+            if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
+                procs = self.tag_procs[tag]
+                if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
+                    procs.add((host, pid))
+            m = _INIT_RE.match(msg)
+            kind = m.group("phase") if m else None
+            if m is None:
+                m = _END_RE.match(msg)
+                kind = "END" if m else None
+            if m is None or kind is None or not _init_fits(m.groupdict()):
+                continue  # (numbers out of range: pass 2 rejects the line)
+            if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
+                if self.full_from is None:
+                    self.full_from = line_no
+                continue
+            fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            self.events.append(_Event(line_no, host, pid, row["tid"], kind, fields, row["spliced"]))
+        for row in bare.iter_rows(named=True):
+            bm = _BARE_VERSION_RE.match(row["raw"])
+            if bm:
+                pair = (_launcher_tag(bm.group("pre")), bm.group("ver"))
+                # The first of each pair decides (_assign_versions): repeats add nothing.
+                if pair not in self.bare_versions and len(self.bare_versions) < MAX_BARE_VERSIONS:
+                    self.bare_versions.append(pair)
+
+    # -- resume state ------------------------------------------------------------------------
+
+    def raw_state(self) -> dict[str, Any]:
+        """Pass 1's raw material as JSON-serialisable data (before :meth:`finalize`)."""
+        return {
+            "v": 1,
+            "events": [
+                [e.line_no, e.host, e.pid, e.tid, e.kind, e.fields, e.spliced] for e in self.events
+            ],
+            "known_hosts": sorted(self.known_hosts),
+            "proc_versions": [[h, p, v] for (h, p), v in self.proc_versions.items()],
+            "bare_versions": [list(t) for t in self.bare_versions],
+            "tag_procs": {t: sorted([h, p] for h, p in ps) for t, ps in self.tag_procs.items()},
+            "nccl_lines": self.nccl_lines,
+            "full_from": self.full_from,
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Start from the raw material of :meth:`raw_state` (an earlier parse's prefix)."""
+        if state.get("v") != 1:
+            return
+        self.events = [
+            _Event(int(n), str(h), int(p), int(t), str(k), dict(f), bool(sp))
+            for n, h, p, t, k, f, sp in state.get("events", [])
+        ]
+        self.known_hosts = set(state.get("known_hosts", []))
+        self.proc_versions = {(h, int(p)): v for h, p, v in state.get("proc_versions", [])}
+        self.bare_versions = [(t, v) for t, v in state.get("bare_versions", [])]
+        for tag, procs in state.get("tag_procs", {}).items():
+            self.tag_procs[tag] = {(h, int(p)) for h, p in procs}
+        self.nccl_lines = int(state.get("nccl_lines", 0))
+        full_from = state.get("full_from")
+        self.full_from = int(full_from) if full_from is not None else None
+
+    # -- after pass 1 ------------------------------------------------------------------------
+
+    def finalize(self) -> None:
+        """Build incarnations, world size, global ranks, memberships and versions."""
+        for ev in self.events:
+            if ev.spliced:
+                ev.host = _fix_host(ev.host, self.known_hosts)
+        self.events.sort(key=lambda e: (e.host, e.pid, e.fields["comm"].lower(), e.line_no))
+        open_inc: dict[tuple[str, int, str], _Inc] = {}
+        last_close: dict[tuple[str, int, str], int] = {}
+        for ev in self.events:
+            comm = ev.fields["comm"].lower()
+            key = (ev.host, ev.pid, comm)
+            cur = open_inc.get(key)
+            if ev.kind == "END":
+                if cur is None:
+                    cur = self._new_inc(ev, comm, last_close.get(key, 0) + 1)
+                cur.end_line = ev.line_no
+                open_inc.pop(key, None)
+                last_close[key] = ev.line_no
+                continue
+            same = cur is not None and cur.rank == int(ev.fields["rank"])
+            if ev.kind == "COMPLETE" and cur is not None and same and cur.complete_line is None:
+                cur.complete_line = ev.line_no
+                cur.init_tids.add(ev.tid)
+                cur.comm_hash = cur.comm_hash or _lower(ev.fields.get("commid"))
+                if cur.split_color is None:
+                    cur.split_color = _int(ev.fields.get("color"))
+                    cur.split_key = _int(ev.fields.get("key"))
+                cur.parent = cur.parent or _lower(ev.fields.get("parent"))
+                continue
+            inc = self._new_inc(ev, comm, ev.line_no)
+            inc.first_init_line = ev.line_no
+            inc.init_tids.add(ev.tid)
+            if ev.kind == "START":
+                inc.has_start = True
+            else:
+                inc.complete_line = ev.line_no
+            open_inc[key] = inc
+        self.incs.sort(key=lambda i: (i.host, i.pid, i.window_start, i.comm))
+        for inc in self.incs:
+            self.by_proc.setdefault((inc.host, inc.pid), []).append(inc)
+        self.world_size = max((i.nranks for i in self.incs), default=None)
+        for proc, incs in self.by_proc.items():
+            self._assign_global(proc, incs)
+            self._link_parents(incs)
+        for inc in self.incs:
+            inc.ident = self._ident(inc)
+        self._assign_versions()
+
+    def _new_inc(self, ev: _Event, comm: str, window_start: int) -> _Inc:
+        f = ev.fields
+        inc = _Inc(
+            host=ev.host,
+            pid=ev.pid,
+            comm=comm,
+            rank=int(f["rank"]),
+            nranks=int(f["nranks"]),
+            cuda_dev=_int(f.get("cudadev")),
+            nvml_dev=_int(f.get("nvmldev")),
+            bus_id=_lower(f.get("busid")),
+            comm_hash=_lower(f.get("commid")),
+            parent=_lower(f.get("parent")),
+            window_start=window_start,
+            split_color=_int(f.get("color")),
+            split_key=_int(f.get("key")),
+        )
+        self.incs.append(inc)
+        return inc
+
+    @staticmethod
+    def _link_parents(incs: list[_Inc]) -> None:
+        """Tie each split child to its parent's incarnation in the same process.
+
+        The parent is the latest incarnation of the logged parent pointer that opened before the
+        child and was not closed before it (a destroyed pointer may be reused by a later comm).
+        Incarnations of each pointer are sorted once; each child costs O(log n).
+        """
+        by_comm: dict[str, list[_Inc]] = defaultdict(list)
+        for i in incs:
+            by_comm[i.comm].append(i)
+        trees: dict[str, tuple[list[int], list[_Inc], _MaxTree]] = {}
+        for inc in incs:
+            if inc.parent is None or inc.parent not in by_comm:
+                continue
+            got = trees.get(inc.parent)
+            if got is None:
+                # ties on window_start: the first in ``incs`` order wins, as max() did
+                order = sorted(
+                    enumerate(by_comm[inc.parent]), key=lambda t: (t[1].window_start, -t[0])
+                )
+                ps = [p for _, p in order]
+                got = trees[inc.parent] = (
+                    [p.window_start for p in ps],
+                    ps,
+                    _MaxTree([_end_key(p) for p in ps]),
+                )
+            starts, ps, tree = got
+            at = tree.rightmost_at_least(
+                bisect.bisect_right(starts, inc.window_start), inc.window_start
+            )
+            if at >= 0 and ps[at] is inc:  # never its own parent: the next one before it
+                at = tree.rightmost_at_least(at, inc.window_start)
+            inc.parent_inc = ps[at] if at >= 0 else None
+
+    @staticmethod
+    def _ident(inc: _Inc) -> str | None:
+        """Identity of a communicator, the same on every member (None when unknown).
+
+        Its ``commId`` when logged; for a split child without one (NCCL 2.21+ split lines),
+        ``split:<parent identity>/<parent nranks>:<color>``: the members of one child are
+        exactly the ranks of one parent that passed the same color.
+        """
+        chain: list[_Inc] = []
+        cur: _Inc | None = inc
+        while cur is not None and cur.comm_hash is None and all(c is not cur for c in chain):
+            chain.append(cur)
+            cur = cur.parent_inc
+        if cur is None or cur.comm_hash is None:
+            return None
+        ident = cur.comm_hash
+        for child in reversed(chain):
+            parent = child.parent_inc
+            if parent is None or child.split_color is None:
+                return None
+            ident = f"split:{ident}/{parent.nranks}:{child.split_color}"
+        return ident
+
+    def _assign_global(self, proc: tuple[str, int], incs: list[_Inc]) -> None:
+        worlds = [i for i in incs if i.nranks == self.world_size]
+        ranks = {i.rank for i in worlds}
+        if not worlds:
+            return
+        if len(ranks) == 1:
+            self._single(proc, incs, worlds, worlds[0].rank)
+            return
+        devices = {(i.bus_id, i.cuda_dev) for i in worlds}
+        if len(devices) < len(ranks):
+            first = min(worlds, key=lambda i: i.window_start)
+            self.warnings.append(
+                f"{proc[0]}:{proc[1]} is in several world-size communicators with different "
+                f"ranks on one device; global rank taken from the first ({first.rank})"
+            )
+            self._single(proc, incs, [i for i in worlds if i.rank == first.rank], first.rank)
+            return
+        for w in worlds:  # one process, several GPUs: per-incarnation global rank
+            w.global_rank, w.identity_world = w.rank, True
+        world_of = _WorldOf(incs, worlds)
+        for inc in incs:
+            if inc.global_rank is None:
+                world = world_of(inc)
+                inc.global_rank = world.rank if world else None
+
+    def _single(
+        self, proc: tuple[str, int], incs: list[_Inc], worlds: list[_Inc], rank: int
+    ) -> None:
+        self.proc_global[proc] = rank
+        for inc in incs:
+            inc.global_rank = rank
+        for w in worlds:
+            w.identity_world = True
+
+    def _assign_versions(self) -> None:
+        by_proc = dict(self.proc_versions)
+        for tag, ver in self.bare_versions:
+            procs = self.tag_procs.get(tag or "", set())
+            if len(procs) == 1:
+                by_proc.setdefault(next(iter(procs)), ver)
+        procs_in_file = set(self.by_proc)
+        if len(procs_in_file) == 1 and self.bare_versions:
+            by_proc.setdefault(next(iter(procs_in_file)), self.bare_versions[0][1])
+        host_versions: dict[str, set[str]] = defaultdict(set)
+        for (host, _), ver in by_proc.items():
+            host_versions[host].add(ver)
+        distinct = set(self.proc_versions.values()) | {v for _, v in self.bare_versions}
+        fallback = next(iter(distinct)) if len(distinct) == 1 else None
+        inferred = 0
+        for inc in self.incs:
+            inc.nccl_version = by_proc.get((inc.host, inc.pid))
+            if inc.nccl_version is None:
+                on_host = host_versions.get(inc.host, set())
+                inc.nccl_version = next(iter(on_host)) if len(on_host) == 1 else fallback
+                inferred += inc.nccl_version is not None
+        if inferred:
+            self.warnings.append(
+                f"nccl_version of {inferred} communicators inferred from other processes of the "
+                "same host or file (those processes logged no version line themselves)"
+            )
+
+    # -- lookups used by pass 2 --------------------------------------------------------------
+
+    def inc_frame(self) -> pl.DataFrame:
+        """Incarnations as a frame for the as-of join of COLL lines."""
+        schema = {
+            "host": pl.Utf8,
+            "pid": pl.Int64,
+            "comm_key": pl.Utf8,
+            "window_start": pl.Int64,
+            "window_end": pl.Int64,
+            "group_rank": pl.Int32,
+            "inc_global": pl.Int32,
+            "comm_hash": pl.Utf8,
+            "identity_world": pl.Boolean,
+        }
+        rows = [
+            {
+                "host": i.host,
+                "pid": i.pid,
+                "comm_key": i.comm,
+                "window_start": i.window_start,
+                "window_end": i.end_line,
+                "group_rank": i.rank,
+                "inc_global": i.global_rank,
+                "comm_hash": i.ident,
+                "identity_world": i.identity_world,
+            }
+            for i in self.incs
+        ]
+        return pl.DataFrame(_fit_ints(rows, schema), schema=schema).sort("window_start")
+
+    def proc_frame(self) -> pl.DataFrame:
+        """Process-level global ranks (single-GPU processes)."""
+        keys = list(self.proc_global)
+        return pl.DataFrame(
+            {
+                "host": [k[0] for k in keys],
+                "pid": [k[1] for k in keys],
+                "proc_global": [self.proc_global[k] for k in keys],
+                "proc_how": [self.proc_how.get(k, "logged") for k in keys],
+            },
+            schema={
+                "host": pl.Utf8,
+                "pid": pl.Int64,
+                "proc_global": pl.Int32,
+                "proc_how": pl.Utf8,
+            },
+            strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
+        )
+
+    def attribute(
+        self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
+    ) -> _Inc | None:
+        """The incarnation a topology line of (host, pid, tid) at ``line_no`` belongs to.
+
+        The rule (module docstring, topology) over the process's incarnations that match the
+        line (its rank and device) and are live at it: on the line's thread the latest one
+        whose Init START is at or before the line, else the earliest whose Init COMPLETE is at
+        or after it; else, among those on the thread (if any) or all, the only one, else the
+        latest by ``source_line`` at or before the line, else the earliest after it.
+        Answered from :class:`_IncIndex` in O(log n) per line (n = incarnations of the
+        process), with the same result as a scan of every incarnation.
+        """
+        if self._index is None:
+            self._index = _IncIndex(self.incs)
+        idx = self._index
+        cands = idx.group(host, pid, None, me_rank, me_dev)
+        if cands is None or cands.n_live(line_no) == 0:
+            return None
+        on_tid = idx.group(host, pid, tid, me_rank, me_dev)
+        if on_tid is not None and on_tid.n_live(line_no):
+            found = on_tid.latest_started(line_no) or on_tid.earliest_pending(line_no)
+            if found is not None:
+                return found
+            cands = on_tid
+        if cands.n_live(line_no) == 1:
+            return cands.last_to_end
+        return cands.latest_before(line_no) or cands.earliest_after(line_no)
+
+
+_NEVER = 1 << 62
+"""End line of an incarnation never destroyed (live at every later line)."""
+
+
+def _end_key(inc: _Inc) -> int:
+    return _NEVER if inc.end_line is None else inc.end_line
+
+
+class _MaxTree:
+    """Segment tree of maxima over a list of ints: the rightmost index below a bound whose
+    value is at least ``x``, in O(log n) (``steps`` counts the nodes visited)."""
+
+    def __init__(self, values: list[int]) -> None:
+        size = 1
+        while size < len(values):
+            size *= 2
+        self.size = size
+        self.tree = [-1] * (2 * size)
+        self.tree[size : size + len(values)] = values
+        for i in range(size - 1, 0, -1):
+            self.tree[i] = max(self.tree[2 * i], self.tree[2 * i + 1])
+        self.steps = 0
+
+    def rightmost_at_least(self, hi: int, x: int) -> int:
+        """The largest ``i < hi`` with ``values[i] >= x``; -1 if none."""
+        if hi <= 0:
+            return -1
+        tree, size = self.tree, self.size
+        # Walk up from leaf hi - 1: each left sibling that holds a value >= x bounds the answer;
+        # then descend into the rightmost qualifying child. Both walks are O(log n).
+        i = hi - 1 + size
+        while True:
+            self.steps += 1
+            if tree[i] >= x:
+                break
+            while i > 1 and i % 2 == 0:  # a left child: its left neighbours are not subtrees
+                i //= 2
+            if i <= 1:
+                return -1
+            i -= 1  # the subtree just left of the covered range
+        while i < size:
+            self.steps += 1
+            i = 2 * i + 1 if tree[2 * i + 1] >= x else 2 * i
+        return i - size
+
+
+class _IncGroup:
+    """The incarnations of one (host, pid[, tid][, rank][, device]) sorted three ways, with
+    the trees and sorted ends that answer :meth:`_Registry.attribute`'s queries in O(log n)."""
+
+    def __init__(self, incs: list[_Inc]) -> None:
+        by_src = sorted(incs, key=lambda i: i.source_line)
+        self.src_keys = [i.source_line for i in by_src]
+        self.by_src = by_src
+        self.src_tree = _MaxTree([_end_key(i) for i in by_src])
+        started = sorted(
+            (i for i in incs if i.has_start and i.first_init_line is not None),
+            key=lambda i: i.first_init_line or 0,
+        )
+        self.start_keys = [i.first_init_line or 0 for i in started]
+        self.started = started
+        self.start_tree = _MaxTree([_end_key(i) for i in started])
+        pending = sorted(
+            (i for i in incs if i.complete_line is not None), key=lambda i: i.complete_line or 0
+        )
+        self.complete_keys = [i.complete_line or 0 for i in pending]
+        self.pending = pending
+        self.ends = sorted(_end_key(i) for i in incs)
+        self.last_to_end = max(incs, key=_end_key) if incs else None
+
+    @property
+    def steps(self) -> int:
+        return self.src_tree.steps + self.start_tree.steps
+
+    def n_live(self, line_no: int) -> int:
+        """How many are live at ``line_no`` (not destroyed before it)."""
+        return len(self.ends) - bisect.bisect_left(self.ends, line_no)
+
+    def latest_started(self, line_no: int) -> _Inc | None:
+        """Latest Init START at or before ``line_no`` among those live at it."""
+        hi = bisect.bisect_right(self.start_keys, line_no)
+        at = self.start_tree.rightmost_at_least(hi, line_no)
+        return self.started[at] if at >= 0 else None
+
+    def earliest_pending(self, line_no: int) -> _Inc | None:
+        """Earliest Init COMPLETE at or after ``line_no`` (live there: destroyed after it)."""
+        at = bisect.bisect_left(self.complete_keys, line_no)
+        return self.pending[at] if at < len(self.pending) else None
+
+    def latest_before(self, line_no: int) -> _Inc | None:
+        """Latest ``source_line`` at or before ``line_no`` among those live at it."""
+        hi = bisect.bisect_right(self.src_keys, line_no)
+        at = self.src_tree.rightmost_at_least(hi, line_no)
+        return self.by_src[at] if at >= 0 else None
+
+    def earliest_after(self, line_no: int) -> _Inc | None:
+        """Earliest ``source_line`` after ``line_no`` (live there: it starts later)."""
+        at = bisect.bisect_right(self.src_keys, line_no)
+        return self.by_src[at] if at < len(self.by_src) else None
+
+
+class _IncIndex:
+    """Incarnations grouped by (host, pid, init tid or None, rank or None); device-filtered
+    groups are derived from these on first use. Built in O(n) lists, each group sorted once."""
+
+    def __init__(self, incs: list[_Inc]) -> None:
+        lists: dict[tuple[str, int, int | None, int | None], list[_Inc]] = defaultdict(list)
+        for inc in incs:
+            for tid in (None, *sorted(inc.init_tids)):
+                lists[(inc.host, inc.pid, tid, None)].append(inc)
+                lists[(inc.host, inc.pid, tid, inc.rank)].append(inc)
+        self.lists = dict(lists)
+        self.groups: dict[tuple[str, int, int | None, int | None, str | None], _IncGroup] = {}
+
+    @property
+    def steps(self) -> int:
+        """Tree nodes visited by all queries so far (the scale test's structural measure)."""
+        return sum(g.steps for g in self.groups.values())
+
+    def group(
+        self, host: str, pid: int, tid: int | None, rank: int | None, dev: str | None
+    ) -> _IncGroup | None:
+        key = (host, pid, tid, rank, dev)
+        got = self.groups.get(key)
+        if got is None:
+            incs = self.lists.get((host, pid, tid, rank))
+            if incs is None:
+                return None
+            if dev is not None:
+                incs = [i for i in incs if _dev_matches(i, dev)]
+            got = self.groups[key] = _IncGroup(incs)
+        return got
+
+
+_INIT_NUMBERS = ("rank", "nranks", "cudadev", "nvmldev")
+"""Init/Destroy numbers stored as int32 (ranks, counts, devices)."""
+_SPLIT_NUMBERS = ("color", "key")
+"""ncclCommSplit's color and key: C ints, stored as int64 (split_color, split_key). PyTorch passes
+a hash of the group's ranks as the color, often 10 digits (``color 2130503744``, NCCL 2.28.9 via
+torch 2.11), so a digit count is not a range check."""
+
+
+def _init_fits(fields: dict[str, Any]) -> bool:
+    """Whether an Init/Destroy line's numbers fit their columns (int32; color/key int32 as in C)."""
+    for name in (*_INIT_NUMBERS, *_SPLIT_NUMBERS):
+        v = fields.get(name)
+        if v is None or len(v) < 10:  # at most 9 digits (or - and 8): fits without int()
+            continue
+        if len(v.lstrip("-")) > 10 or not -(2**31) <= int(v) < 2**31:
+            return False
+    return True
+
+
+def _dev_matches(inc: _Inc, dev: str) -> bool:
+    """Does the ``[x]`` of a connection line (busId hex <= 2.18, nvmlDev 2.19+) fit ``inc``?"""
+    if inc.bus_id is not None and dev.lower().lstrip("0") == inc.bus_id.lstrip("0"):
+        return True
+    if dev.isdigit():
+        n = int(dev)
+        return n in (inc.nvml_dev, inc.cuda_dev)
+    return False

@@ -1,0 +1,670 @@
+"""NCCL debug tables: pass 2 turns each block of lines into ``comm_ops`` (with ranks from the
+registry and TUNING pairs), ``rejects`` and line accounting, then ``communicators`` and
+``topology`` rows not emitted before (resume fingerprints).
+
+See :mod:`parsers.nccl_debug` (comm_ops, communicators, line accounting).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any
+
+import polars as pl
+
+from parsers import _nccl_enums as enums
+from parsers._io import LongLine, Source, iter_line_blocks
+from parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
+from parsers._nccl_rank_infer import CollSummary
+from parsers.nccl_debug import communicators, topology
+from parsers.nccl_debug.communicators import REGISTRY_FULL, _init_fits, _Registry
+from parsers.nccl_debug.lines import (
+    _BARE_RECORD,
+    _COLL,
+    _COLL_LIKE,
+    _END_RE,
+    _INIT_LIKE,
+    _INIT_RE,
+    _TOPO_LIKE,
+    _TUNE,
+    LINE_LIMIT,
+    _add_hosts,
+    _fit_ints,
+    _split_block,
+    _ts_ns_expr,
+)
+from parsers.nccl_debug.topology import (
+    _TOPO_BATCH,
+    TOPOLOGY_FULL,
+    _parse_topology,
+    _ring_order_rows,
+    _Topo,
+)
+from parsers.registry import LineCounts, ParsedChunk
+
+_MAX_RAW = 4096
+"""Characters of a rejected line kept in ``rejects.raw``."""
+_INIT_LIKE_RE = re.compile(_INIT_LIKE)
+_TOPO_MEMO = 20_000
+"""Keys remembered by each topology shortcut (distinct messages parsed, (comm, process,
+message) keys turned into rows) before it starts afresh: a few MB at most (a message has at
+most ``LINE_LIMIT`` characters)."""
+_TOPO_MEMO_ROWS = 50_000
+"""Parsed rows the message shortcut holds at most (a Trees line gives up to 4 rows per channel):
+the memory it keeps stays bounded whatever the file holds."""
+
+
+def _coll_summary(source: Source, reg: _Registry, resume: dict[str, Any] | None) -> CollSummary:
+    """Per-process comm sizes, devices and Send/Recv roots of the COLL lines (one more pass).
+
+    Run only for a file without Init/Destroy lines (:mod:`parsers._nccl_rank_infer`); a resumed
+    parse starts from the summary of the bytes before (its state), so the ranks it infers are
+    those of the whole file.
+    """
+    summary = CollSummary.from_state((resume or {}).get("coll_summary"))
+    hosts = set(reg.known_hosts)
+    cols = ("host", "pid", "dev", "raw_op", "comm_id", "group_size", "root")
+    for block in iter_line_blocks(source):
+        lines = block.series
+        if not block.complete and len(lines):  # a cut final line is no record
+            lines = lines.head(len(lines) - 1)
+        numbers = pl.int_range(
+            block.first_line_no, block.first_line_no + len(lines), dtype=pl.Int64, eager=True
+        )
+        mask = plain_coll_mask(lines)
+        if mask.any():
+            plain = plain_coll_rows(lines.filter(mask), numbers.filter(mask))
+            summary.add(plain.select(*cols))
+        prefixed, _ = _split_block(lines.filter(~mask), numbers.filter(~mask), hosts)
+        coll = prefixed.filter(
+            (pl.col("level") == "INFO") & pl.col("msg").str.contains(_COLL)
+        ).with_columns(f=pl.col("msg").str.split(" "))
+        if coll.height:
+            fields = coll_field_exprs(pl.col("f").list.get)
+            summary.add(
+                coll.select(
+                    "host",
+                    "pid",
+                    pl.col("dev").cast(pl.Int32),
+                    *(fields[c].alias(c) for c in cols[3:]),
+                )
+            )
+    return summary
+
+
+class _Pass2:
+    """Row emission, block by block, with what pass 1 learnt."""
+
+    def __init__(
+        self, reg: _Registry, rank: int | None, resume: dict[str, Any] | None = None
+    ) -> None:
+        self.reg = reg
+        self.rank = rank
+        self.incs = reg.inc_frame()
+        self.procs = reg.proc_frame()
+        self.known_hosts = set(reg.known_hosts)
+        prior = resume if resume and resume.get("v") == 1 else {}
+        _add_hosts(self.known_hosts, list(prior.get("pass2_hosts", [])))
+        self.emitted_comms: dict[str, str] = dict(prior.get("comms", {}))
+        self.emitted_topo: set[str] = set(prior.get("topo", []))
+        self.n_changed = 0
+        self.topo: list[_Topo] = []  # topology lines of the current block
+        self.topo_pending = 0  # at most this many rows in ``topo`` are new
+        self.topo_frames: list[pl.DataFrame] = []  # rows of the block's earlier batches
+        # distinct topology messages parsed, and (comm, host, pid, message) already turned
+        # into rows: a shortcut only (rows are de-duplicated anyway), bounded by _TOPO_MEMO
+        self.topo_parsed: dict[tuple[str, bool], Any] = {}
+        self.topo_parsed_rows = 0
+        self.topo_seen: set[tuple[Any, ...]] = set()
+        self.n_registry_full = 0
+        self.n_topology_full = 0
+        self.n_spliced = 0
+        self.n_unknown_comm = 0
+        self.n_tuning = 0
+        self.n_tuned = 0
+
+    # -- one block ---------------------------------------------------------------------------
+
+    def block(
+        self,
+        lines: pl.Series,
+        first_line_no: int,
+        complete: bool,
+        overlong: tuple[LongLine, ...] = (),
+    ) -> ParsedChunk:
+        """Rows, rejects and line accounting of one block of lines.
+
+        Plain COLL lines (most of a log) are parsed from their tokens
+        (:mod:`parsers._nccl_coll_fields`); only the other lines go through the general path.
+        Lines over ``parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
+        path takes; each is rejected here with its reason.
+        """
+        n_lines = len(lines)
+        cut_line = first_line_no + n_lines - 1 if not complete else None
+        numbers = pl.int_range(first_line_no, first_line_no + n_lines, dtype=pl.Int64, eager=True)
+        mask = plain_coll_mask(lines)
+        if cut_line is not None:  # a cut line is rejected by the general path
+            mask = mask.scatter(n_lines - 1, False)
+        plain: pl.DataFrame | None = None
+        if mask.any():
+            plain = plain_coll_rows(lines.filter(mask), numbers.filter(mask))
+            _add_hosts(self.known_hosts, plain["host"].unique().to_list())
+            rest = ~mask
+            prefixed, bare = _split_block(
+                lines.filter(rest), numbers.filter(rest), self.known_hosts
+            )
+        else:
+            prefixed, bare = _split_block(lines, first_line_no, self.known_hosts)
+        cut = cut_line if cut_line is not None else -1
+        self.n_spliced += int(prefixed["spliced"].sum() or 0)
+        info = prefixed.filter(pl.col("level") == "INFO")
+        rejects: list[tuple[int, str, str]] = []  # (line_no, raw, reason)
+        cut_reason = "final line has no newline (file cut mid-line)"
+
+        coll = info.filter(pl.col("msg").str.contains(_COLL_LIKE)).with_columns(
+            fits=pl.col("msg").str.contains(_COLL)
+        )
+        good = coll.filter(pl.col("fits") & (pl.col("line_no") != cut))
+        for line_no, raw in (
+            coll.filter(~pl.col("fits") | (pl.col("line_no") == cut))
+            .select("line_no", "raw")
+            .iter_rows()
+        ):
+            why = cut_reason if line_no == cut else "COLL line does not fit its pattern (cut?)"
+            rejects.append((line_no, raw, why))
+
+        n_parsed = good.height + (plain.height if plain is not None else 0)
+        others = info.filter(
+            pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
+            & ~pl.col("msg").str.contains(_COLL_LIKE)
+        )
+        for row in others.iter_rows(named=True):
+            why = self._other(row, cut_line)
+            if why is None:
+                n_parsed += 1
+            else:
+                rejects.append((row["line_no"], row["raw"], why))
+
+        decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
+        lost = prefixed.filter(pl.col("spliced") & pl.col("frag_kind").is_not_null()).join(
+            good.select("line_no"), on="line_no", how="anti"
+        )
+        for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
+            if line_no not in decided:
+                rejects.append((line_no, raw, f"spliced line: {kind} record cut by another writer"))
+        bare_records = bare.filter(pl.col("raw").str.contains(_BARE_RECORD))
+        for line_no, raw in bare_records.select("line_no", "raw").iter_rows():
+            why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
+            rejects.append((line_no, raw, why))
+
+        rejects.extend((ln.line_no, ln.raw, ln.reason) for ln in overlong)
+        tables = {"comm_ops": self._comm_ops(good, info, plain)}
+        if self.topo:  # attributed now (the registry is complete): nothing held to the end
+            self.topo_frames.append(self._topology())
+        if self.topo_frames:
+            tables["topology"] = pl.concat(self.topo_frames)
+            self.topo_frames = []
+        if rejects:
+            rejects.sort()
+            tables["rejects"] = pl.DataFrame(
+                [(ln, raw[:_MAX_RAW], why) for ln, raw, why in rejects],
+                schema={"line_no": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8},
+                orient="row",
+            )
+        n_rej = len(rejects)
+        counts = LineCounts(
+            total=len(lines),
+            parsed=n_parsed,
+            rejected=n_rej,
+            ignored=len(lines) - n_parsed - n_rej,
+        )
+        return ParsedChunk(tables=tables, counts=counts)
+
+    def _other(self, row: dict[str, Any], cut_line: int | None) -> str | None:
+        """Classify an Init/Destroy or topology line; store topology; return status."""
+        msg: str = row["msg"]
+        line_no: int = row["line_no"]
+        if line_no == cut_line:
+            return "final line has no newline (file cut mid-line)"
+        if _INIT_LIKE_RE.match(msg):
+            m = _INIT_RE.match(msg) or _END_RE.match(msg)
+            if m is not None and not _init_fits(m.groupdict()):
+                return "Init/Destroy line: a rank, count or device number is out of range"
+            if m is not None:
+                full_from = self.reg.full_from
+                if full_from is not None and line_no >= full_from:  # pass 1 did not keep it
+                    self.n_registry_full += 1
+                    return REGISTRY_FULL
+                return None
+            return "Init/Destroy line does not fit its pattern (truncated or spliced)"
+        nccl_len = len(row["raw"]) - len(row["pre"] or "")
+        text = (msg, nccl_len >= LINE_LIMIT)
+        parsed = self.topo_parsed.get(text, False)
+        if parsed is False:  # each distinct message is parsed once (communicators repeat them)
+            try:
+                parsed = _parse_topology(*text)
+            except ValueError:  # int() of a 4,300+ digit run (a corrupt line)
+                return "topology line: a number is out of range"
+            size = 1 + (len(parsed[0]) + len(parsed[1].get("ring_order") or ()) if parsed else 0)
+            if (
+                len(self.topo_parsed) >= _TOPO_MEMO
+                or self.topo_parsed_rows + size > _TOPO_MEMO_ROWS
+            ):
+                self.topo_parsed.clear()
+                self.topo_parsed_rows = 0
+            self.topo_parsed[text] = parsed
+            self.topo_parsed_rows += size
+        if parsed is None:
+            return "topology line does not fit any topology pattern (truncated or spliced)"
+        rows, extra = parsed
+        ring = extra.get("ring_order")
+        n_rows = len(rows) + (3 * len(ring) + 2 if ring is not None else 0)
+        if len(self.emitted_topo) + self.topo_pending + n_rows > topology.MAX_TOPOLOGY_ROWS:
+            self.n_topology_full += 1
+            return TOPOLOGY_FULL
+        self.topo_pending += n_rows
+        self.topo.append(
+            _Topo(
+                line_no=line_no,
+                host=row["host"],
+                pid=row["pid"],
+                tid=row["tid"],
+                me_rank=extra.get("me_rank"),
+                me_dev=extra.get("me_dev"),
+                rows=rows,
+                ring_order=extra.get("ring_order"),
+                ring_order_cut=extra.get("ring_order_cut", False),
+                channel=extra.get("channel"),
+                text=text,
+            )
+        )
+        if len(self.topo) >= _TOPO_BATCH:  # rows as a frame: far smaller than the line objects
+            self.topo_frames.append(self._topology())
+        return None
+
+    def _comm_ops(
+        self, good: pl.DataFrame, info: pl.DataFrame, plain: pl.DataFrame | None
+    ) -> pl.DataFrame:
+        """Build comm_ops rows of a block from its well-formed COLL lines.
+
+        ``good`` are the COLL lines of the general path (message in ``msg``), ``plain`` those
+        already split into tokens; both map tokens to columns with ``coll_field_exprs``.
+        """
+        dt_names = {k: v[0] for k, v in enums.DTYPES.items()}
+        dt_sizes = {k: v[1] for k, v in enums.DTYPES.items()}
+        # The full COLL pattern matched, so the fields sit at fixed space-separated positions.
+        fields = good.with_columns(f=pl.col("msg").str.split(" ")).select(
+            source_line=pl.col("line_no"),
+            host=pl.col("host"),
+            pid=pl.col("pid"),
+            tid=pl.col("tid"),
+            cuda_dev=pl.col("dev"),
+            ts_ns=_ts_ns_expr(),
+            **coll_field_exprs(pl.col("f").list.get),
+        )
+        if plain is not None and plain.height:
+            fields = pl.concat(
+                [
+                    fields,
+                    plain.select(
+                        pl.col("line_no").alias("source_line"),
+                        "host",
+                        "pid",
+                        "tid",
+                        pl.col("dev").alias("cuda_dev"),
+                        pl.lit(None, dtype=pl.Int64).alias("ts_ns"),
+                        *fields.columns[6:],
+                    ),
+                ]
+            )
+        df = fields.with_columns(
+            op=pl.col("raw_op").replace_strict(enums.OPS, default="other", return_dtype=pl.Utf8),
+            dtype=pl.col("dtype_code")
+            .replace_strict(dt_names, default=None, return_dtype=pl.Utf8)
+            .fill_null(pl.format("dtype_{}", pl.col("dtype_code"))),
+            # the canonical size (parsers/schema.py): NCCL's native AlltoAll (2.28+) logs the
+            # per-peer count, the whole send buffer is count x nranks
+            msg_bytes=pl.col("count")
+            * pl.col("dtype_code").replace_strict(dt_sizes, default=None, return_dtype=pl.Int64)
+            * pl.when(pl.col("raw_op") == "AlltoAll")
+            .then(pl.col("group_size").cast(pl.Int64))
+            .otherwise(1),
+            redop=pl.when(pl.col("raw_op").is_in(list(enums.REDUCING_OPS)))
+            .then(
+                pl.col("redop_code")
+                .replace_strict(enums.REDOPS, default=None, return_dtype=pl.Utf8)
+                .fill_null(pl.format("user_{}", pl.col("redop_code")))
+            )
+            .otherwise(None),
+            peer_comm=pl.when(pl.col("raw_op").is_in(list(enums.ROOTED_OPS)))
+            .then(pl.col("root"))
+            .otherwise(None),
+        )
+        df = df.sort("source_line").join_asof(
+            self.incs,
+            left_on="source_line",
+            right_on="window_start",
+            by_left=["host", "pid", "comm_id"],
+            by_right=["host", "pid", "comm_key"],
+            strategy="backward",
+            check_sortedness=False,
+        )
+        in_window = pl.col("window_end").is_null() | (pl.col("source_line") <= pl.col("window_end"))
+        matched = pl.col("window_start").is_not_null() & in_window
+        df = df.with_columns(
+            [
+                pl.when(matched).then(pl.col(c)).otherwise(None).alias(c)
+                for c in ("group_rank", "inc_global", "comm_hash", "identity_world")
+            ]
+        )
+        self.n_unknown_comm += int(df["group_rank"].null_count())
+        df = df.join(self.procs, on=["host", "pid"], how="left")
+        fallback = pl.lit(self.rank, dtype=pl.Int32)
+        df = df.with_columns(
+            rank=pl.coalesce("inc_global", "proc_global", fallback),
+            # how the rank is known (schema 1.6.0): an Init line, a rule of
+            # parsers/_nccl_rank_infer.py, or the caller's rank option
+            rank_source=pl.when(pl.col("inc_global").is_not_null())
+            .then(pl.lit("logged"))
+            .when(pl.col("proc_global").is_not_null())
+            .then(pl.col("proc_how"))
+            .when(fallback.is_not_null())
+            .then(pl.lit("option")),
+            peer_rank=pl.col("peer_comm"),
+        ).sort("source_line")
+        return self._tuning(df, info).select(
+            "rank",
+            "rank_source",
+            "host",
+            "pid",
+            "tid",
+            "source_line",
+            "op",
+            "raw_op",
+            "comm_id",
+            "group_size",
+            "group_rank",
+            "peer_rank",
+            "count",
+            "dtype",
+            "msg_bytes",
+            "seq",
+            "ts_ns",
+            "algorithm",
+            "protocol",
+            "redop",
+            "stream",
+            "cuda_dev",
+            # Constant columns, set once on the block's frame (issue 16): NCCL logs no
+            # duration, and a COLL line names its communicator's size ([nranks=N]).
+            pl.lit("none").alias("timing_source"),
+            pl.when(pl.col("group_size").is_not_null())
+            .then(pl.lit("logged"))
+            .alias("group_source"),
+        )
+
+    def _tuning(self, ops: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
+        """Pair TUNING lines with COLL rows of the block; return ``ops`` with algorithm/protocol.
+
+        Algorithm: first-in-first-out per key (host, pid, tid, bytes, op), like matching
+        brackets. Events of a key are taken in line order; a TUNING line pairs with the oldest
+        unpaired candidate before it, and is left unpaired when none is pending (its COLL line
+        lies before the block or the file). With d = #TUNING - #COLL so far, a TUNING line is
+        unpaired exactly when it raises the running maximum of d above 0; otherwise it pairs
+        with candidate number (#TUNING so far - #unpaired so far). Candidates are COLL rows
+        whose comm rank is 0 or unknown (TUNING is logged by comm rank 0 only); a candidate is
+        listed under ``count x size`` and, for AllGather/ReduceScatter, also under
+        ``count x size x nranks`` (2.20-2.23 log the whole buffer), and under its op name and
+        under ``*`` (2.20-2.22 lines name no op).
+        """
+        ops = ops.with_row_index("i")
+        tune = (
+            info.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
+            .with_columns(g=pl.col("msg").str.extract_groups(_TUNE))
+            .unnest("g")
+            # A size too large for Int64 (a corrupt line) is no size, not a crash.
+            .with_columns(bytes=pl.col("bytes").cast(pl.Int64, strict=False))
+            .filter(pl.col("bytes").is_not_null())
+        )
+        self.n_tuning += tune.height
+        if tune.height == 0 or ops.height == 0:
+            return ops.drop("i").with_columns(
+                algorithm=pl.lit(None, dtype=pl.Utf8), protocol=pl.lit(None, dtype=pl.Utf8)
+            )
+        key = ["host", "pid", "tid", "bytes", "op_key"]
+        cand = ops.filter(
+            pl.col("msg_bytes").is_not_null()
+            & (pl.col("group_rank").is_null() | (pl.col("group_rank") == 0))
+        ).select(
+            "i",
+            line="source_line",
+            host="host",
+            pid="pid",
+            tid="tid",
+            raw_op="raw_op",
+            bytes="msg_bytes",
+            size="group_size",
+        )
+        whole = cand.filter(
+            pl.col("raw_op").is_in(["AllGather", "ReduceScatter"]) & (pl.col("size") > 1)
+        ).with_columns(bytes=pl.col("bytes") * pl.col("size"))
+        variants = pl.concat([cand, whole])
+        cands = pl.concat(
+            [
+                variants.with_columns(op_key=pl.col("raw_op")),
+                variants.with_columns(op_key=pl.lit("*")),
+            ]
+        ).select("i", "line", *key, is_t=pl.lit(0, dtype=pl.Int64))
+        tl = tune.select(
+            line="line_no",
+            host="host",
+            pid="pid",
+            tid="tid",
+            bytes=pl.col("bytes").cast(pl.Int64),
+            op_key=pl.col("func").fill_null("*"),
+            is_t=pl.lit(1, dtype=pl.Int64),
+            algorithm=pl.col("algo")
+            .replace({str(k): v for k, v in enums.ALGOS.items()})
+            .str.to_uppercase(),
+            protocol=pl.col("proto")
+            .replace({str(k): v for k, v in enums.PROTOS.items()})
+            .str.to_uppercase(),
+        )
+        ev = (
+            pl.concat([cands, tl], how="diagonal")
+            .sort("line", "is_t")
+            .with_columns(
+                n_t=pl.col("is_t").cum_sum().over(key),
+                n_c=(1 - pl.col("is_t")).cum_sum().over(key),
+            )
+            .with_columns(under=(pl.col("n_t") - pl.col("n_c")).cum_max().clip(0).over(key))
+            .with_columns(
+                under_prev=pl.col("under").shift(1, fill_value=0).over(key),
+            )
+        )
+        c_idx = ev.filter(pl.col("is_t") == 0).select("i", "line", *key, m=pl.col("n_c") - 1)
+        t_idx = ev.filter((pl.col("is_t") == 1) & (pl.col("under") == pl.col("under_prev"))).select(
+            *key, "algorithm", "protocol", tline="line", m=pl.col("n_t") - pl.col("under") - 1
+        )
+        pairs = (
+            c_idx.join(t_idx, on=[*key, "m"], how="inner")
+            .sort("tline")
+            .unique(subset="i", keep="first")
+            .select("i", "algorithm", "protocol")
+        )
+        self.n_tuned += pairs.height
+        return ops.join(pairs, on="i", how="left").sort("i").drop("i")
+
+    # -- end of file -------------------------------------------------------------------------
+
+    def finish(self) -> ParsedChunk:
+        reg = self.reg
+        comm_schema: dict[str, Any] = {
+            "comm_id": pl.Utf8,
+            "rank": pl.Int32,
+            "nranks": pl.Int32,
+            "global_rank": pl.Int32,
+            "host": pl.Utf8,
+            "pid": pl.Int64,
+            "cuda_dev": pl.Int32,
+            "nvml_dev": pl.Int32,
+            "bus_id": pl.Utf8,
+            "comm_hash": pl.Utf8,
+            "parent_comm_id": pl.Utf8,
+            "parent_comm_hash": pl.Utf8,
+            "parent_nranks": pl.Int32,
+            "split_color": pl.Int64,
+            "split_key": pl.Int64,
+            "nccl_version": pl.Utf8,
+            "source_line": pl.Int64,
+        }
+        comm_rows = [
+            {
+                "comm_id": i.comm,
+                "rank": i.rank,
+                "nranks": i.nranks,
+                "global_rank": i.global_rank if i.global_rank is not None else self.rank,
+                "host": i.host,
+                "pid": i.pid,
+                "cuda_dev": i.cuda_dev,
+                "nvml_dev": i.nvml_dev,
+                "bus_id": i.bus_id,
+                "comm_hash": i.comm_hash,
+                "parent_comm_id": i.parent,
+                "parent_comm_hash": i.parent_inc.ident if i.parent_inc else None,
+                "parent_nranks": i.parent_inc.nranks if i.parent_inc else None,
+                "split_color": i.split_color,
+                "split_key": i.split_key,
+                "nccl_version": i.nccl_version,
+                "source_line": i.source_line,
+            }
+            for i in reg.incs
+        ]
+        comms = pl.DataFrame(_fit_ints(comm_rows, comm_schema), schema=comm_schema).sort(
+            "source_line"
+        )
+        comms = self._new_rows(comms)
+        warnings = list(reg.warnings)
+        if self.n_registry_full:
+            warnings.append(
+                f"{self.n_registry_full} Init/Destroy lines from line {reg.full_from} on rejected: "
+                f"more than {communicators.MAX_LIFECYCLE_EVENTS} communicator lifecycle lines in one file"
+            )
+        if self.n_topology_full:
+            warnings.append(
+                f"{self.n_topology_full} topology lines rejected: more than {topology.MAX_TOPOLOGY_ROWS} "
+                "distinct topology rows in one file"
+            )
+        if self.n_changed:
+            warnings.append(
+                f"{self.n_changed} communicators stored by an earlier ingest of this file would "
+                "read differently with the appended lines; the stored rows are kept"
+            )
+        if self.n_spliced:
+            warnings.append(
+                f"{self.n_spliced} lines carry output of several writers; the last NCCL prefix "
+                "of each was used"
+            )
+        if self.n_unknown_comm:
+            warnings.append(
+                f"{self.n_unknown_comm} COLL lines on communicators with no Init/Destroy line in "
+                "the file: group_rank null, global rank from the process only"
+            )
+        if self.n_tuning > self.n_tuned:
+            warnings.append(
+                f"{self.n_tuning - self.n_tuned} of {self.n_tuning} TUNING lines could not be "
+                "attributed to a COLL line"
+            )
+        return ParsedChunk(
+            tables={"communicators": comms, "topology": self._topology()}, warnings=warnings
+        )
+
+    def _new_rows(self, comms: pl.DataFrame) -> pl.DataFrame:
+        """Drop communicators rows emitted by the parse this one resumes; remember the rest."""
+        keep: list[bool] = []
+        for row in comms.iter_rows(named=True):
+            ident = f"{row['host']}\0{row['pid']}\0{row['comm_id']}\0{row['source_line']}"
+            fp = _fingerprint(row)
+            before = self.emitted_comms.get(ident)
+            keep.append(before is None)
+            if before is None:
+                self.emitted_comms[ident] = fp
+            elif before != fp:
+                self.n_changed += 1
+        return comms.filter(pl.Series(keep, dtype=pl.Boolean)) if keep else comms
+
+    def emitted_state(self) -> dict[str, Any]:
+        """Fingerprints of emitted rows and pass-2 hosts (for a resumed parse)."""
+        return {
+            "pass2_hosts": sorted(self.known_hosts),
+            "comms": self.emitted_comms,
+            "topo": sorted(self.emitted_topo),
+        }
+
+    def _topology(self) -> pl.DataFrame:
+        """Rows of the topology lines in ``topo`` not emitted before (then ``topo`` is empty)."""
+        rows: list[dict[str, Any]] = []
+        topo, self.topo, self.topo_pending = self.topo, [], 0
+        seen = self.topo_seen
+        for t in topo:
+            inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            # Rows are a function of this key: a line repeating it (a re-created communicator
+            # on the same pointer) adds only rows that the de-duplication below would drop.
+            ident = (
+                inc.comm if inc is not None else None,
+                inc.nranks if inc is not None and t.ring_order is not None else None,
+                t.host,
+                t.pid,
+                t.text,
+            )
+            if ident in seen:
+                continue
+            if len(seen) >= _TOPO_MEMO:
+                seen.clear()
+            seen.add(ident)
+            edges = t.rows
+            if t.ring_order is not None and t.channel is not None:
+                nranks = inc.nranks if inc is not None else None
+                edges = _ring_order_rows(t.ring_order, t.channel, t.ring_order_cut, nranks)
+            for e in edges:
+                rows.append(
+                    {
+                        "comm_id": inc.comm if inc is not None else None,
+                        "host": t.host,
+                        "pid": t.pid,
+                        "source_line": t.line_no,
+                        "transport": None,
+                        "transport_detail": None,
+                        **e,
+                    }
+                )
+        schema = {
+            "comm_id": pl.Utf8,
+            "rank": pl.Int32,
+            "kind": pl.Utf8,
+            "channel": pl.Int32,
+            "peer_rank": pl.Int32,
+            "direction": pl.Utf8,
+            "transport": pl.Utf8,
+            "transport_detail": pl.Utf8,
+            "host": pl.Utf8,
+            "pid": pl.Int64,
+            "source_line": pl.Int64,
+        }
+        df = pl.DataFrame(_fit_ints(rows, schema), schema=schema)
+        key = [c for c in schema if c != "source_line" and c != "transport"]
+        df = df.unique(subset=key, keep="first", maintain_order=True)
+        if df.is_empty():
+            return df
+        fps = [_fingerprint(r) for r in df.select(key).iter_rows(named=True)]
+        new = pl.Series([fp not in self.emitted_topo for fp in fps], dtype=pl.Boolean)
+        self.emitted_topo.update(fps)
+        return df.filter(new)
+
+
+def _fingerprint(row: dict[str, Any]) -> str:
+    """Short stable hash of a row (resume state keeps these, not the rows)."""
+    text = json.dumps(row, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

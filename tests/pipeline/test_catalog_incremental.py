@@ -1,0 +1,131 @@
+"""The catalog is extended, not rebuilt, when a derive adds marts (issue 21, item 4).
+
+A store's first derive adds every mart and model input; the catalog then needs their views and
+nothing else. The extended catalog must hold exactly what a full rebuild writes (every view's
+SQL, every table, every comment), in the storage version the duckdb CLI reads; anything the
+extension cannot follow (a catalog from before its record, a changed base) is rebuilt.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from pipeline.derive import derive_run
+from pipeline.ingest import ingest_paths
+from pipeline.store import Store
+
+
+def _exclude_sorted(sql: str) -> str:
+    """DuckDB prints an ``EXCLUDE (...)`` list in no fixed order (two rebuilds differ too)."""
+    return re.sub(
+        r"EXCLUDE \(([^()]*)\)",
+        lambda m: "EXCLUDE (" + ", ".join(sorted(m[1].split(", "))) + ")",
+        sql,
+    )
+
+
+def _dump(path: Path) -> dict[str, Any]:
+    con = duckdb.connect(str(path), read_only=True)
+    try:
+        return {
+            "views": sorted(
+                (name, _exclude_sorted(sql), comment)
+                for name, sql, comment in con.execute(
+                    "SELECT view_name, sql, comment FROM duckdb_views() WHERE NOT internal"
+                ).fetchall()
+            ),
+            "tables": sorted(
+                con.execute(
+                    "SELECT table_name, comment FROM duckdb_tables() WHERE NOT internal"
+                ).fetchall()
+            ),
+            "columns": sorted(
+                con.execute(
+                    "SELECT table_name, column_name, data_type, comment FROM duckdb_columns() "
+                    "WHERE NOT internal"
+                ).fetchall()
+            ),
+            "meta": con.execute("SELECT * FROM _commscope_meta").fetchall(),
+        }
+    finally:
+        con.close()
+
+
+def _storage_version(path: Path) -> int:
+    head = path.read_bytes()[:64]
+    assert head[8:12] == b"DUCK"
+    return struct.unpack_from("<Q", head, 12)[0]
+
+
+@pytest.fixture
+def ingested(tmp_path: Path, shared_samples: Path) -> Store:
+    files = sorted(
+        (shared_samples / "nccl_debug").glob("gfbench_2.20.5_2rank_normal_rank*_debugfile.txt")
+    )
+    store = Store.open(tmp_path / "s")
+    ingest_paths(store, files, run_id="r")  # writes the catalog (no marts yet)
+    assert store.catalog_current()
+    return store
+
+
+def test_derive_extends_the_catalog_as_a_rebuild_would(
+    ingested: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rebuilds = 0
+    refresh = Store.refresh_catalog
+
+    def counting(self: Store) -> None:
+        nonlocal rebuilds
+        rebuilds += 1
+        refresh(self)
+
+    monkeypatch.setattr(Store, "refresh_catalog", counting)
+    before = _dump(ingested.catalog_path)
+    res = derive_run(ingested, "r")
+    assert rebuilds == 0 and ingested.catalog_current()
+    extended = _dump(ingested.catalog_path)
+    assert len(extended["views"]) > len(before["views"])
+    ingested.refresh_catalog()
+    assert rebuilds == 1
+    assert _dump(ingested.catalog_path) == extended
+    assert 64 <= _storage_version(ingested.catalog_path) <= 68
+    con = ingested.connect()
+    try:
+        for mart, rows in res.marts.items():
+            got = con.execute(f"SELECT count(*) FROM {mart} WHERE run_id = 'r'").fetchone()
+            assert got == (rows,), mart
+    finally:
+        con.close()
+
+
+def test_a_catalog_without_the_record_is_rebuilt(ingested: Store) -> None:
+    con = duckdb.connect(str(ingested.catalog_path))
+    con.execute("CREATE OR REPLACE TABLE _commscope_meta AS SELECT 'old' AS signature")
+    con.close()
+    assert not ingested._extend_catalog()
+    ingested.ensure_catalog()  # the rebuild
+    assert ingested.catalog_current()
+    assert _dump(ingested.catalog_path)["meta"][0][1] == ingested._catalog_base()
+
+
+def test_a_reader_on_the_catalog_leaves_it_to_the_rebuild(ingested: Store) -> None:
+    """An open reader (the duckdb CLI, a query) blocks writing in place: the rebuild path
+    (new file, renamed over) is taken, as before the extension existed."""
+    derive_run(ingested, "r")
+    ingested.refresh_catalog()
+    (ingested.marts_dir() / "extra_mart" / "r").mkdir(parents=True)
+    src = next((ingested.marts_dir()).glob("traffic_matrix/r/*.parquet"))
+    (ingested.marts_dir() / "extra_mart" / "r" / src.name).write_bytes(src.read_bytes())
+    reader = duckdb.connect(str(ingested.catalog_path), read_only=True)
+    try:
+        assert not ingested._extend_catalog()
+    finally:
+        reader.close()
+    assert ingested._extend_catalog()
+    assert "extra_mart" in {v[0] for v in _dump(ingested.catalog_path)["views"]}
