@@ -22,12 +22,16 @@ from pipeline.store import Store
 
 
 def _exclude_sorted(sql: str) -> str:
-    """DuckDB prints an ``EXCLUDE (...)`` list in no fixed order (two rebuilds differ too)."""
-    return re.sub(
+    """DuckDB prints an ``EXCLUDE (...)`` list, and a ``* REPLACE (...)`` list of several
+    expressions, in no fixed order (two rebuilds differ too): the EXCLUDE list is sorted, and a
+    view with a REPLACE list is compared as its multiset of words (without commas and
+    parentheses)."""
+    sql = re.sub(
         r"EXCLUDE \(([^()]*)\)",
         lambda m: "EXCLUDE (" + ", ".join(sorted(m[1].split(", "))) + ")",
         sql,
     )
+    return " ".join(sorted(re.sub(r"[(),]", " ", sql).split())) if " REPLACE (" in sql else sql
 
 
 def _dump(path: Path) -> dict[str, Any]:
