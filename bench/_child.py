@@ -6,7 +6,7 @@ Subcommands (each prints one JSON line with its own timings and what it produced
   accounting checked per file by ingest itself), without the one-off catalog build;
 * ``catalog STORE RUN``: that catalog build (``Store.refresh_catalog``), timed on its own;
 * ``derive STORE RUN``: ``derive_run`` (every mart) and the overlap figure;
-* ``report STORE RUN OUT``: ``reports.html.build_report`` if it exists;
+* ``report STORE RUN OUT``: ``commscope.reports.html.build_report`` if it exists;
 * ``peers STORE RUN PATH...``: ingest + derive, then the per rank-iteration comm/compute/hidden
   comm of ``iteration_breakdown`` and every timed call of ``comm_ops`` (``bench/peers.py``).
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 
 
 def _ingest(store_dir: Path, run_id: str, paths: list[Path], jobs: int) -> dict[str, object]:
-    from pipeline.ingest import ingest_paths
-    from pipeline.store import Store
+    from commscope.pipeline.ingest import ingest_paths
+    from commscope.pipeline.store import Store
 
     t0 = time.perf_counter()
     results = ingest_paths(
@@ -60,7 +60,7 @@ def _overlap(store_dir: Path, run_id: str) -> dict[str, object]:
     Uses ``iteration_breakdown`` (exposed/hidden communication) when it exists, else the
     ``on_off`` duty cycle (communication-active share of the iteration).
     """
-    from pipeline.store import Store
+    from commscope.pipeline.store import Store
 
     con = Store.open(store_dir).connect()
     try:
@@ -92,8 +92,8 @@ def _overlap(store_dir: Path, run_id: str) -> dict[str, object]:
 
 
 def _derive(store_dir: Path, run_id: str) -> dict[str, object]:
-    from pipeline.derive import derive_run
-    from pipeline.store import Store
+    from commscope.pipeline.derive import derive_run
+    from commscope.pipeline.store import Store
 
     t0 = time.perf_counter()
     res = derive_run(Store.open(store_dir), run_id)
@@ -107,7 +107,7 @@ def _derive(store_dir: Path, run_id: str) -> dict[str, object]:
 
 
 def _catalog(store_dir: Path) -> dict[str, object]:
-    from pipeline.store import Store
+    from commscope.pipeline.store import Store
 
     t0 = time.perf_counter()
     Store.open(store_dir).refresh_catalog()
@@ -116,10 +116,10 @@ def _catalog(store_dir: Path) -> dict[str, object]:
 
 def _report(store_dir: Path, run_id: str, out: Path) -> dict[str, object]:
     try:
-        from reports.html import build_report  # type: ignore[import-not-found]
+        from commscope.reports.html import build_report  # type: ignore[import-not-found]
     except ImportError as exc:
-        return {"skipped": f"reports.html.build_report not importable: {exc}"}
-    from pipeline.store import Store
+        return {"skipped": f"commscope.reports.html.build_report not importable: {exc}"}
+    from commscope.pipeline.store import Store
 
     t0 = time.perf_counter()
     path = build_report(Store.open(store_dir), run_id, out)
@@ -148,7 +148,7 @@ FROM comm_ops c WHERE c.run_id = $r ORDER BY c.rank, c.ts_ns
 
 def _peers(store_dir: Path, run_id: str, paths: list[Path]) -> dict[str, object]:
     """Ingest and derive ``paths``; return what ``bench/peers.py`` compares with HTA (ns)."""
-    from pipeline.store import Store
+    from commscope.pipeline.store import Store
 
     out: dict[str, object] = {"ingest": _ingest(store_dir, run_id, paths, 1)}
     out["derive"] = {k: v for k, v in _derive(store_dir, run_id).items() if k != "mart_seconds"}

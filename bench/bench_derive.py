@@ -32,10 +32,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.derive import derive_run  # noqa: E402
-from pipeline.ingest import ingest_paths  # noqa: E402
-from pipeline.store import Store  # noqa: E402
-from pipeline.synthetic import generate, split_config, with_overrides  # noqa: E402
+from commscope.pipeline.derive import derive_run  # noqa: E402
+from commscope.pipeline.ingest import ingest_paths  # noqa: E402
+from commscope.pipeline.store import Store  # noqa: E402
+from commscope.synthetic import generate, split_config, with_overrides  # noqa: E402
 
 CONFIG = ROOT / "configs" / "synthetic_gpt3b_1024.toml"
 

@@ -23,8 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.run_config import load_generate_config  # noqa: E402
-from pipeline.synthetic import generate, with_overrides  # noqa: E402
+from commscope.pipeline.run_config import load_generate_config  # noqa: E402
+from commscope.synthetic import generate, with_overrides  # noqa: E402
 
 
 def _mib(kib: int) -> float:

@@ -84,8 +84,8 @@ def write_trace(path: Path, target_bytes: int) -> int:
 CHILD_INGEST = """
 import sys, time, resource, json
 from pathlib import Path
-from pipeline.store import Store
-from pipeline.ingest import ingest_file
+from commscope.pipeline.store import Store
+from commscope.pipeline.ingest import ingest_file
 t0 = time.perf_counter()
 res = ingest_file(Store.open(Path(sys.argv[2])), Path(sys.argv[1]), run_id="bench", fmt="kineto")
 dt = time.perf_counter() - t0

@@ -8,7 +8,7 @@ Usage (from the project root)::
     .venv/bin/python bench/profile_derive.py STORE RUN_ID [--explain int_a,int_b]
         [--profile-dir DIR] [--dump DIR] [--marts]
 
-It runs what ``pipeline.derive.derive_run`` runs (``connect_for_derive``, then each intermediate
+It runs what ``commscope.pipeline.derive.derive_run`` runs (``connect_for_derive``, then each intermediate
 materialised in load order, then each mart), without publishing anything. ``--explain`` names
 the steps whose DuckDB profile (``EXPLAIN ANALYZE``-style operator tree with timings) is written
 to ``--profile-dir/<name>.txt``. This is a script, not a test.
@@ -28,10 +28,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline import derive as d  # noqa: E402
-from pipeline import run_config as rc  # noqa: E402
-from pipeline.sql_modules import discover  # noqa: E402
-from pipeline.store import Store  # noqa: E402
+from commscope.pipeline import derive as d  # noqa: E402
+from commscope.pipeline import run_config as rc  # noqa: E402
+from commscope.pipeline.sql_modules import discover  # noqa: E402
+from commscope.pipeline.store import Store  # noqa: E402
 
 
 def _top_operators(path: Path, n: int = 12) -> None:

@@ -1,7 +1,7 @@
-"""Report: build time and HTML size of ``reports.html.build_report`` for the marts runs.
+"""Report: build time and HTML size of ``commscope.reports.html.build_report`` for the marts runs.
 
 Reuses the stores of ``bench.marts_scale`` (derived there; run that benchmark first, or this one
-derives on its own). Skipped with a note when ``reports.html`` is not importable yet.
+derives on its own). Skipped with a note when ``commscope.reports.html`` is not importable yet.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ NAME = "report_scale"
 
 def run(ctx: Context) -> list[Row]:
     """Measure and return the rows of this benchmark."""
-    if importlib.util.find_spec("reports.html") is None:
-        return [Row(NAME, "skipped", "", None, note="reports.html is not importable yet")]
+    if importlib.util.find_spec("commscope.reports.html") is None:
+        return [Row(NAME, "skipped", "", None, note="commscope.reports.html is not importable yet")]
     ranks_list, iterations = sizes(ctx)
     rows: list[Row] = []
     for ranks in ranks_list:

@@ -1,8 +1,8 @@
-"""Parsers: one module per source format, each registered by name in ``parsers.registry``."""
+"""Parsers: one module per source format, each registered by name in ``commscope.parsers.registry``."""
 
 from __future__ import annotations
 
-from parsers.registry import (
+from commscope.parsers.registry import (
     REGISTRY,
     LineCounts,
     ParsedChunk,
@@ -12,7 +12,7 @@ from parsers.registry import (
     register,
     sniff,
 )
-from parsers.schema import SCHEMA_VERSION, TABLES, conform
+from commscope.parsers.schema import SCHEMA_VERSION, TABLES, conform
 
 __all__ = [
     "REGISTRY",

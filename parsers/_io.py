@@ -21,7 +21,7 @@ from typing import BinaryIO
 import polars as pl
 import zstandard
 
-from parsers.registry import ParseError
+from commscope.parsers.registry import ParseError
 
 BLOCK_BYTES = 32 * 1024 * 1024
 """Bytes read per block by text parsers (whole lines only)."""
@@ -207,7 +207,7 @@ class Source:
         identity: ``(st_dev, st_ino)`` of the file as checked before parsing, or None. When
             set, every open must find that very file at ``path`` (opened with
             ``O_NOFOLLOW``): a file swapped for a symlink or another file is refused. See
-            the policy in ``pipeline.fs_policy`` (rule 5).
+            the policy in ``commscope.pipeline.fs_policy`` (rule 5).
     """
 
     path: Path
@@ -226,7 +226,7 @@ class Source:
 
         The file is opened once, without blocking (a FIFO swapped in never hangs), and
         checked on the descriptor before a byte is read: it must be a regular file and, when
-        :attr:`identity` is set, the very file that was checked (``pipeline.fs_policy``).
+        :attr:`identity` is set, the very file that was checked (``commscope.pipeline.fs_policy``).
 
         Raises:
             ParseError: not a regular file, or replaced since it was checked.

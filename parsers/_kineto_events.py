@@ -37,13 +37,13 @@ What neither reader accepts no longer ends the trace (issue 23):
 
 * a piece holding a number msgspec or ijson refuses (``NaN``, ``Infinity``, ``1e400``,
   integers beyond int64, invalid UTF-8) is decoded item by item with
-  :func:`parsers._kineto_meta.lenient_loads`: the bad number is null in its event only
+  :func:`commscope.parsers._kineto_meta.lenient_loads`: the bad number is null in its event only
   (``EventReader.nulled``). ijson then never restarts before such a piece.
 * an event larger than :data:`MAX_EVENT_BYTES` is crossed by a linear scan
-  (:class:`parsers._kineto_meta.ValueScanner`) without being decoded or held, and yielded as
+  (:class:`commscope.parsers._kineto_meta.ValueScanner`) without being decoded or held, and yielded as
   an :class:`Oversized` stand-in that the parser rejects with the reason. ijson's cost grows
   with the square of a string's length, so it never sees such an event.
-* the object form's header is read by :func:`parsers._kineto_meta.read_header`, which gives
+* the object form's header is read by :func:`commscope.parsers._kineto_meta.read_header`, which gives
   the offset of the events; the reader starts there (:meth:`EventReader._seek`), so ijson
   never re-reads the header either.
 """
@@ -59,7 +59,7 @@ from typing import Any, BinaryIO
 import ijson
 import msgspec
 
-from parsers._kineto_meta import IJSON, ValueScanner, lenient_loads
+from commscope.parsers._kineto_meta import IJSON, ValueScanner, lenient_loads
 
 
 class Args(msgspec.Struct, gc=False):
@@ -272,16 +272,16 @@ class EventReader:
 
     Args:
         fh: the decompressed stream, at its start.
-        form: ``object`` or ``array`` (:class:`parsers._kineto_meta.Header`).
+        form: ``object`` or ``array`` (:class:`commscope.parsers._kineto_meta.Header`).
         events_offset: the stream offset just past the ``[`` of ``traceEvents`` (object
-            form, from :func:`parsers._kineto_meta.read_header`); the bytes before it are
+            form, from :func:`commscope.parsers._kineto_meta.read_header`); the bytes before it are
             read past, never parsed again.
         trailer_ok: the keys after ``traceEvents`` decoded leniently
             (``Header.trailer_read``): an ijson error there is then a value ijson refuses
             (``trailer_error``), not a cut file.
 
     After each batch, ``nulled`` maps an item's index in the batch to the count of its
-    numbers read as null (:func:`parsers._kineto_meta.lenient_loads`: NaN, Infinity, beyond
+    numbers read as null (:func:`commscope.parsers._kineto_meta.lenient_loads`: NaN, Infinity, beyond
     int64/float64, where ijson and msgspec would stop); ``nulled_items`` counts such items
     over the whole stream.
     """

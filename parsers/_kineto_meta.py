@@ -31,8 +31,8 @@ from typing import Any, BinaryIO
 import ijson
 import zstandard
 
-from parsers._io import MAX_DECOMPRESSED_BYTES, MAX_RATIO, Source
-from parsers.registry import ParseError
+from commscope.parsers._io import MAX_DECOMPRESSED_BYTES, MAX_RATIO, Source
+from commscope.parsers.registry import ParseError
 
 try:  # the C backend is ~10x faster; fall back to whatever ijson picked.
     import ijson.backends.yajl2_c as _ijson_backend
@@ -70,7 +70,7 @@ class TolerantGzip(io.RawIOBase):
     read that hits it drops the bytes it had already decompressed in that call (up to a whole
     buffer of events). A killed job's ``.json.gz`` is exactly that, so this reader returns
     every decompressible byte and then reports EOF, leaving the JSON parser to find the cut.
-    Multi-member files are followed; the same decompression bounds as ``parsers._io`` apply.
+    Multi-member files are followed; the same decompression bounds as ``commscope.parsers._io`` apply.
     """
 
     _IN = 1 << 20

@@ -2,7 +2,7 @@
 
 A plain COLL line is ``host:pid:tid [dev] NCCL INFO Op: opCount N sendbuff P recvbuff P count N
 datatype N op N root N comm P [nranks=N] stream P``: 24 space-separated tokens, each at a fixed
-position. The general path (:mod:`parsers.nccl_debug`) locates the NCCL prefix of every line
+position. The general path (:mod:`commscope.parsers.nccl_debug`) locates the NCCL prefix of every line
 with a regex, cuts the message after it, joins the split prefix back, classifies the message
 with several patterns and splits it again; on COLL-heavy logs those passes over every line are
 most of the parse. Here one capture-free, anchored pattern (a DFA match in Rust) picks the

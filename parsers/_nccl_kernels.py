@@ -206,7 +206,7 @@ def deepep_role(name: str) -> str | None:
     One DeepEP dispatch or combine runs as two kernels on the communication stream: a notify
     kernel (``notify_dispatch``, ``notify_combine``, ``cached_notify*``: exchanges the token
     counts) and then the data kernel (``dispatch``/``combine``: moves the tokens). The pair is
-    one logical all-to-all; :mod:`parsers.kineto` merges it into one ``comm_ops`` row.
+    one logical all-to-all; :mod:`commscope.parsers.kineto` merges it into one ``comm_ops`` row.
     """
     m = _DEEPEP.search(strip_params(name))
     if m is None:

@@ -21,7 +21,7 @@ This is how nsys's own ``nvtx_gpu_proj_trace`` projects a range onto the GPU.
   closes its group: the calls of one group share one interval (NCCL fuses them into one
   kernel), so each call's bandwidth over that interval is a lower bound.
 * **Iterations.** A step is an NVTX range whose whole name is a step marker
-  (:data:`parsers._nsys_common.STEP_RE`: ``ProfilerStep#N``, ``step 3``, ``train_step_7``).
+  (:data:`commscope.parsers._nsys_common.STEP_RE`: ``ProfilerStep#N``, ``step 3``, ``train_step_7``).
   Work belongs to the step whose CPU window contains its launch (HTA rule
   ``step.start <= launch < step.end``): a step range on the launching thread first, else one
   on the launching process. Work launched outside every step has a null iteration.
@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from parsers._nsys_common import NCCL_API_OPS, STEP_RE, decode_global_id
+from commscope.parsers._nsys_common import NCCL_API_OPS, STEP_RE, decode_global_id
 
 GROUP_START = "ncclGroupStart"
 GROUP_END = "ncclGroupEnd"

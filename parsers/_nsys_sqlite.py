@@ -12,7 +12,7 @@ Records (the ``total`` of the accounting) are the rows of ``CUPTI_ACTIVITY_KIND_
   before ``start``;
 * NVTX push/pop (eventType 59) and start/end (60) ranges → ``markers`` (parsed), NCCL-domain
   ranges of data-moving API calls also → ``comm_ops``, timed by the kernels they launched
-  (:mod:`parsers._nsys_launch`); a range with NULL or early ``end`` is rejected, a range
+  (:mod:`commscope.parsers._nsys_launch`); a range with NULL or early ``end`` is rejected, a range
   without any text is ignored;
 * every other NVTX event (marks, domain/category/thread names, ...) → ignored.
 
@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 import zstandard
 
-from parsers._nccl_kernels import classify_kernels
-from parsers._nsys_common import (
+from commscope.parsers._nccl_kernels import classify_kernels
+from commscope.parsers._nsys_common import (
     NCCL_DOMAIN,
     REDOPS,
     RankResolution,
@@ -56,7 +56,7 @@ from parsers._nsys_common import (
     resolve_rank,
     trace_meta_frame,
 )
-from parsers._nsys_launch import (
+from commscope.parsers._nsys_launch import (
     CallLinks,
     has_rows,
     launch_join,
@@ -65,7 +65,7 @@ from parsers._nsys_launch import (
     step_of,
     time_calls,
 )
-from parsers._nsys_payload import (
+from commscope.parsers._nsys_payload import (
     COMM_ID,
     CUDA_DEV,
     MSG_SIZE,
@@ -76,10 +76,10 @@ from parsers._nsys_payload import (
     ROOT,
     PayloadDecoder,
 )
-from parsers.registry import LineCounts, ParsedChunk, ParseError
+from commscope.parsers.registry import LineCounts, ParsedChunk, ParseError
 
 if TYPE_CHECKING:
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
 BATCH_ROWS = 50_000
 """Rows fetched from SQLite per chunk (bounds memory on multi-GB exports)."""

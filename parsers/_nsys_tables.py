@@ -44,8 +44,8 @@ import polars as pl
 import pyarrow.parquet as pq
 import zstandard
 
-from parsers._nccl_kernels import classify_kernels
-from parsers._nsys_common import (
+from commscope.parsers._nccl_kernels import classify_kernels
+from commscope.parsers._nsys_common import (
     NCCL_DOMAIN,
     RankResolution,
     api_op_expr,
@@ -56,10 +56,10 @@ from parsers._nsys_common import (
     split_domain,
     trace_meta_frame,
 )
-from parsers.registry import LineCounts, ParsedChunk, ParseError
+from commscope.parsers.registry import LineCounts, ParsedChunk, ParseError
 
 if TYPE_CHECKING:
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
 BATCH_ROWS = 100_000
 """Data rows per chunk."""

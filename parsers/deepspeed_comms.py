@@ -121,7 +121,7 @@ until then. In cumulative mode ``dur_ns`` = value minus the previous value of th
 (the first call: the value itself); a value below its predecessor is read as a timer restart
 (new process writing to the same log) and taken as is. A warning on the chunk says so.
 
-Incremental parse (``resume``, see ``parsers.registry.is_resumable``): the end state carries
+Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``): the end state carries
 the version hint, the evidence counters, the last logged value per record name (so cumulative
 differencing continues across the appended lines), the decided mode and the summary table in
 progress. The mode is re-decided on resume only when the stored part held no verbose line
@@ -140,9 +140,9 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from parsers._ds_sizes import SIZE_PATTERN, size_to_bytes, sizes_to_bytes
-from parsers._io import BLOCK_BYTES, LineBlock, LongLine, Source, iter_line_blocks
-from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+from commscope.parsers._ds_sizes import SIZE_PATTERN, size_to_bytes, sizes_to_bytes
+from commscope.parsers._io import BLOCK_BYTES, LineBlock, LongLine, Source, iter_line_blocks
+from commscope.parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 _BLOCK_BYTES = BLOCK_BYTES
 """Block size used by :meth:`DeepSpeedCommsParser.parse` (tests shrink it to cross blocks)."""
@@ -410,7 +410,7 @@ def _segments(blocks: Iterator[LineBlock]) -> Iterator[_Segment]:
 
 
 def _note_long(blocks: Iterator[LineBlock], sink: dict[int, LongLine]) -> Iterator[LineBlock]:
-    """Pass ``blocks`` on, noting their over-long lines (``parsers._io.MAX_LINE_BYTES``)."""
+    """Pass ``blocks`` on, noting their over-long lines (``commscope.parsers._io.MAX_LINE_BYTES``)."""
     for block in blocks:
         sink.update((ln.line_no, ln) for ln in block.overlong)
         yield block

@@ -6,7 +6,7 @@ Reads every generation of the format (see ``FORMATS_timeline.md`` §2): the 2020
 ``record_param_comms`` collective args (also copied onto NCCL kernels) and ``Seq``. The events
 are decoded from the decompressed stream in pieces of ~128 KiB by msgspec into structs of the
 fields read here (ijson where msgspec might read differently, see
-:mod:`parsers._kineto_events`); rows are accumulated in column lists and flushed as a
+:mod:`commscope.parsers._kineto_events`); rows are accumulated in column lists and flushed as a
 :class:`ParsedChunk` every :data:`FLUSH_EVENTS` events, so memory stays bounded whatever the
 trace size. Only the (small) communication candidates, the launch events of their kernels and
 the launch events whose GPU activity is still to come are kept until the end of the file, where
@@ -32,7 +32,7 @@ Tables written:
   (else the event pid, which Kineto sets to the device index), ``stream`` = ``args.stream`` (else
   the tid; 2021 ``"stream 7"`` → 7), ``name`` = kernel name without its demangled parameter list
   (memcpy/memset names are kept whole), ``category``/``comm_op`` from
-  :func:`parsers._nccl_kernels.classify_kernel` (a comm kernel's ``comm_op`` is taken from its
+  :func:`commscope.parsers._nccl_kernels.classify_kernel` (a comm kernel's ``comm_op`` is taken from its
   ``Collective name`` arg when Kineto copied one), ``msg_bytes`` = ``args.bytes`` for
   memcpy/memset and element count × dtype size for comm kernels that carry collective args,
   ``launch_ts_ns`` = the start of its launch event (null when the trace has none: kernels
@@ -71,7 +71,7 @@ Tables written:
      name does not say: NCCL ``SendRecv``/``Generic``), sizes only if the kernel's args say.
      A DeepEP notify kernel (``notify_dispatch``, ``notify_combine``, ``cached_notify*``) and
      the data kernel (``dispatch``/``combine``) after it on the same stream are one call
-     (:func:`parsers._nccl_kernels.deepep_role`): one row, ``kernel_count`` 2.
+     (:func:`commscope.parsers._nccl_kernels.deepep_role`): one row, ``kernel_count`` 2.
 
   Message size (``msg_bytes``, one meaning per op whatever the source: NCCL's buffer
   arguments): all_reduce, broadcast, reduce, send/recv: the full buffer; all_gather: the
@@ -120,12 +120,12 @@ Tables written:
 * ``communicators``: one row per ``distributedInfo.pg_config`` process group containing the rank.
 * ``rejects``: malformed events (GPU activity or markers without numeric ts/dur, non-object
   items), events whose ts/dur cannot be stored (beyond :data:`TIME_NS_MAX`, negative
-  durations), events larger than :data:`parsers._kineto_events.MAX_EVENT_BYTES` (skipped
+  durations), events larger than :data:`commscope.parsers._kineto_events.MAX_EVENT_BYTES` (skipped
   unread) and the unreadable tail of a truncated file.
 
 Bad values (issue 23): one value costs that value or its event, never the rest of the trace.
 A number JSON readers refuse (``NaN``, ``Infinity``, ``1e400``, integers beyond int64) is
-read as null in its event only (:func:`parsers._kineto_meta.lenient_loads`; a warning counts
+read as null in its event only (:func:`commscope.parsers._kineto_meta.lenient_loads`; a warning counts
 such events, and a reject caused by it says so); integers that do not fit their column are
 null (:func:`_int`, :func:`_int32`); a rank outside 0..int32 or a ``baseTimeNanoseconds``
 outside 0..:data:`TIME_NS_MAX` is ignored with a warning. Header keys are read one by one: an
@@ -143,7 +143,7 @@ share that clock (Kineto converts the GPU timestamps), so ``launch_ts_ns`` and `
 kernel-timed call compare directly: their difference is the GPU's queueing lag.
 
 Truncated or malformed JSON (a killed job): every complete event before the cut is kept (gzip
-is read to its last decompressible byte, see :class:`parsers._kineto_meta.TolerantGzip`), the
+is read to its last decompressible byte, see :class:`commscope.parsers._kineto_meta.TolerantGzip`), the
 unreadable tail counts as one rejected record with a warning; :class:`ParseError` only when
 nothing at all is parseable, or the input is not JSON.
 
@@ -174,9 +174,16 @@ import ijson
 import msgspec
 import polars as pl
 
-from parsers._io import Source
-from parsers._kineto_events import MAX_EVENT_BYTES, NO_ARGS, Args, Ev, EventReader, Oversized
-from parsers._kineto_meta import (
+from commscope.parsers._io import Source
+from commscope.parsers._kineto_events import (
+    MAX_EVENT_BYTES,
+    NO_ARGS,
+    Args,
+    Ev,
+    EventReader,
+    Oversized,
+)
+from commscope.parsers._kineto_meta import (
     _READ_ERRORS,
     BACKEND_PREFIXES,
     CANONICAL_OPS,
@@ -194,8 +201,8 @@ from parsers._kineto_meta import (
     read_header,
     read_trailer,
 )
-from parsers._nccl_kernels import classify_kernel, deepep_role, strip_params
-from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+from commscope.parsers._nccl_kernels import classify_kernel, deepep_role, strip_params
+from commscope.parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 log = logging.getLogger(__name__)
 
@@ -523,7 +530,7 @@ class _State:
     chunk's counts from its row buffers and the event numbers.
 
     ``raw``/``raw_base`` give a rejected event as ijson reads it (the current batch of
-    :class:`parsers._kineto_events.EventReader`).
+    :class:`commscope.parsers._kineto_events.EventReader`).
 
     The communication candidates are kept to the end of the file as tuples of the few arg
     values they need, not as the events' ``args``: less memory and less work for the

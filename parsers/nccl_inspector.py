@@ -3,7 +3,7 @@
 Input: one file written by NCCL's Inspector profiler plugin (``NCCL_PROFILER_PLUGIN=...inspector``,
 ``NCCL_INSPECTOR_ENABLE=1``): ``<hostname>-pid<pid>.log`` in ``NCCL_INSPECTOR_DUMP_DIR``, one JSON
 object per line, one line per completed operation of one communicator seen by one process.
-Compressed copies are read through :mod:`parsers._io`.
+Compressed copies are read through :mod:`commscope.parsers._io`.
 
 Format, pinned from NVIDIA/nccl (``ext-profiler/inspector/inspector.cc`` up to v2.29.3-1, then
 ``plugins/profiler/inspector/inspector.cc`` v2.29.7-1 and ``inspector_json.cc`` v2.30.3-1 ..
@@ -43,7 +43,7 @@ comm_ops (one row per record)
 -----------------------------
 ``op`` from ``coll``/``p2p`` (the plugin's ``ncclFuncToString``: AllReduce, AllGather,
 ReduceScatter, Broadcast, Reduce, Send, Recv, SendRecv; 2.30+ also All2All, AllGatherV): mapped as
-``parsers._nccl_enums.OPS`` (plus All2All -> all_to_all), else ``other``. Collectives the plugin's
+``commscope.parsers._nccl_enums.OPS`` (plus All2All -> all_to_all), else ``other``. Collectives the plugin's
 name table lacks (NCCL core's ``AlltoAll``, ``Gather``, ``Scatter``) are written as ``"Invalid"``
 (and with algbw = busbw = 0): ``op`` other, ``raw_op`` Invalid. ``raw_op`` is the name as written.
 
@@ -54,7 +54,7 @@ last byte of a 16-digit hash is cut). The same on every member of the communicat
 
 ``group_size`` = ``n_ranks``; ``group_rank`` = ``header.rank`` (the rank *in the
 communicator*: the plugin gets ``comm->rank``); ``group_source`` 'logged'. ``rank`` (global):
-the record gives none, so the rule of ``parsers.nccl_debug`` applies per file: the world size W
+the record gives none, so the rule of ``commscope.parsers.nccl_debug`` applies per file: the world size W
 is the largest ``n_ranks`` in the file; a process (host, pid) whose records on W-rank
 communicators all give rank r gets r on every row; a process with several world ranks (one
 process driving several GPUs) gets each world comm's own rank on that comm's rows and null
@@ -115,7 +115,7 @@ Line accounting: a line is **parsed** when it is a record (a JSON object with ``
 ``coll_perf`` or ``p2p_perf``) that made a row; **rejected** when it looks like a record (starts
 with ``{`` or names ``coll_perf``/``p2p_perf``/``inspector_output_format_version``) but is not
 valid JSON (cut, spliced), is not an object, lacks its ``header``/perf object or its operation
-name, or is over ``parsers._io.MAX_LINE_BYTES``; a final line without newline that is not a whole
+name, or is over ``commscope.parsers._io.MAX_LINE_BYTES``; a final line without newline that is not a whole
 record is rejected as cut. Everything else (blank lines, other text) is **ignored**. A value out
 of range or of the wrong type costs that value (null), counted in a warning, never the row.
 A file with lines but not one that looks like a record raises ``ParseError``.
@@ -126,10 +126,10 @@ collective shape through one vectorised path (``FAST_PATH``), every other line t
 ``json``. Kept across the file (bounded): the communicators seen (``MAX_COMMS``) and per-(comm,
 rank, op) sequence ranges for the gap warning.
 
-Incremental parse (``resume``, see ``parsers.registry.is_resumable``; Inspector files grow for the
+Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``; Inspector files grow for the
 whole job): the end state holds the header facts pass 1 saw, the communicators already emitted
 and the sequence ranges, so the appended lines get the ranks a single parse gives them and each
-communicator is emitted once. Limit, as in ``parsers.nccl_debug``: a row already stored keeps
+communicator is emitted once. Limit, as in ``commscope.parsers.nccl_debug``: a row already stored keeps
 its rank when later lines change the world size (a larger communicator appears only later).
 """
 
@@ -145,9 +145,9 @@ from typing import Any, ClassVar
 
 import polars as pl
 
-from parsers import _nccl_enums as enums
-from parsers._io import LongLine, Source, iter_line_blocks
-from parsers.registry import LineCounts, ParsedChunk, ParseError, register
+from commscope.parsers import _nccl_enums as enums
+from commscope.parsers._io import LongLine, Source, iter_line_blocks
+from commscope.parsers.registry import LineCounts, ParsedChunk, ParseError, register
 
 PINNED_VERSIONS = frozenset({"v4.0"})
 """``inspector_output_format_version`` values whose keys are pinned (module docstring)."""

@@ -4,9 +4,9 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
 
 * **SQLite export** (``nsys export --type sqlite``), every schema version seen: 2022.2
   (schema 2.9.1, ``EXPORT_META_DATA``) to today's ``META_DATA_EXPORT``. Tables and columns
-  are picked by name; absent tables are normal. Read by :mod:`parsers._nsys_sqlite`:
+  are picked by name; absent tables are normal. Read by :mod:`commscope.parsers._nsys_sqlite`:
   CUPTI kernel/memcpy/memset activity → ``kernels`` (kernel names from ``StringIds`` via
-  ``shortName``; category and op from :func:`parsers._nccl_kernels.classify_kernels`); NVTX
+  ``shortName``; category and op from :func:`commscope.parsers._nccl_kernels.classify_kernels`); NVTX
   push/pop and start/end ranges → ``markers`` (``kind`` ``nccl_nvtx`` for the ``NCCL`` domain,
   ``nvtx`` otherwise; ``iteration`` when the whole name is a step marker); NCCL-domain ranges
   of data-moving API calls → ``comm_ops`` (op from the function name; message size, comm hash,
@@ -15,7 +15,7 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   payload earlier in the export, ``group_source`` ``logged``, else both null); NCCL
   ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
   **Records** = rows of the KERNEL, MEMCPY, MEMSET and NVTX_EVENTS tables.
-* **SQLite timing (issue 16)**, by :mod:`parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
+* **SQLite timing (issue 16)**, by :mod:`commscope.parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
   are those of the GPU kernel(s) it launched (NCCL range → ``CUPTI_ACTIVITY_KIND_RUNTIME``
   launch on the range's thread inside the range → kernel with that ``correlationId``; a grouped
   call takes the kernels of the ``ncclGroupEnd`` closing its group), ``timing_source``
@@ -69,13 +69,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from parsers._io import compression_of
-from parsers._nsys_sqlite import connect_ro, is_nsys_db, read_sqlite, table_names
-from parsers._nsys_tables import TRACE_KINDS, parquet_kind, read_csv, read_parquet, sniff_csv_head
-from parsers.registry import ParsedChunk, ParseError, register
+from commscope.parsers._io import compression_of
+from commscope.parsers._nsys_sqlite import connect_ro, is_nsys_db, read_sqlite, table_names
+from commscope.parsers._nsys_tables import (
+    TRACE_KINDS,
+    parquet_kind,
+    read_csv,
+    read_parquet,
+    sniff_csv_head,
+)
+from commscope.parsers.registry import ParsedChunk, ParseError, register
 
 if TYPE_CHECKING:
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 PARQUET_MAGIC = b"PAR1"

@@ -1,6 +1,6 @@
 """The parser registry: one parser per source format, registered by name.
 
-A parser turns one input file into frames of the canonical tables (see ``parsers.schema``).
+A parser turns one input file into frames of the canonical tables (see ``commscope.parsers.schema``).
 Parsers never write files, never talk to Prefect and never read settings: they yield
 :class:`ParsedChunk` objects, so a large file is processed in bounded memory, and they account
 for every line (``total = parsed + ignored + rejected``).
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 import polars as pl
 
 if TYPE_CHECKING:
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
 
 class ParseError(Exception):

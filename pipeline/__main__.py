@@ -1,9 +1,9 @@
-"""``python -m pipeline`` runs the commscope command line."""
+"""``python -m commscope`` runs the commscope command line."""
 
 from __future__ import annotations
 
 import sys
 
-from pipeline.cli import main
+from commscope.pipeline.cli import main
 
 sys.exit(main())

@@ -18,10 +18,10 @@ from typing import Any
 
 import polars as pl
 
-from pipeline import run_config as rc
-from pipeline.store import Store, StoreError
-from reports.model.calibrate import RunCalibration, calibrate_measured, measured_mu
-from reports.model.config import RunConfig, config_from_dict
+from commscope.model.calibrate import RunCalibration, calibrate_measured, measured_mu
+from commscope.model.config import RunConfig, config_from_dict
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.store import Store, StoreError
 
 #: model_vs_measured term -> the calibration's measured key or bandwidth constant.
 _TERMS: dict[str, str] = {
@@ -74,7 +74,7 @@ def calibrate_from_store(
     store: Store, run_id: str, mode: str = "stage_exact", mu_runs: Sequence[str] = ()
 ) -> RunCalibration:
     """Calibrate the what-if search's constants to a derived run (see
-    :func:`reports.model.calibrate.calibrate_measured`).
+    :func:`commscope.model.calibrate.calibrate_measured`).
 
     Args:
         store: the store.

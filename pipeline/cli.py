@@ -20,7 +20,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from pipeline.settings import STORE_ENV, default_store
+from commscope.pipeline.settings import STORE_ENV, default_store
 
 COMMANDS: dict[str, str] = {
     "advise": "rank parallel layouts (p, t, d, b, m, mapping) by predicted iteration time",
@@ -41,7 +41,7 @@ COMMANDS: dict[str, str] = {
     "serve": "watch a log folder: ingest new/grown files, derive and report changed runs",
     "summary": "print per-run files, line accounting and traffic by operation",
 }
-"""Every subcommand (the module ``pipeline.commands.<name>``) with its one-line help, as the
+"""Every subcommand (the module ``commscope.pipeline.commands.<name>``) with its one-line help, as the
 module registers it: what ``commscope --help`` lists without importing the modules."""
 
 
@@ -82,7 +82,7 @@ def store_parent() -> argparse.ArgumentParser:
 
 def command_modules() -> list[str]:
     """Names of the subcommand modules in ``pipeline/commands/`` (without importing them)."""
-    import pipeline.commands as commands
+    import commscope.pipeline.commands as commands
 
     return sorted(m.name for m in pkgutil.iter_modules(commands.__path__) if m.name[0] != "_")
 
@@ -106,7 +106,7 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
     names = command_modules() if load is None else sorted(set(COMMANDS) | set(load))
     for name in names:
         if load is None or name in load:
-            module = importlib.import_module(f"pipeline.commands.{name}")
+            module = importlib.import_module(f"commscope.pipeline.commands.{name}")
             _register(module, sub, parent)
         else:
             sub.add_parser(name, help=COMMANDS[name], add_help=False)
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     command = _selected(argv)
     parser = build_parser(load=() if command is None else (command,))
     args = parser.parse_args(argv)
-    from pipeline.commands._format import SafeFormatter
+    from commscope.pipeline.commands._format import SafeFormatter
 
     handler = logging.StreamHandler()
     # Log messages quote file names and log text: escape sequences in them must not act.

@@ -2,7 +2,7 @@
 
 Why: NCCL logs COLL lines only with ``NCCL_DEBUG=INFO`` and the right subsystems, DeepSpeed's
 comms logger must be enabled in the ds_config, and ingest wants a run manifest beside the logs
-(``pipeline.run_config.read_manifest``). :func:`collect` runs one command with all of that set
+(``commscope.pipeline.run_config.read_manifest``). :func:`collect` runs one command with all of that set
 up and returns its exit code; ``commscope collect`` is a thin shell over it.
 
 What it sets (a value the user already exported is **kept**, never overridden; a note says so):
@@ -43,8 +43,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from pipeline.run_config import MANIFEST_NAME
-from pipeline.store import validate_run_id
+from commscope.pipeline.run_config import MANIFEST_NAME
+from commscope.pipeline.store import validate_run_id
 
 MANIFEST_SCHEMA = "commscope-collect-manifest/1"
 NCCL_SUBSYS = "INIT,COLL,P2P,NET,GRAPH,TUNING"

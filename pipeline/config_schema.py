@@ -5,7 +5,7 @@ Why: a config reaches commscope from files the user (or a tool, or an attacker) 
 this module, a manifest of ``[]``, a list where a table belongs, ``pp = "two"``, ``pp = 1e30``
 or ``pp = 0`` reached the consumers (``run_config_frame``, the analytical model, the report) and
 ended in a Python traceback, in ingest only after the logs were committed. Here every key of
-the layout documented in ``configs/gpt3b_paper.toml`` (and :mod:`reports.model.config`) has a
+the layout documented in ``configs/gpt3b_paper.toml`` (and :mod:`commscope.model.config`) has a
 type and a range; the first violation is one :class:`ConfigError` naming the file and the key
 (``run.toml: parallel.pp: expected an integer >= 1, got "two"``).
 
@@ -13,7 +13,7 @@ One file serves every command (issue 17): ``predict``, ``advise``, ``generate``,
 ``derive`` and ``collect`` read the same layout, the model's sections plus the generator's
 ``[generate]`` and ``[scenario]``, and check all of it the same way, whether or not the
 command uses a section (the generator's sections are checked against
-:mod:`pipeline.synthetic.scenario`, then left out of what is stored). An unknown section or key
+:mod:`commscope.synthetic.scenario`, then left out of what is stored). An unknown section or key
 is an error naming the file, the section and the key (with the closest known name), never a
 warning that a typo'd key was dropped: ``layrs = 54`` would otherwise leave the model's default
 in place and every prediction silently wrong.
@@ -187,7 +187,7 @@ GENERATOR_SCHEMA: dict[str, dict[str, _Key]] = {
     },
 }
 """Types and ranges of the generator's sections (``configs/synthetic_*.toml``); the key names are
-those of :class:`pipeline.synthetic.scenario.GenerateOptions` and ``Scenario`` (a test keeps
+those of :class:`commscope.synthetic.scenario.GenerateOptions` and ``Scenario`` (a test keeps
 them equal), whose own checks (versions, dates, formats, ranks against the world) run after
 these. Checked by every command, stored by none (the model does not read them)."""
 
@@ -299,7 +299,7 @@ def _check_value(value: Any, key: _Key, where: str) -> None:
 
 def _check_order(value: Any, where: str) -> None:
     """A mapping preset name or a permutation of the three axes (see normalize_order)."""
-    from reports.model.config import normalize_order
+    from commscope.model.config import normalize_order
 
     if isinstance(value, list):
         if len(value) > 3 or not all(isinstance(v, str) and len(v) <= 40 for v in value):
@@ -335,7 +335,7 @@ def _check_consistency(cfg: dict[str, Any], origin: str) -> None:
     if "order" in mapping and "preset" in mapping:
         raise ConfigError(f"{origin}: mapping: give either order or preset, not both")
     if "model" in cfg and "parallel" in cfg:
-        from reports.model.config import config_from_dict
+        from commscope.model.config import config_from_dict
 
         try:
             config_from_dict(cfg)
@@ -361,12 +361,12 @@ def _unknown(origin: str, what: str, name: Any, known: Any) -> ConfigError:
 def _check_generator(generator: dict[str, Any], model: dict[str, Any], origin: str) -> None:
     """The generator's own checks on its (typed) sections: versions, start time, profiled
     iterations, and the scenario's ranks and nodes against the run's size."""
-    from pipeline.synthetic.scenario import options_from_dict
+    from commscope.synthetic.scenario import options_from_dict
 
     try:
         opts = options_from_dict(generator.get("generate"), generator.get("scenario"))
         if "model" in model and "parallel" in model:
-            from reports.model.config import config_from_dict
+            from commscope.model.config import config_from_dict
 
             opts.scenario.check(config_from_dict(model))
     except (ValueError, TypeError, ArithmeticError) as exc:

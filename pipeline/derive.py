@@ -32,10 +32,10 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from parsers.schema import TABLES
-from pipeline import run_config as rc
-from pipeline.duckdb_session import limit_memory, materialise_view
-from pipeline.model_inputs import (
+from commscope.parsers.schema import TABLES
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.duckdb_session import limit_memory, materialise_view
+from commscope.pipeline.model_inputs import (
     INPUT_COLUMNS,
     PREDICTION_COLUMNS,
     RUN_CONFIG_COLUMNS,
@@ -45,9 +45,9 @@ from pipeline.model_inputs import (
     register_tables,
     run_config_frame,
 )
-from pipeline.sql_modules import SqlModule, apply, discover, strip_comments
-from pipeline.sql_names import quote_ident, quote_literal
-from pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
+from commscope.pipeline.sql_modules import SqlModule, apply, discover, strip_comments
+from commscope.pipeline.sql_names import quote_ident, quote_literal
+from commscope.pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
 
 log = logging.getLogger(__name__)
 
@@ -322,7 +322,7 @@ def ensure_derived(store: Store, run_id: str, *, config: Path | None = None) -> 
     """Derive the run when a config is given or a mart of this version is missing; None when
     its published marts were kept.
 
-    Why here: reports only read (:func:`reports.html.build_report`); the commands, the flows
+    Why here: reports only read (:func:`commscope.reports.html.build_report`); the commands, the flows
     and the Python API decide with this whether a run is derived before it is reported.
     """
     if config is not None or missing_marts(store, run_id):

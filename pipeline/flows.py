@@ -2,8 +2,8 @@
 
 Why: users point commscope at the folder where their cluster writes logs and want the store
 and the reports kept current without running commands by hand. These flows are thin wrappers
-over the plain library functions (``pipeline.ingest.ingest_file``, ``pipeline.derive.
-derive_run``, ``reports.html.build_report``); they add scheduling, retries on I/O errors,
+over the plain library functions (``commscope.pipeline.ingest.ingest_file``, ``commscope.pipeline.derive.
+derive_run``, ``commscope.reports.html.build_report``); they add scheduling, retries on I/O errors,
 per-file parallelism (threads, or a Dask cluster through ``prefect_dask``) and visibility in
 Prefect's logs and UI. This is the only module that imports Prefect.
 
@@ -44,11 +44,11 @@ from prefect.futures import wait
 from prefect.logging.handlers import APILogHandler
 from prefect.task_runners import ThreadPoolTaskRunner
 
-from pipeline import run_config as rc
-from pipeline.config_schema import ConfigError
-from pipeline.ingest import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, FileResult, discover
-from pipeline.ingest import ingest_file as _ingest_file
-from pipeline.store import Store, StoreError, validate_run_id
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.config_schema import ConfigError
+from commscope.pipeline.ingest import STATUS_ERROR, STATUS_OK, STATUS_SKIPPED, FileResult, discover
+from commscope.pipeline.ingest import ingest_file as _ingest_file
+from commscope.pipeline.store import Store, StoreError, validate_run_id
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ _THREADS = max(os.cpu_count() or 2, 2)
 
 
 class ReportUnavailableError(RuntimeError):
-    """The HTML report builder (``reports.html.build_report``) cannot be imported."""
+    """The HTML report builder (``commscope.reports.html.build_report``) cannot be imported."""
 
 
 # ---------------------------------------------------------------------------- library logs
@@ -174,7 +174,7 @@ def discover_runs(
     Returns:
         (files per run id, source folders per run id for the run manifest, skipped paths).
         Symlinked run folders are skipped with a note, never walked (the policy of
-        :mod:`pipeline.fs_policy`, rule 3).
+        :mod:`commscope.pipeline.fs_policy`, rule 3).
 
     Raises:
         ValueError: unknown layout, missing/invalid pattern, or a watched folder that is not a
@@ -264,7 +264,7 @@ def _ingest_task_name() -> str:
     cache_policy=NO_CACHE,
 )
 def ingest_file_task(store: str, path: str, run_id: str) -> dict[str, Any]:
-    """Parse one file into the store as one committed batch (``pipeline.ingest.ingest_file``).
+    """Parse one file into the store as one committed batch (``commscope.pipeline.ingest.ingest_file``).
 
     Arguments are plain strings so the task ships cheaply to Dask workers; the store folder
     must be reachable at the same path from every worker (shared file system).
@@ -289,8 +289,8 @@ def ingest_file_task(store: str, path: str, run_id: str) -> dict[str, Any]:
     cache_policy=NO_CACHE,
 )
 def derive_run(store: Path, run_id: str) -> dict[str, Any]:
-    """Materialise every mart of one run (``pipeline.derive.derive_run``); mart row counts."""
-    from pipeline.derive import derive_run as _derive_run
+    """Materialise every mart of one run (``commscope.pipeline.derive.derive_run``); mart row counts."""
+    from commscope.pipeline.derive import derive_run as _derive_run
 
     with library_logs():
         res = _derive_run(Store.open(Path(store)), run_id)
@@ -313,16 +313,16 @@ def derive_run(store: Path, run_id: str) -> dict[str, Any]:
     cache_policy=NO_CACHE,
 )
 def report_run(store: Path, run_id: str, out: Path) -> dict[str, Any]:
-    """Write one run's HTML report (``reports.html.build_report``) to ``out``.
+    """Write one run's HTML report (``commscope.reports.html.build_report``) to ``out``.
 
     Raises:
         ReportUnavailableError: the report builder cannot be imported.
     """
     try:
-        from reports.html import build_report
+        from commscope.reports.html import build_report
     except ImportError as exc:
         raise ReportUnavailableError(
-            f"cannot build the report of {run_id}: reports.html.build_report is not "
+            f"cannot build the report of {run_id}: commscope.reports.html.build_report is not "
             f"available ({exc})"
         ) from exc
     out = Path(out)
@@ -468,7 +468,7 @@ def run_update_reason(
         out: the run's report file.
         report: whether reports are kept (a missing or older report then counts).
     """
-    from pipeline.derive import derive_stale
+    from commscope.pipeline.derive import derive_stale
 
     if new_files:
         return f"{new_files} new file(s)"

@@ -1,9 +1,9 @@
 """Which paths commscope reads: the one symlink and file-type policy for every input path.
 
-**Policy.** It applies to log files found by ``ingest`` (``pipeline.ingest.discover``), run
-manifests (``pipeline.run_config.read_manifest``), ``serve``'s run folders
-(``pipeline.flows.discover_runs``) and the re-check when a file is opened
-(``pipeline.ingest.ingest_file`` and ``parsers._io.Source.open``):
+**Policy.** It applies to log files found by ``ingest`` (``commscope.pipeline.ingest.discover``), run
+manifests (``commscope.pipeline.run_config.read_manifest``), ``serve``'s run folders
+(``commscope.pipeline.flows.discover_runs``) and the re-check when a file is opened
+(``commscope.pipeline.ingest.ingest_file`` and ``commscope.parsers._io.Source.open``):
 
 1. **Named paths are the user's choice.** A file named on the command line is read even if it
    is a symlink (to anywhere).

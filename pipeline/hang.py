@@ -24,7 +24,7 @@ pending entries are listed in :attr:`HangReport.pending_p2p` with the peer's glo
 
 The pg_status key is the rank-local pg_id; it is mapped to the group name through the
 entries, or by creation order for a rank without entries (the hung ranks of the LOCK_GIL
-samples): :func:`parsers.flight_recorder._dump.pg_id_names`; each progress row says which.
+samples): :func:`commscope.parsers.flight_recorder._dump.pg_id_names`; each progress row says which.
 """
 
 from __future__ import annotations
@@ -35,10 +35,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parsers.flight_recorder import DumpFile, read_dump_file
-from parsers.flight_recorder._dump import Group, as_int, clean_text, entry_group, pg_id_names
-from parsers.flight_recorder._mapping import OPS, split_profiling_name
-from parsers.registry import ParseError
+from commscope.parsers.flight_recorder import DumpFile, read_dump_file
+from commscope.parsers.flight_recorder._dump import (
+    Group,
+    as_int,
+    clean_text,
+    entry_group,
+    pg_id_names,
+)
+from commscope.parsers.flight_recorder._mapping import OPS, split_profiling_name
+from commscope.parsers.registry import ParseError
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Ingest: discover input files, parse each with its registered parser, commit to the store.
 
 One file is one batch: parsed chunk by chunk into staged Parquet (bounded memory), then
-committed atomically (see ``pipeline.store``). A file that fails leaves nothing behind and
+committed atomically (see ``commscope.pipeline.store``). A file that fails leaves nothing behind and
 does not stop the others.
 
 Exactly once, by content (schema 1.3). A batch records the SHA-256 of the content it covers,
@@ -53,8 +53,8 @@ from typing import Any, BinaryIO, TextIO
 import polars as pl
 import zstandard
 
-from parsers._io import Source
-from parsers.registry import (
+from commscope.parsers._io import Source
+from commscope.parsers.registry import (
     REGISTRY,
     LineCounts,
     ParseError,
@@ -63,10 +63,10 @@ from parsers.registry import (
     load_all,
     sniff,
 )
-from parsers.schema import DATA_TABLES, SCHEMA_VERSION
-from pipeline import run_config as rc
-from pipeline.fs_policy import check_file, not_regular, symlink_problem
-from pipeline.store import RunIndex, Store, StoreError, batch_id_for, validate_run_id
+from commscope.parsers.schema import DATA_TABLES, SCHEMA_VERSION
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.fs_policy import check_file, not_regular, symlink_problem
+from commscope.pipeline.store import RunIndex, Store, StoreError, batch_id_for, validate_run_id
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ snippet ``commscope collect`` writes."""
 
 TRUTH_DIR = "truth"
 """Folder name skipped in a folder walk: the generator's ground-truth Parquet
-(``pipeline.synthetic.generator`` writes ``truth.json`` and ``truth/``)."""
+(``commscope.synthetic.generator`` writes ``truth.json`` and ``truth/``)."""
 
 
 def _skipped_name(name: str) -> bool:
@@ -123,7 +123,7 @@ def discover(paths: Iterable[Path]) -> tuple[list[Path], list[FileResult]]:
     Hidden files and folders, sample sidecars, run manifests, a synthetic run's ground truth
     (``truth.json``, ``truth/``, any ``*.truth.*`` file) and symlink loops are skipped inside
     folders (a file named explicitly is kept). Symlinks and non-regular files follow the one
-    policy of :mod:`pipeline.fs_policy`. Missing paths, named devices/FIFOs/sockets and links
+    policy of :mod:`commscope.pipeline.fs_policy`. Missing paths, named devices/FIFOs/sockets and links
     out of a walked folder are reported as error results instead of raising; a device, FIFO
     or socket met in a walk is a per-path note (status "not recognised").
     """
@@ -299,7 +299,7 @@ class _PrefixHasher:
 
 def _open_content(path: Path, identity: tuple[int, int] | None = None) -> BinaryIO:
     """The file's content stream (decompressed), opened under the file policy: it must be the
-    very file that was checked (``identity``, see ``pipeline.fs_policy``)."""
+    very file that was checked (``identity``, see ``commscope.pipeline.fs_policy``)."""
     return Source(path, identity=identity).open()
 
 
@@ -569,7 +569,7 @@ def ingest_file(
             of being rejected as cut.
         symlink_ok: False for a file found as a plain file in a folder walk: a symlink at
             ``path`` now means it was swapped after discovery, and it is refused
-            (:mod:`pipeline.fs_policy`, rule 5).
+            (:mod:`commscope.pipeline.fs_policy`, rule 5).
 
     Returns:
         The outcome; errors are reported in it, never raised (except StoreError).
@@ -845,7 +845,7 @@ def _fill_provenance(
     df: pl.DataFrame, table: str, run_id: str, path: str, fmt: str
 ) -> pl.DataFrame:
     """Add run_id / source_file / source_format / path columns a parser left out."""
-    from parsers.schema import TABLES
+    from commscope.parsers.schema import TABLES
 
     cols = set(TABLES[table].column_names)
     add: list[pl.Expr] = []

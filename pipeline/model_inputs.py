@@ -3,7 +3,7 @@
 ``predicted_signatures``, ``predicted_matrix``, ``predicted_times``, ``predicted_stage_times``),
 with their column types.
 
-Why a module of its own: derive computes them, the catalog (:mod:`pipeline.store`) creates
+Why a module of its own: derive computes them, the catalog (:mod:`commscope.pipeline.store`) creates
 empty stand-ins of them so the SQL views bind, and ``commscope schema`` documents them; each
 imports them from here, downward, without importing derive.
 """
@@ -18,7 +18,7 @@ import duckdb
 import polars as pl
 
 if TYPE_CHECKING:
-    from pipeline import run_config as rc
+    from commscope.pipeline import run_config as rc
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "sent_bytes": pl.Int64(),
     },
     # One row per (rank, traffic_class, op, group_size, msg_bytes): the calls the model predicts
-    # per iteration (reports.model.traffic_rows, the pipeline neighbours' groups summed). msg_bytes
+    # per iteration (commscope.model.traffic_rows, the pipeline neighbours' groups summed). msg_bytes
     # is the model's logged size of one message (reduce_scatter: the whole input, as DeepSpeed
     # logs it). int_comm_ops_classified classifies calls without known group members by it.
     "predicted_signatures": {
@@ -125,13 +125,13 @@ the run's configuration and the analytical model's predictions, with their colum
 def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
     """The model's per-rank traffic, call signatures, matrix, time terms (rank 0) and per-stage
     time terms (``predicted_stage_times``: every stage within one common iteration, its bubble by
-    eqs. 5-7 per stage, :func:`reports.model.predict.pipeline_stage_times`) for the run's config
+    eqs. 5-7 per stage, :func:`commscope.model.predict.pipeline_stage_times`) for the run's config
     (or empty)."""
     empty = {name: pl.DataFrame(schema=cols) for name, cols in PREDICTION_COLUMNS.items()}
     if stored is None or "model" not in stored.config:
         return empty
     try:
-        from reports import model as m
+        from commscope import model as m
     except ImportError:  # model package not available
         return empty
     try:

@@ -6,11 +6,11 @@ generator, the collection helper or the sample recorder); otherwise none, and th
 what they can from the communicators. The chosen configuration is stored with the run
 (``<store>/runs/<run_id>/config.json``) and shown in reports.
 
-Every config is validated (:mod:`pipeline.config_schema`) where it is read, before anything is
+Every config is validated (:mod:`commscope.pipeline.config_schema`) where it is read, before anything is
 written: a bad one, an unknown section or key included, is one
-:class:`~pipeline.config_schema.ConfigError` naming the file, the section and the key. One file
+:class:`~commscope.pipeline.config_schema.ConfigError` naming the file, the section and the key. One file
 serves every command: the generator's ``[generate]``/``[scenario]`` are checked here too and
-left out of what is stored. A manifest is read under the symlink and file-type policy of :mod:`pipeline.fs_policy`. A
+left out of what is stored. A manifest is read under the symlink and file-type policy of :mod:`commscope.pipeline.fs_policy`. A
 stored config that no longer validates (written by an older commscope) is ignored with one
 warning, so ``derive`` and ``report`` still run.
 """
@@ -24,19 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config_schema import (
+from commscope.pipeline.config_schema import (
     MAX_CONFIG_BYTES,
     Checked,
     ConfigError,
     load_config_bytes,
     validate,
 )
-from pipeline.fs_policy import not_regular, read_checked
-from pipeline.store import Store, validate_run_id
+from commscope.pipeline.fs_policy import not_regular, read_checked
+from commscope.pipeline.store import Store, validate_run_id
 
 if TYPE_CHECKING:
-    from pipeline.synthetic.scenario import GenerateOptions
-    from reports.model.config import RunConfig
+    from commscope.model.config import RunConfig
+    from commscope.synthetic.scenario import GenerateOptions
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def check_config_file(path: Path) -> Checked:
 def read_manifest(folder: Path) -> tuple[dict[str, Any], bool] | None:
     """The validated ``config`` section and synthetic flag of ``folder/manifest.json``, if any.
 
-    The manifest is read under :mod:`pipeline.fs_policy` with ``folder`` as the walked tree:
+    The manifest is read under :mod:`commscope.pipeline.fs_policy` with ``folder`` as the walked tree:
     a manifest symlinked from outside ``folder``, or one that is not a regular file, is not
     read (a warning says why) and the result is None, as for a manifest without a config.
 
@@ -209,12 +209,12 @@ def load_generate_config(path: str | Path) -> tuple[RunConfig, GenerateOptions]:
 
     The file is read and checked as every command reads it
     (:func:`check_config_file`): an unknown section or key, or a bad value,
-    is one :class:`~pipeline.config_schema.ConfigError` naming the file and the key.
+    is one :class:`~commscope.pipeline.config_schema.ConfigError` naming the file and the key.
 
     Raises:
         ConfigError: (a ``ValueError``) unreadable, not TOML, or invalid content.
     """
-    from pipeline.synthetic.scenario import split_config
+    from commscope.synthetic.scenario import split_config
 
     checked = check_config_file(Path(path))
     return split_config({**checked.config, **checked.generator})

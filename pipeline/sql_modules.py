@@ -21,8 +21,8 @@ from pathlib import Path
 
 import duckdb
 
-from parsers.schema import TABLES
-from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
+from commscope.parsers.schema import TABLES
+from commscope.pipeline.sql_names import is_sql_name, quote_ident, quote_literal
 
 SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
 LAYERS: tuple[str, ...] = ("macros", "staging", "intermediate", "marts")
@@ -37,7 +37,7 @@ MODEL_INPUTS: frozenset[str] = frozenset(
         "predicted_stage_times",
     }
 )
-"""The run's config and the model's outputs (pipeline.model_inputs.INPUT_COLUMNS gives their columns)."""
+"""The run's config and the model's outputs (commscope.pipeline.model_inputs.INPUT_COLUMNS gives their columns)."""
 
 EXTERNAL_INPUTS: frozenset[str] = frozenset(TABLES) | MODEL_INPUTS
 """Relations SQL may read that are not defined in sql/: canonical tables and model outputs."""

@@ -21,7 +21,7 @@ Guarantees:
   the log under an exclusive file lock, so concurrent or repeated ingests of the same bytes add
   nothing twice, and a batch that continues a batch another ingest continued meanwhile, or whose
   content another ingest stored meanwhile, is dropped. Content identity across paths (renames,
-  rotation, compression) is decided in ``pipeline.ingest``. A re-run after a crash rewrites the
+  rotation, compression) is decided in ``commscope.pipeline.ingest``. A re-run after a crash rewrites the
   same file names, so orphans are replaced.
 * **A failed commit stores nothing.** If the commit-log row cannot be written (disk full, no
   inodes), the batch's data files are moved back out of ``tables/`` before the error is raised.
@@ -58,8 +58,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
-from pipeline.sql_names import is_sql_name, quote_ident, quote_literal
+from commscope.parsers.schema import SCHEMA_VERSION, TABLES, conform, empty_frame
+from commscope.pipeline.sql_names import is_sql_name, quote_ident, quote_literal
 
 log = logging.getLogger(__name__)
 
@@ -562,7 +562,7 @@ class Store:
 
     def signature(self) -> str:
         """Fingerprint of what the catalog must contain (path, schema, SQL, marts)."""
-        from pipeline.sql_modules import SQL_DIR
+        from commscope.pipeline.sql_modules import SQL_DIR
 
         h = hashlib.sha256(
             f"{self.root}\0{SCHEMA_VERSION}\0{CATALOG_STORAGE_VERSION}\0{CATALOG_LAYOUT}".encode()
@@ -578,7 +578,7 @@ class Store:
     def _catalog_base(self) -> str:
         """The part of :meth:`signature` that only a full rebuild can follow: path, schema,
         storage version, layout, SQL and store layout (not the marts and model inputs)."""
-        from pipeline.sql_modules import SQL_DIR
+        from commscope.pipeline.sql_modules import SQL_DIR
 
         h = hashlib.sha256(
             f"{self.root}\0{SCHEMA_VERSION}\0{CATALOG_STORAGE_VERSION}\0{CATALOG_LAYOUT}".encode()
@@ -604,7 +604,7 @@ class Store:
 
     def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
         """Canonical tables, live staging/intermediate SQL, and materialised marts."""
-        from pipeline.sql_modules import SqlModuleError, apply, discover
+        from commscope.pipeline.sql_modules import SqlModuleError, apply, discover
 
         self.create_views(con)
         self.create_model_input_views(con)
@@ -615,7 +615,7 @@ class Store:
             log.warning("SQL modules not loaded into the catalog: %s", exc)
             modules = ()
         apply(con, modules, on_error=lambda exc: log.warning("catalog: skipped %s", exc))
-        from pipeline.sql_modules import comment_view
+        from commscope.pipeline.sql_modules import comment_view
 
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
         for m in modules:
@@ -662,7 +662,7 @@ class Store:
         A relation that derive wrote for some run is a view over its Parquet files; one that no
         run has yet is an empty table with the full column types, so the views reading it bind.
         """
-        from pipeline.model_inputs import empty_inputs, register_tables
+        from commscope.pipeline.model_inputs import empty_inputs, register_tables
 
         written = set(self.model_inputs())
         empty = {k: v for k, v in empty_inputs().items() if k not in written}
@@ -775,7 +775,7 @@ class Store:
         went away, the catalog predates this record, or it cannot be opened for writing (a
         reader or writer holds it).
         """
-        from pipeline.sql_modules import comment_view
+        from commscope.pipeline.sql_modules import comment_view
 
         if not self.catalog_path.exists():
             return False
@@ -931,8 +931,8 @@ class Store:
         rows in seconds. The session has derive's memory limit and reads only the store's data
         folders (:meth:`confine`), set before anything is read.
         """
-        from pipeline.duckdb_session import limit_memory, materialise_view
-        from pipeline.sql_modules import with_dependencies
+        from commscope.pipeline.duckdb_session import limit_memory, materialise_view
+        from commscope.pipeline.sql_modules import with_dependencies
 
         con = duckdb.connect(":memory:")
         try:

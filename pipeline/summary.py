@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 
 LOGICAL_CALLS_NOTE = (
     "logical calls: each call counted once however many tools logged it (int_calls: the "

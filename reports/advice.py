@@ -2,7 +2,7 @@
 
 Why: a run's report should say what the analytical model, calibrated to that run, would
 change. The report is a pure reader: this section reads ``advice/<run>.json``, written by
-``commscope advise --run RUN`` (:func:`pipeline.calibration.save_advice`), and runs no model.
+``commscope advise --run RUN`` (:func:`commscope.pipeline.calibration.save_advice`), and runs no model.
 The section is left out for a run without stored advice.
 """
 
@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 
-from reports import data as rd
-from reports.blocks import Block
+from commscope.reports import data as rd
+from commscope.reports.blocks import Block
 
 GIB = 2**30
 TOP = 10

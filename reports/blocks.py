@@ -2,8 +2,8 @@
 :class:`Section` (a titled list of blocks) and :func:`guard`, which turns a view that cannot be
 computed into the note that says why.
 
-Why a module of its own: the section builders (:mod:`reports.paper`, :mod:`reports.hang`,
-:mod:`reports.stragglers`) and the page writer (:mod:`reports.html`) all build blocks; keeping
+Why a module of its own: the section builders (:mod:`commscope.reports.paper`, :mod:`commscope.reports.hang`,
+:mod:`commscope.reports.stragglers`) and the page writer (:mod:`commscope.reports.html`) all build blocks; keeping
 them here lets each import downward only (no import cycle through the page writer).
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import altair as alt
 import polars as pl
 
-from reports import data as rd
-from reports import gaps as rg
+from commscope.reports import data as rd
+from commscope.reports import gaps as rg
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +55,9 @@ def guard(
 ) -> list[Block]:
     """Run a section body; a view the input cannot feed says why and what to record.
 
-    With ``view`` and a gap for it (:func:`reports.gaps.gaps`): a missing or empty view shows
+    With ``view`` and a gap for it (:func:`commscope.reports.gaps.gaps`): a missing or empty view shows
     the gap's cause and remedy instead of the body; a partial one shows the body and then the
-    gap as a note. Without a gap, an :class:`~reports.data.Unavailable` becomes a 'not
+    gap as a note. Without a gap, an :class:`~commscope.reports.data.Unavailable` becomes a 'not
     available (why)' note.
     """
     gap = (gaps or {}).get(view) if view else None

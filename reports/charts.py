@@ -1,9 +1,9 @@
 """Chart builders: one function per report chart, each a pure encoding of a prepared frame.
 
-Why: the frames come from :mod:`reports.data`, which does every computation; a builder only
+Why: the frames come from :mod:`commscope.reports.data`, which does every computation; a builder only
 maps columns to marks and channels (no aggregation, no transforms that change numbers), so
 charts are easy to test (``to_dict()`` and a JSON round-trip) and to restyle (colours and fonts
-live in :mod:`reports.theme` only). Comparisons of measured and predicted are one tidy frame
+live in :mod:`commscope.reports.theme` only). Comparisons of measured and predicted are one tidy frame
 with a ``source`` column, or a layer of two marks.
 """
 
@@ -12,13 +12,13 @@ from __future__ import annotations
 import altair as alt
 import polars as pl
 
-from reports import theme
+from commscope.reports import theme
 
 theme.enable()
 
 
 def _data(df: pl.DataFrame) -> alt.InlineData:
-    """Inline the frame's rows (bounded upstream by reports.data, so Altair's 5000-row guard
+    """Inline the frame's rows (bounded upstream by commscope.reports.data, so Altair's 5000-row guard
     does not apply); NaN becomes null so the spec is valid JSON."""
     floats = [c for c, t in df.schema.items() if t.is_float()]
     return alt.InlineData(values=df.with_columns(pl.col(floats).fill_nan(None)).to_dicts())
@@ -354,7 +354,7 @@ def moe(df: pl.DataFrame, *, title: str = "MoE all-to-all non-uniformity") -> al
 
 
 # ---------------------------------------------------------------------------- the paper's figures
-# (reports.paper prepares the frames; each chart is titled with the paper's figure number)
+# (commscope.reports.paper prepares the frames; each chart is titled with the paper's figure number)
 
 
 def moe_nf(df: pl.DataFrame, *, title: str = "Fig. 5: MoE non-uniform factor") -> alt.HConcatChart:
@@ -502,7 +502,7 @@ def normalised(df: pl.DataFrame, *, title: str = "Fig. 8a: B normalised to A") -
 
 
 # ---------------------------------------------------------------------------- stragglers
-# (reports.stragglers prepares the frames from the collective_instances and stragglers marts)
+# (commscope.reports.stragglers prepares the frames from the collective_instances and stragglers marts)
 
 
 def wait_heatmap(

@@ -10,7 +10,7 @@ rows whatever the run's size.
 
 A view that cannot be computed raises :class:`Unavailable` with the reason (mart not derived,
 an older run without the mart, no data of that kind); the page then shows the view's gap from
-:mod:`reports.gaps` (what the input lacks and what to record), or this reason where none is
+:mod:`commscope.reports.gaps` (what the input lacks and what to record), or this reason where none is
 found.
 """
 
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from reports.headline import Headline, model_platform
-from reports.headline import headline as compute_headline
+from commscope.reports.headline import Headline, model_platform
+from commscope.reports.headline import headline as compute_headline
 
 if TYPE_CHECKING:
-    from pipeline.store import Store
+    from commscope.pipeline.store import Store
 
 # Largest rank axis drawn rank by rank; above it, ranks are grouped into nodes or blocks.
 MAX_AXIS = 128
@@ -103,9 +103,9 @@ class RunData:
         predicted_signatures: the model's calls per iteration per rank and call signature
             (rank, stage, traffic_class, op, group_size, msg_bytes, count).
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
-        gaps: per view, why it is empty and what to record (reports.gaps.Gap), set by
-            reports.html.run_sections.
-        paper_rank: the rank of the paper's Table 3 (reports.paper).
+        gaps: per view, why it is empty and what to record (commscope.reports.gaps.Gap), set by
+            commscope.reports.html.run_sections.
+        paper_rank: the rank of the paper's Table 3 (commscope.reports.paper).
         advice: the stored output of ``advise --run`` for this run (``advice/<run>.json``),
             or None.
     """
@@ -183,7 +183,7 @@ class RunData:
 
 def mart_path_reason(store: Store, name: str, run_id: str) -> str:
     """Why a mart is missing for a run, phrased for the page."""
-    from pipeline.sql_modules import discover
+    from commscope.pipeline.sql_modules import discover
 
     defined = {m.name for m in discover() if m.layer == "marts"}
     if name not in defined:
@@ -211,7 +211,7 @@ def stored_config(run_config: dict[str, Any]) -> StoredRunConfig | None:
 
 def read_advice(store: Store, run_id: str) -> dict[str, Any] | None:
     """The advice ``commscope advise --run RUN`` stored for the run (``advice/<run>.json``,
-    :meth:`pipeline.store.Store.advice_path`), or None."""
+    :meth:`commscope.pipeline.store.Store.advice_path`), or None."""
     path = store.advice_path(run_id)
     if not path.is_file():
         return None
@@ -255,7 +255,7 @@ def load_run(store: Store, run_id: str) -> RunData:
 
 
 def stored_headline(store: Store, run_id: str) -> dict[str, Any]:
-    """The run's headline rows as JSON (:func:`reports.headline.headline`, the same numbers as
+    """The run's headline rows as JSON (:func:`commscope.reports.headline.headline`, the same numbers as
     the report and ``compare``); ``{"available": false, "reason": ...}`` when the run's marts
     cannot be read."""
     try:
@@ -283,7 +283,7 @@ def _query(data: RunData, sql: str, params: dict[str, Any] | None = None) -> pl.
 
 
 def run_headline(data: RunData) -> Headline:
-    """The run's headline (:func:`reports.headline.headline`: the one computation the report,
+    """The run's headline (:func:`commscope.reports.headline.headline`: the one computation the report,
     ``summary --json`` and ``compare`` share)."""
     return compute_headline(
         data.marts,
@@ -293,7 +293,7 @@ def run_headline(data: RunData) -> Headline:
 
 
 def headline(data: RunData) -> pl.DataFrame:
-    """Headline rows, measured beside predicted (see :mod:`reports.headline`)."""
+    """Headline rows, measured beside predicted (see :mod:`commscope.reports.headline`)."""
     return run_headline(data).rows
 
 
@@ -304,7 +304,7 @@ HEADLINE_TERMS = ("T_comm", "R_comm", "R_bubble", "R_bubble_eq7")
 def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.DataFrame:
     """The model_vs_measured mart as a table (term, unit, measured, predicted, errors).
 
-    T_comm, R_comm, R_bubble and R_bubble_eq7 are left out: the headline (:mod:`reports.headline`) states
+    T_comm, R_comm, R_bubble and R_bubble_eq7 are left out: the headline (:mod:`commscope.reports.headline`) states
     them with one definition on both sides, so the page shows one number per quantity. With
     ``calibrated`` False (the platform's constants do not apply) the errors are blanked.
     """

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 if TYPE_CHECKING:
-    from reports.data import RunData
+    from commscope.reports.data import RunData
 
 # The views a report draws (html section bodies ask for these keys).
 VIEWS = (
@@ -45,7 +45,7 @@ VIEWS = (
     "bubbles",
     "predictability",
     "moe",
-    # issue 18: the straggler section (reports.stragglers)
+    # issue 18: the straggler section (commscope.reports.stragglers)
     "waits",
     "skew",
     "clocks",
@@ -786,7 +786,7 @@ def _untimed_instances(ev: Evidence, counts: dict[str, int]) -> Gap:
 
 
 def instance_gaps(ev: Evidence, marts: dict[str, Any], missing: dict[str, str]) -> dict[str, Gap]:
-    """Gaps of the straggler section (:mod:`reports.stragglers`), in the order it needs them.
+    """Gaps of the straggler section (:mod:`commscope.reports.stragglers`), in the order it needs them.
 
     ``instances``: the collective_instances mart has rows (matching needs calls of two or
     more ranks of a known group). ``skew`` and ``waits``: some instance is complete and timed

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from reports import data as rd
-from reports.blocks import Block
-from reports.stragglers import rank_ranges
+from commscope.reports import data as rd
+from commscope.reports.blocks import Block
+from commscope.reports.stragglers import rank_ranges
 
 # Blocking collectives named in the sentence (the table lists all).
 MAX_NAMED = 3

@@ -20,7 +20,7 @@ Sources (marts only; bytes/s and ns there, GB/s = 1e9 bytes/s and s here):
   and r_bubble are the same quotients).
 - C_*: the ``C_*`` rows of ``model_vs_measured`` (bus bytes / time of the class's calls), else
   the ``c_*_bytes_s`` columns of ``effective_bandwidth``; predicted: the bus bandwidth the model
-  used for the class (:func:`reports.model.predict.effective_bandwidths`: the config's C, or
+  used for the class (:func:`commscope.model.predict.effective_bandwidths`: the config's C, or
   the model's default when the config states none).
 
 Marts before the transfer/wait split of issue 17 (no ``t_sync_wait_ns`` column in
@@ -470,13 +470,13 @@ def _calibration(rows: list[dict[str, Any]], plat: ModelPlatform) -> tuple[bool 
 
 def model_platform(config: Mapping[str, Any] | None) -> ModelPlatform | None:
     """The constants the model uses for a stored config: bus bandwidth per class (bytes/s,
-    :func:`reports.model.predict.effective_bandwidths`), the classes whose C the config states
+    :func:`commscope.model.predict.effective_bandwidths`), the classes whose C the config states
     (``c_tp``, ``c_pp``, ``c_dp``, ``c_ep``, or ``c_intra`` and ``c_inter`` for all), μ and F.
     None when there is no model config or the model cannot evaluate it."""
     if not config or "model" not in config:
         return None
     try:
-        from reports.model import config_from_dict, effective_bandwidths
+        from commscope.model import config_from_dict, effective_bandwidths
 
         run = config_from_dict(config)
         bws = effective_bandwidths(run)

@@ -15,9 +15,9 @@ comes from cluster logs that anyone on a shared cluster can write. So the page
   (vega-embed injects a style element and Vega sets style attributes); ``img-src data: blob:``;
   ``connect-src 'none'``.
 
-Sections follow issue 7; each is computed by :mod:`reports.data` and drawn by
-:mod:`reports.charts`. A view whose data is missing says "not available", the cause found in
-the run's tables and what to record to get it (:mod:`reports.gaps`); a view that leaves some
+Sections follow issue 7; each is computed by :mod:`commscope.reports.data` and drawn by
+:mod:`commscope.reports.charts`. A view whose data is missing says "not available", the cause found in
+the run's tables and what to record to get it (:mod:`commscope.reports.gaps`); a view that leaves some
 calls out says how many and why above its chart; a view with truly nothing to show (no
 all-to-all, a one-rank world) says "nothing to show" and why.
 """
@@ -40,18 +40,18 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from reports import advice as ra
-from reports import charts
-from reports import data as rd
-from reports import gaps as rg
-from reports import hang as rh
-from reports import paper as rp
-from reports import stragglers as rs
-from reports.blocks import Block, Section, guard
-from reports.headline import Headline
+from commscope.reports import advice as ra
+from commscope.reports import charts
+from commscope.reports import data as rd
+from commscope.reports import gaps as rg
+from commscope.reports import hang as rh
+from commscope.reports import paper as rp
+from commscope.reports import stragglers as rs
+from commscope.reports.blocks import Block, Section, guard
+from commscope.reports.headline import Headline
 
 if TYPE_CHECKING:
-    from pipeline.store import Store
+    from commscope.pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -381,7 +381,7 @@ SECTIONS: list[tuple[str, str, str, Callable[[rd.RunData], list[Block]]]] = [
         _predictability,
     ),
     ("moe", "MoE non-uniformity", "All-to-all imbalance over iterations (Fig. 5).", _moe),
-    # ---- the paper's tables and figures (reports.paper; issue 17 item 7) ----
+    # ---- the paper's tables and figures (commscope.reports.paper; issue 17 item 7) ----
     (
         "paper",
         "The paper: tables and figures (APNet 2024)",
@@ -423,7 +423,7 @@ def _dedupe(blocks: list[Block]) -> list[Block]:
     return out
 
 
-# Sections that are one view: the gap key (reports.gaps.VIEWS) their body is guarded by.
+# Sections that are one view: the gap key (commscope.reports.gaps.VIEWS) their body is guarded by.
 SECTION_VIEW = {
     "breakdown": "breakdown",
     "traffic": "traffic",
@@ -439,7 +439,7 @@ OPTIONAL_SECTIONS = frozenset({"hang", "advice"})
 
 
 def run_sections(d: rd.RunData) -> list[Section]:
-    """Compute every section of one run's report (the run's gaps first, :mod:`reports.gaps`)."""
+    """Compute every section of one run's report (the run's gaps first, :mod:`commscope.reports.gaps`)."""
     d.gaps = rg.gaps(d)
     out = []
     for key, title, blurb, fn in SECTIONS:
@@ -647,7 +647,7 @@ def build_report(store: Store, run_id: str, out: Path, *, paper_rank: int = 0) -
 
     A pure reader of the run's published marts and model inputs: it derives nothing and runs
     no model (the report command, the flows and the API derive first when needed:
-    :func:`pipeline.derive.ensure_derived`); views of a run that was never derived say so.
+    :func:`commscope.pipeline.derive.ensure_derived`); views of a run that was never derived say so.
 
     Args:
         store: the store holding the run.
@@ -655,7 +655,7 @@ def build_report(store: Store, run_id: str, out: Path, *, paper_rank: int = 0) -
         out: the HTML file to write (atomically).
         paper_rank: the rank of the paper's Table 3 (default 0, the paper's rank_0).
     """
-    from pipeline.store import validate_run_id
+    from commscope.pipeline.store import validate_run_id
 
     validate_run_id(run_id)
     check_out_path(out)
@@ -679,7 +679,7 @@ def build_report(store: Store, run_id: str, out: Path, *, paper_rank: int = 0) -
 
 
 def _compare_table(a: rd.RunData, b: rd.RunData) -> pl.DataFrame:
-    """Headline numbers (:mod:`reports.headline`) of two runs side by side, B - A."""
+    """Headline numbers (:mod:`commscope.reports.headline`) of two runs side by side, B - A."""
     return compare_headlines(rd.run_headline(a), rd.run_headline(b))
 
 
@@ -741,7 +741,9 @@ def compare_runs(store: Store, run_a: str, run_b: str, out: Path) -> Comparison:
         sa, sb = run_sections(da), run_sections(db)
         diff = guard(lambda: [Block("table", frame=_compare_table(da, db))])
         strag = rs.compare(da, db)
-        paper_pair = rp.compare_blocks(da, db)  # the paper's Figs. 8 and 11 (reports.paper)
+        paper_pair = rp.compare_blocks(
+            da, db
+        )  # the paper's Figs. 8 and 11 (commscope.reports.paper)
     finally:
         for d in (da, db):
             if d.con is not None:
@@ -761,7 +763,7 @@ def compare_runs(store: Store, run_a: str, run_b: str, out: Path) -> Comparison:
             "(%), where the delay sat, persistent; diff = B - A."
         )
         + f"</p>{page.blocks(strag_blocks)}</section>",
-        # the paper's two-run figures (reports.paper.compare_blocks)
+        # the paper's two-run figures (commscope.reports.paper.compare_blocks)
         '<section id="paper-pair"><h2>The paper\'s two-run figures</h2><p class="note">'
         f"{esc(f'APNet 2024 Figs. 8 and 11 from {run_a} (A) and {run_b} (B).')}</p>"
         f"{page.blocks(paper_pair)}</section>",

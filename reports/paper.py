@@ -12,11 +12,11 @@ What each item reads (no SQL here writes; marts and predictions are only read):
   ``int_comm_ops_classified WHERE counted`` (the one source per rank whose calls count), grouped
   by (traffic_class, op, msg_bytes) and divided by the rank's iterations with traffic
   (``traffic_matrix``, else ``iterations``); predicted from ``predicted_signatures`` when the
-  store has it, else from the pure model (:func:`reports.model.rank_items`) on the run's config.
+  store has it, else from the pure model (:func:`commscope.model.rank_items`) on the run's config.
   Sizes in MiB (2^20 bytes): the paper's "MB" is DeepSpeed's logger unit, which divides by 1024
   (model_spec §A.5); bytes are given exactly beside them.
-- **Fig. 1**: :func:`reports.data.message_sizes` (exact sizes, no power-of-two floor).
-- **Fig. 2**: :func:`reports.data.traffic`, measured beside predicted, one colour scale per class.
+- **Fig. 1**: :func:`commscope.reports.data.message_sizes` (exact sizes, no power-of-two floor).
+- **Fig. 2**: :func:`commscope.reports.data.traffic`, measured beside predicted, one colour scale per class.
 - **Figs. 4-5**: ``traffic_matrix`` per iteration (EP and DP, network pairs only) and
   ``moe_nonuniform`` (NF_abs as the paper plots it, NF_rel beside it).
 - **Fig. 6**: ``iteration_breakdown`` (each term over T_iter, per stage) and the measured C of
@@ -36,9 +36,9 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from reports import charts
-from reports import data as rd
-from reports.blocks import Block
+from commscope.reports import charts
+from commscope.reports import data as rd
+from commscope.reports.blocks import Block
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +205,7 @@ def predicted_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFram
     """The model's messages per iteration of ``rank`` per signature, or None without a model.
 
     From the ``predicted_signatures`` relation the run's derive published
-    (:func:`reports.data.load_run`); reports run no model.
+    (:func:`commscope.reports.data.load_run`); reports run no model.
     """
     sig = d.predicted_signatures
     if sig.is_empty() or "rank" not in sig.columns:
@@ -591,7 +591,7 @@ def paper_map(status: dict[str, str]) -> pl.DataFrame:
     )
 
 
-# Items drawn from a view another section guards with a gap (reports.gaps): (view, section).
+# Items drawn from a view another section guards with a gap (commscope.reports.gaps): (view, section).
 ITEM_VIEW = {
     "Fig. 1": ("sizes", "Message sizes"),
     "Fig. 2": ("traffic", "Traffic matrices"),
@@ -610,7 +610,7 @@ def _attempt(
 ) -> list[Block]:
     """Build one item's blocks; record 'shown' or what it needs in ``status``.
 
-    An item whose view has a gap (:mod:`reports.gaps`, not partial) refers to the section
+    An item whose view has a gap (:mod:`commscope.reports.gaps`, not partial) refers to the section
     that states the cause and what to record, rather than repeating it.
     """
 

@@ -11,7 +11,7 @@ only where a large world needs it.
 Large worlds stay bounded: the heatmap's rank axis becomes blocks of ranks above
 :data:`MAX_HEAT_RANKS` ranks (a cell sums its ranks' wait and names the block's top
 rank) and its iteration axis blocks of iterations above :data:`MAX_ITER_AXIS`; the tables show
-the top :data:`MAX_OFFENDERS` offenders and at most :data:`reports.data.MAX_TABLE_ROWS` rows.
+the top :data:`MAX_OFFENDERS` offenders and at most :data:`commscope.reports.data.MAX_TABLE_ROWS` rows.
 
 Units: waits in ms, skews and clock offsets in µs (1 ms = 1e6 ns, 1 µs = 1e3 ns).
 """
@@ -24,10 +24,10 @@ from typing import Any
 
 import polars as pl
 
-from reports import charts
-from reports import data as rd
-from reports import gaps as rg
-from reports.blocks import Block, guard
+from commscope.reports import charts
+from commscope.reports import data as rd
+from commscope.reports import gaps as rg
+from commscope.reports.blocks import Block, guard
 
 # Offenders shown in the table (and compared between runs).
 MAX_OFFENDERS = 10
@@ -337,7 +337,7 @@ def clock_table(d: rd.RunData) -> tuple[pl.DataFrame, str]:
 def instance_gaps(d: rd.RunData) -> tuple[pl.DataFrame, str]:
     """The gap checks: instances missing a rank, disagreeing in size or op, or timed on some
     members only, per group, class, op and state (count, iterations, the most frequent missing
-    ranks), and a sentence with the counts per state (:func:`reports.gaps.instance_state`).
+    ranks), and a sentence with the counts per state (:func:`commscope.reports.gaps.instance_state`).
     Untimed instances (every rank present, nothing timed: NCCL debug logs) are counted in the
     sentence, not listed: they are no gap of the matching."""
     ci = d.mart("collective_instances")
@@ -385,7 +385,7 @@ def instance_gaps(d: rd.RunData) -> tuple[pl.DataFrame, str]:
 def section(d: rd.RunData) -> list[Block]:
     """The straggler section's blocks: heatmap and top offenders, skew per class, clock
     offsets, instance gaps; each view that the run cannot feed says why and what to record
-    (its gap from :mod:`reports.gaps`: keys waits, skew, clocks, instances)."""
+    (its gap from :mod:`commscope.reports.gaps`: keys waits, skew, clocks, instances)."""
 
     def waits() -> list[Block]:
         st = d.mart("stragglers")
@@ -630,7 +630,7 @@ def changes(
 
 
 def compare(da: rd.RunData, db: rd.RunData) -> StragglerChanges:
-    """Straggler changes from run A to run B (their gaps must be set: reports.html.run_sections)."""
+    """Straggler changes from run A to run B (their gaps must be set: commscope.reports.html.run_sections)."""
     sa, off_a = _run_summary(da)
     sb, off_b = _run_summary(db)
     table = changes(off_a, off_b)

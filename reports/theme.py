@@ -1,7 +1,7 @@
 """The one Altair theme of commscope reports, registered and enabled on import.
 
 Why: colours, fonts and sizes are set in one place so every chart looks alike and chart
-builders carry no styling. Importing :mod:`reports.charts` imports this module.
+builders carry no styling. Importing :mod:`commscope.reports.charts` imports this module.
 """
 
 from __future__ import annotations

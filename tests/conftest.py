@@ -65,7 +65,7 @@ def real_runs_store(tmp_path_factory: pytest.TempPathFactory, sample_traces: Pat
 
     Built once per session and shared: read it, never write to it.
     """
-    from pipeline.cli import main
+    from commscope.pipeline.cli import main
 
     root = tmp_path_factory.mktemp("real_runs") / "store"
     for run_id, folder in REAL_RUNS.items():

@@ -5,14 +5,14 @@ of the collectives and p2p ops each rank enqueued, with process-group names (Meg
 PP / DP / EP groups), sequence ids and states; a rank writes it on a timeout or on request to
 ``<prefix><rank>`` (``/tmp/nccl_trace_rank_<rank>`` by default, ``_dump_<rank>`` under nvrx).
 It is the standard evidence for hangs. Format facts, per schema version, with sources:
-``FORMATS_flight_recorder.md``; the version table: :mod:`parsers.flight_recorder._versions`.
+``FORMATS_flight_recorder.md``; the version table: :mod:`commscope.parsers.flight_recorder._versions`.
 
 Inputs, recognised by content (any name, compressed or not):
 
 * the **pickle** dump (PROTO 2-5 magic and FR keys in the head), read by a restricted
   unpickler that builds only plain values and refuses every global by name, never importing
-  it (:mod:`parsers.flight_recorder._load`): a pickle naming ``os.system`` is a
-  :class:`~parsers.registry.ParseError` naming the file and the global;
+  it (:mod:`commscope.parsers.flight_recorder._load`): a pickle naming ``os.system`` is a
+  :class:`~commscope.parsers.registry.ParseError` naming the file and the global;
 * the **JSON** form (C++ ``dump_json``: keys sorted, ``pg_status`` values strings,
   ``time_discovered_*`` 0 for none, ``entries`` omitted when empty; or nvrx's ``json.dump`` of
   the unpickled dict).
@@ -23,7 +23,7 @@ read the same way with a warning.
 
 Tables written:
 
-* ``comm_ops``: one row per entry (:mod:`parsers.flight_recorder._mapping`): op, pg name as
+* ``comm_ops``: one row per entry (:mod:`commscope.parsers.flight_recorder._mapping`): op, pg name as
   ``comm_id``, group size/rank and p2p peers (global) from ``pg_config``, ``seq``
   (collective_seq_id, p2p_seq_id for p2p), message size and dtype from the tensor shapes,
   ``call_state`` (scheduled/started/completed), ``launch_ts_ns`` = ``time_created_ns``;
@@ -63,7 +63,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import polars as pl
 
-from parsers.flight_recorder._dump import (
+from commscope.parsers.flight_recorder._dump import (
     Dump,
     Status,
     clean_text,
@@ -71,13 +71,13 @@ from parsers.flight_recorder._dump import (
     rank_from_name,
     read_top,
 )
-from parsers.flight_recorder._load import is_pickle_head, load_dump
-from parsers.flight_recorder._mapping import EntryRows, map_entry, split_profiling_name
-from parsers.registry import LineCounts, ParsedChunk, ParseError, register
-from parsers.schema import polars_schema
+from commscope.parsers.flight_recorder._load import is_pickle_head, load_dump
+from commscope.parsers.flight_recorder._mapping import EntryRows, map_entry, split_profiling_name
+from commscope.parsers.registry import LineCounts, ParsedChunk, ParseError, register
+from commscope.parsers.schema import polars_schema
 
 if TYPE_CHECKING:
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
 _FR_KEYS = (b"pg_config", b"pg_status", b"profiling_name", b"collective_seq_id")
 _NAME_HINTS = ("nccl_trace_rank_", "_dump_", "fr_trace", "flight_recorder")
@@ -168,7 +168,7 @@ def read_dump_file(path: Path, *, rank: int | None = None) -> DumpFile:
     Raises:
         ParseError: as :meth:`FlightRecorderParser.parse`.
     """
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
     raw = load_dump(Source(Path(path)))
     try:

@@ -1,6 +1,6 @@
 """The top level of a Flight Recorder dump, normalised: rank, groups, group status, entries.
 
-Shared by the parser (rows) and the hang triage (:mod:`parsers.flight_recorder.hang`), so
+Shared by the parser (rows) and the hang triage (:mod:`commscope.parsers.flight_recorder.hang`), so
 both read one dump the same way. Field facts: ``FORMATS_flight_recorder.md`` §1-§4.
 
 * ``pg_config``: ``{pg_name: {"name", "desc", "ranks": "[0, 1]"}}`` (2.x; ``ranks`` a string
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from parsers.flight_recorder._load import MAX_ENTRIES
-from parsers.flight_recorder._versions import DumpVersion, parse_version
+from commscope.parsers.flight_recorder._load import MAX_ENTRIES
+from commscope.parsers.flight_recorder._versions import DumpVersion, parse_version
 
 _I32_MAX = 2**31 - 1
 _NAME_RANK = re.compile(r"(\d{1,9})$")
@@ -183,7 +183,7 @@ def read_top(data: Any) -> Dump | None:
     """Normalise a decoded dump; None when it is not a Flight Recorder dump at all.
 
     Raises:
-        ValueError: more than :data:`~parsers.flight_recorder._load.MAX_ENTRIES` entries.
+        ValueError: more than :data:`~commscope.parsers.flight_recorder._load.MAX_ENTRIES` entries.
 
     A dump is a dict with ``entries`` or ``pg_config`` (``entries`` may be absent: the JSON
     form omits an empty list, and a dump taken without collectives has none).

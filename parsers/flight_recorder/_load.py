@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 
 import zstandard
 
-from parsers.registry import ParseError
+from commscope.parsers.registry import ParseError
 
 if TYPE_CHECKING:
-    from parsers._io import Source
+    from commscope.parsers._io import Source
 
 MAX_DUMP_BYTES = 256 * 1024 * 1024
 """Largest dump read (decompressed bytes). The default ring buffer (2000 entries) with stack

@@ -37,8 +37,8 @@ import reprlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from parsers._kineto_meta import norm_dtype
-from parsers.flight_recorder._dump import Dump, Group, as_int, clean_text, entry_group
+from commscope.parsers._kineto_meta import norm_dtype
+from commscope.parsers.flight_recorder._dump import Dump, Group, as_int, clean_text, entry_group
 
 OPS: dict[str, str] = {
     "broadcast": "broadcast",

@@ -6,10 +6,10 @@ many processes interleaved (job stdout, possibly behind launcher prefixes such a
 FORMATS_text_logs.md section 2.
 
 Layout (one concern per module; everything the repository imported from the single-file module
-is still importable from ``parsers.nccl_debug``): :mod:`~parsers.nccl_debug.lines` the line
-grammar (patterns, prefix split, host repair, value helpers); :mod:`~parsers.nccl_debug.communicators`
+is still importable from ``commscope.parsers.nccl_debug``): :mod:`~commscope.parsers.nccl_debug.lines` the line
+grammar (patterns, prefix split, host repair, value helpers); :mod:`~commscope.parsers.nccl_debug.communicators`
 pass 1 and the registry of communicator incarnations with its O(log n) index;
-:mod:`~parsers.nccl_debug.topology` topology lines to rows; :mod:`~parsers.nccl_debug.frames`
+:mod:`~commscope.parsers.nccl_debug.topology` topology lines to rows; :mod:`~commscope.parsers.nccl_debug.frames`
 pass 2, building the tables block by block; this module the registered parser. A bound
 (``MAX_*``) is read in the module that defines it: patch it there.
 
@@ -34,12 +34,12 @@ lifecycle and version lines and builds the registry of communicator *incarnation
 ``comm_ops``, ``topology`` (and ``rejects``) block by block; ``communicators`` come in a last
 chunk. A byte range without ``resume`` state only knows the Init lines inside the range.
 What a parse keeps grows with bounds, never with the file: lines longer than
-``parsers._io.MAX_LINE_BYTES`` are streamed past and rejected, at most
+``commscope.parsers._io.MAX_LINE_BYTES`` are streamed past and rejected, at most
 ``MAX_LIFECYCLE_EVENTS`` lifecycle lines and ``MAX_TOPOLOGY_ROWS`` topology rows are kept
 (later ones are rejected with the reason and a warning), and the host, process, tag and bare
 version tables are capped (``MAX_KNOWN_HOSTS``, ``MAX_PROCESSES``, ``MAX_BARE_VERSIONS``).
 
-Incremental parse (``resume``, see ``parsers.registry.is_resumable``): the end state holds
+Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``): the end state holds
 pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of the
 ``communicators`` and ``topology`` rows already emitted. A resumed parse of the appended lines
 rebuilds the registry from the stored plus the new events, so COLL rows of the new lines get
@@ -76,7 +76,7 @@ process is its rank in a communicator of W ranks (the world comm). Rules:
 
 ``rank_source`` (schema 1.6.0) says how each row's rank is known: ``logged`` (a world comm's
 Init line), ``option`` (the ``rank`` argument), or, in a file with **no** Init/Destroy line at
-all, one of the rules of :mod:`parsers._nccl_rank_infer` (``inferred_peers``: Send/Recv roots
+all, one of the rules of :mod:`commscope.parsers._nccl_rank_infer` (``inferred_peers``: Send/Recv roots
 on the N-rank world every process shows; ``inferred_device``: one host, devices 0..N-1), found
 by one extra pass over the COLL lines that only such a file costs; null when nothing names it.
 
@@ -176,10 +176,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from parsers._io import Source, iter_byte_blocks, iter_line_blocks
-from parsers._nccl_rank_infer import infer_ranks
-from parsers.nccl_debug import communicators, frames, lines, topology
-from parsers.nccl_debug.communicators import (
+from commscope.parsers._io import Source, iter_byte_blocks, iter_line_blocks
+from commscope.parsers._nccl_rank_infer import infer_ranks
+from commscope.parsers.nccl_debug import communicators, frames, lines, topology
+from commscope.parsers.nccl_debug.communicators import (
     MAX_BARE_VERSIONS,
     MAX_LIFECYCLE_EVENTS,
     MAX_PROCESSES,
@@ -190,8 +190,8 @@ from parsers.nccl_debug.communicators import (
     _IncIndex,
     _Registry,
 )
-from parsers.nccl_debug.frames import _coll_summary, _Pass2
-from parsers.nccl_debug.lines import (
+from commscope.parsers.nccl_debug.frames import _coll_summary, _Pass2
+from commscope.parsers.nccl_debug.lines import (
     _BARE_VERSION_RE,
     _COLLNET_RE,
     _CONN_RE,
@@ -210,8 +210,8 @@ from parsers.nccl_debug.lines import (
     _fix_host,
     _split_block,
 )
-from parsers.nccl_debug.topology import MAX_TOPOLOGY_ROWS, RING_ORDER_CAP, TOPOLOGY_FULL
-from parsers.registry import ParsedChunk, ParseError, register
+from commscope.parsers.nccl_debug.topology import MAX_TOPOLOGY_ROWS, RING_ORDER_CAP, TOPOLOGY_FULL
+from commscope.parsers.registry import ParsedChunk, ParseError, register
 
 
 @register
@@ -288,9 +288,9 @@ class NcclDebugParser:
         yield last
 
 
-# What the rest of the repository and the tests read from ``parsers.nccl_debug`` (the module was
+# What the rest of the repository and the tests read from ``commscope.parsers.nccl_debug`` (the module was
 # one file before issue 20/21). The bounds are read where they are defined: patch them on the
-# submodule (``parsers.nccl_debug.communicators.MAX_LIFECYCLE_EVENTS``...), not here.
+# submodule (``commscope.parsers.nccl_debug.communicators.MAX_LIFECYCLE_EVENTS``...), not here.
 __all__ = [
     "LINE_LIMIT",
     "MAX_BARE_VERSIONS",

@@ -2,7 +2,7 @@
 registry of communicator incarnations (windows, world size, global ranks, split parents,
 identities, versions) and the index that attributes a line to its incarnation in O(log n).
 
-See :mod:`parsers.nccl_debug` (Communicator incarnations and global ranks).
+See :mod:`commscope.parsers.nccl_debug` (Communicator incarnations and global ranks).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from parsers.nccl_debug.lines import (
+from commscope.parsers.nccl_debug.lines import (
     _BARE_VERSION_RE,
     _END_RE,
     _INIT_RE,

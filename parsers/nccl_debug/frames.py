@@ -2,7 +2,7 @@
 registry and TUNING pairs), ``rejects`` and line accounting, then ``communicators`` and
 ``topology`` rows not emitted before (resume fingerprints).
 
-See :mod:`parsers.nccl_debug` (comm_ops, communicators, line accounting).
+See :mod:`commscope.parsers.nccl_debug` (comm_ops, communicators, line accounting).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Any
 
 import polars as pl
 
-from parsers import _nccl_enums as enums
-from parsers._io import LongLine, Source, iter_line_blocks
-from parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
-from parsers._nccl_rank_infer import CollSummary
-from parsers.nccl_debug import communicators, topology
-from parsers.nccl_debug.communicators import REGISTRY_FULL, _init_fits, _Registry
-from parsers.nccl_debug.lines import (
+from commscope.parsers import _nccl_enums as enums
+from commscope.parsers._io import LongLine, Source, iter_line_blocks
+from commscope.parsers._nccl_coll_fields import coll_field_exprs, plain_coll_mask, plain_coll_rows
+from commscope.parsers._nccl_rank_infer import CollSummary
+from commscope.parsers.nccl_debug import communicators, topology
+from commscope.parsers.nccl_debug.communicators import REGISTRY_FULL, _init_fits, _Registry
+from commscope.parsers.nccl_debug.lines import (
     _BARE_RECORD,
     _COLL,
     _COLL_LIKE,
@@ -35,14 +35,14 @@ from parsers.nccl_debug.lines import (
     _split_block,
     _ts_ns_expr,
 )
-from parsers.nccl_debug.topology import (
+from commscope.parsers.nccl_debug.topology import (
     _TOPO_BATCH,
     TOPOLOGY_FULL,
     _parse_topology,
     _ring_order_rows,
     _Topo,
 )
-from parsers.registry import LineCounts, ParsedChunk
+from commscope.parsers.registry import LineCounts, ParsedChunk
 
 _MAX_RAW = 4096
 """Characters of a rejected line kept in ``rejects.raw``."""
@@ -59,7 +59,7 @@ the memory it keeps stays bounded whatever the file holds."""
 def _coll_summary(source: Source, reg: _Registry, resume: dict[str, Any] | None) -> CollSummary:
     """Per-process comm sizes, devices and Send/Recv roots of the COLL lines (one more pass).
 
-    Run only for a file without Init/Destroy lines (:mod:`parsers._nccl_rank_infer`); a resumed
+    Run only for a file without Init/Destroy lines (:mod:`commscope.parsers._nccl_rank_infer`); a resumed
     parse starts from the summary of the bytes before (its state), so the ranks it infers are
     those of the whole file.
     """
@@ -137,8 +137,8 @@ class _Pass2:
         """Rows, rejects and line accounting of one block of lines.
 
         Plain COLL lines (most of a log) are parsed from their tokens
-        (:mod:`parsers._nccl_coll_fields`); only the other lines go through the general path.
-        Lines over ``parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
+        (:mod:`commscope.parsers._nccl_coll_fields`); only the other lines go through the general path.
+        Lines over ``commscope.parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
         path takes; each is rejected here with its reason.
         """
         n_lines = len(lines)

@@ -2,7 +2,7 @@
 launcher-tag patterns), the split of a block of lines into prefix fields and message, host
 repair, and the small value helpers every part of the parser shares.
 
-See :mod:`parsers.nccl_debug` for the format and the rules.
+See :mod:`commscope.parsers.nccl_debug` for the format and the rules.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """NCCL debug topology lines: ring, tree, NVLS, p2p and CollNet lines -> ``topology`` rows
 (rare lines: per-line Python). Attribution to an incarnation is the registry's
-(:meth:`parsers.nccl_debug.communicators._Registry.attribute`).
+(:meth:`commscope.parsers.nccl_debug.communicators._Registry.attribute`).
 
-See :mod:`parsers.nccl_debug` (topology).
+See :mod:`commscope.parsers.nccl_debug` (topology).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from parsers.nccl_debug.lines import (
+from commscope.parsers.nccl_debug.lines import (
     _COLLNET_RE,
     _CONN_RE,
     _NVLS_HEAD_RE,

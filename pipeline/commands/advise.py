@@ -16,12 +16,12 @@ import textwrap
 from dataclasses import replace
 from typing import Any
 
-from pipeline.commands.predict import add_run_arguments, run_config_from_args
-from pipeline.store import StoreError
-from reports.model.advise import DEFAULT_MAPPINGS, Advice, advise
-from reports.model.config import RunConfig
-from reports.model.efficiency import default_mu_curve
-from reports.model.traffic import MODES
+from commscope.model.advise import DEFAULT_MAPPINGS, Advice, advise
+from commscope.model.config import RunConfig
+from commscope.model.efficiency import default_mu_curve
+from commscope.model.traffic import MODES
+from commscope.pipeline.commands.predict import add_run_arguments, run_config_from_args
+from commscope.pipeline.store import StoreError
 
 GIB = 2**30
 
@@ -188,8 +188,8 @@ def simulate_top(
     was made with) with its own compute and link models; layouts it does not simulate are
     left out.
     """
-    from pipeline.synthetic.check_layouts import layout_run, simulated_t_iter
-    from pipeline.synthetic.program import UnsupportedConfig
+    from commscope.synthetic.check_layouts import layout_run, simulated_t_iter
+    from commscope.synthetic.program import UnsupportedConfig
 
     out: dict[str, float] = {}
     chosen = list(advice.candidates[:k])
@@ -230,13 +230,13 @@ def run(args: argparse.Namespace) -> int:
     store = None
     try:
         if args.run:
-            from pipeline.calibration import calibrate_from_store
-            from pipeline.store import Store
+            from commscope.pipeline.calibration import calibrate_from_store
+            from commscope.pipeline.store import Store
 
             store = Store.open(args.store, create=False)
             calibration = calibrate_from_store(store, args.run, args.mode, _names(args.mu_runs))
             base: RunConfig = calibration.run
-            from pipeline.calibration import stored_run_config
+            from commscope.pipeline.calibration import stored_run_config
 
             sim_config = stored_run_config(store, args.run)
             if args.config or any(
@@ -285,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
     if simulated:
         payload["simulated_t_iter"] = simulated
     if calibration is not None and store is not None:
-        from pipeline.calibration import save_advice
+        from commscope.pipeline.calibration import save_advice
 
         payload["calibration"] = calibration.as_dict()
         payload["run_id"] = args.run

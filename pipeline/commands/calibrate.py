@@ -12,8 +12,8 @@ import json
 import sys
 import textwrap
 
-from pipeline.store import Store, StoreError
-from reports.model.traffic import MODES
+from commscope.model.traffic import MODES
+from commscope.pipeline.store import Store, StoreError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         0 on success, 2 on a store or configuration error.
     """
-    from pipeline.calibration import calibrate_from_store
+    from commscope.pipeline.calibration import calibrate_from_store
 
     try:
         store = Store.open(args.store, create=False)

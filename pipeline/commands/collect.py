@@ -1,6 +1,6 @@
 """``commscope collect -- CMD ...``: run a training launch with analysable logging.
 
-A thin shell over :func:`pipeline.collect.collect` (see its module docstring for every variable
+A thin shell over :func:`commscope.pipeline.collect.collect` (see its module docstring for every variable
 it sets and what the manifest holds).
 """
 
@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline.collect import collect
-from pipeline.store import StoreError
+from commscope.pipeline.collect import collect
+from commscope.pipeline.store import StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,7 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the command; return its exit code (2 for a usage error)."""
-    from pipeline.run_config import read_config_file
+    from commscope.pipeline.run_config import read_config_file
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":

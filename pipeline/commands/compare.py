@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.sql_modules import SqlModuleError
-from pipeline.store import Store, StoreError
+from commscope.pipeline.sql_modules import SqlModuleError
+from commscope.pipeline.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,8 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the comparison and print its path."""
-    from pipeline.derive import ensure_derived
-    from reports.html import compare_runs
+    from commscope.pipeline.derive import ensure_derived
+    from commscope.reports.html import compare_runs
 
     try:
         store = Store.open(args.store, create=False)

@@ -16,17 +16,17 @@ import sys
 import time
 from pathlib import Path
 
-from pipeline.commands._format import table
-from pipeline.commands.serve import (
+from commscope.pipeline.commands._format import table
+from commscope.pipeline.commands.serve import (
     add_flow_options,
     check_flow_options,
     flow_parameters,
     prepare_prefect_env,
     render_summary,
 )
-from pipeline.commands.summary import render
-from pipeline.store import Store, StoreError
-from pipeline.summary import summarize
+from commscope.pipeline.commands.summary import render
+from commscope.pipeline.store import Store, StoreError
+from commscope.pipeline.summary import summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 REPO_SAMPLES = ROOT / "sample_traces"
@@ -66,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def generate_synthetic(dest_root: Path, formats: str) -> Path:
     """Write the demo's synthetic run folder (kept if an identical one is there)."""
-    from pipeline.run_config import load_generate_config
-    from pipeline.synthetic import generate, with_overrides
+    from commscope.pipeline.run_config import load_generate_config
+    from commscope.synthetic import generate, with_overrides
 
     out = dest_root / SYNTHETIC_RUN
     wanted = tuple(f.strip() for f in formats.split(",") if f.strip())
@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     if args.no_flows:
         return _run_plain(store, roots)
     prepare_prefect_env(store.root)
-    from pipeline.flows import process_cluster_logs
+    from commscope.pipeline.flows import process_cluster_logs
 
     summary = process_cluster_logs(**flow_parameters(args, roots))
     print(render_summary(summary) + "\n")
@@ -137,9 +137,9 @@ def _print_summaries(store: Store, runs: list[str]) -> None:
 
 def _run_plain(store: Store, roots: list[Path]) -> int:
     """The demo without Prefect: ingest each run folder, derive, summarise (no reports)."""
-    from pipeline.commands.ingest import render_results
-    from pipeline.derive import derive_run
-    from pipeline.ingest import ingest_paths
+    from commscope.pipeline.commands.ingest import render_results
+    from commscope.pipeline.derive import derive_run
+    from commscope.pipeline.ingest import ingest_paths
 
     ok = True
     runs = [d for r in roots for d in sorted(r.iterdir()) if d.is_dir() and d.name[0] != "."]

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import run_config as rc
-from pipeline.commands._format import table
-from pipeline.derive import DeriveResult, derive_run
-from pipeline.sql_modules import SqlModuleError
-from pipeline.store import Store, StoreError
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.commands._format import table
+from commscope.pipeline.derive import DeriveResult, derive_run
+from commscope.pipeline.sql_modules import SqlModuleError
+from commscope.pipeline.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _warn_without_model(store: Store, run_id: str) -> None:
     """A config without ``[model]``/``[parallel]`` gives no predictions: say so, never silently.
 
-    (A config the model cannot evaluate is logged by :func:`pipeline.derive.predictions`.)
+    (A config the model cannot evaluate is logged by :func:`commscope.pipeline.derive.predictions`.)
     """
     stored = rc.load(store, run_id)
     if stored is None:

@@ -2,7 +2,7 @@
 
 Why: real multi-rank logs are scarce; a generated run with known answers tests every derived
 metric, benchmarks ingest at scale and demos without a cluster. The command is a thin shell
-over :func:`pipeline.synthetic.generate`: the config file gives the model, layout, platform and
+over :func:`commscope.synthetic.generate`: the config file gives the model, layout, platform and
 mapping (the model's TOML layout) plus optional ``[generate]``/``[scenario]`` sections; flags
 override them.
 """
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pipeline.commands._format import table
-from pipeline.run_config import load_generate_config
-from pipeline.synthetic import FORMATS, generate, with_overrides
-from pipeline.synthetic.manifest import suggested_run_id
-from pipeline.synthetic.program import UnsupportedConfig
-from reports.model.config import RunConfig, normalize_order
+from commscope.model.config import RunConfig, normalize_order
+from commscope.pipeline.commands._format import table
+from commscope.pipeline.run_config import load_generate_config
+from commscope.synthetic import FORMATS, generate, with_overrides
+from commscope.synthetic.manifest import suggested_run_id
+from commscope.synthetic.program import UnsupportedConfig
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -176,10 +176,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _ingest(args: argparse.Namespace, out: Path, run_id: str) -> int:
-    from pipeline import run_config as rc
-    from pipeline.commands.ingest import print_config_note, render_results
-    from pipeline.ingest import ingest_paths
-    from pipeline.store import Store, StoreError
+    from commscope.pipeline import run_config as rc
+    from commscope.pipeline.commands.ingest import print_config_note, render_results
+    from commscope.pipeline.ingest import ingest_paths
+    from commscope.pipeline.store import Store, StoreError
 
     try:
         store = Store.open(args.store)

@@ -9,8 +9,8 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.hang import HangReport, format_report, triage_files
-from pipeline.store import Store, StoreError
+from commscope.pipeline.hang import HangReport, format_report, triage_files
+from commscope.pipeline.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -60,8 +60,8 @@ def run(args: argparse.Namespace) -> int:
     """Triage and print."""
     if args.dumps:
         paths = _dump_paths(args.dumps)
-        from parsers._io import Source
-        from parsers.registry import load_all
+        from commscope.parsers._io import Source
+        from commscope.parsers.registry import load_all
 
         fr = load_all()["flight_recorder"]
         paths = [p for p in paths if fr.sniff(Source(p).head(), p) > 0]

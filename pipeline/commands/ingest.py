@@ -9,10 +9,16 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline import run_config as rc
-from pipeline.commands._format import sanitize, table
-from pipeline.ingest import FileResult, discover, ingest_paths, ingest_totals, stderr_progress
-from pipeline.store import Store, StoreError
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.commands._format import sanitize, table
+from commscope.pipeline.ingest import (
+    FileResult,
+    discover,
+    ingest_paths,
+    ingest_totals,
+    stderr_progress,
+)
+from commscope.pipeline.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

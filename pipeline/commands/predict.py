@@ -14,10 +14,10 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from pipeline.run_config import read_config_file
-from reports.model.config import RunConfig, config_from_dict, config_to_dict
-from reports.model.predict import predict_run
-from reports.model.traffic import MODES
+from commscope.model.config import RunConfig, config_from_dict, config_to_dict
+from commscope.model.predict import predict_run
+from commscope.model.traffic import MODES
+from commscope.pipeline.run_config import read_config_file
 
 MIB = 2**20
 
@@ -143,7 +143,7 @@ def run_config_from_args(args: argparse.Namespace) -> RunConfig:
         OSError: the config file cannot be read.
     """
     if args.config:
-        # Validated like every config (pipeline.config_schema): one line naming file and key.
+        # Validated like every config (commscope.pipeline.config_schema): one line naming file and key.
         data: dict[str, Any] = config_to_dict(config_from_dict(read_config_file(Path(args.config))))
     else:
         missing = [k for k in _REQUIRED_WITHOUT_CONFIG if getattr(args, k, None) is None]
@@ -213,7 +213,7 @@ def _fmt_num(value: float, digits: int = 2) -> str:
 
 
 def format_prediction(result: dict[str, Any]) -> str:
-    """Human-readable report of :func:`reports.model.predict.predict_run` output.
+    """Human-readable report of :func:`commscope.model.predict.predict_run` output.
 
     Args:
         result: the prediction.

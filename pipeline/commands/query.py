@@ -44,8 +44,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.commands._format import sanitize, table
-from pipeline.store import Store, StoreError
+from commscope.pipeline.commands._format import sanitize, table
+from commscope.pipeline.store import Store, StoreError
 
 READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
 """Statement types a read-only query may run (DESCRIBE, SHOW, SUMMARIZE parse as SELECT)."""
@@ -141,7 +141,7 @@ def confine(con: duckdb.DuckDBPyConnection, store: Store, *, limited: bool = Fal
     catalog and (in stores made by older versions) Prefect's home, none of which a query
     needs to read.
     """
-    from pipeline.duckdb_session import limit_memory
+    from commscope.pipeline.duckdb_session import limit_memory
 
     if not limited:  # a Store.connect_computed session is limited and confined already
         limit_memory(con)
@@ -158,7 +158,7 @@ _STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.DOTALL)
 def intermediates_named(sql: str) -> set[str]:
     """The intermediate views (``sql/intermediate``) whose names appear as words in ``sql``
     outside string literals and comments (a name in a quoted identifier counts too)."""
-    from pipeline.sql_modules import discover
+    from commscope.pipeline.sql_modules import discover
 
     words = set(re.findall(r"\w+", _STRING_OR_COMMENT.sub(" ", sql).lower()))
     return {m.name for m in discover() if m.layer == "intermediate" and m.name.lower() in words}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.sql_modules import SqlModuleError
-from pipeline.store import Store, StoreError
+from commscope.pipeline.sql_modules import SqlModuleError
+from commscope.pipeline.store import Store, StoreError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,8 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the report and print its path."""
-    from pipeline.derive import ensure_derived
-    from reports.html import build_report, check_out_path
+    from commscope.pipeline.derive import ensure_derived
+    from commscope.reports.html import build_report, check_out_path
 
     out = args.out or Path(f"{args.run_id}.html")
     try:

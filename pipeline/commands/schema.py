@@ -22,8 +22,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the schema docs."""
-    from parsers.schema import TABLES, describe
-    from pipeline.sql_modules import describe_modules
+    from commscope.parsers.schema import TABLES, describe
+    from commscope.pipeline.sql_modules import describe_modules
 
     name = args.table
     if name is None:
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     except KeyError:
         pass
-    from pipeline.model_inputs import INPUT_COLUMNS
+    from commscope.pipeline.model_inputs import INPUT_COLUMNS
 
     if name in INPUT_COLUMNS:
         print(f"{name}  (model input: written by derive per run from its config)")

@@ -33,7 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.commands._format import table
+from commscope.pipeline.commands._format import table
 
 DEFAULT_REPORTS = Path("commscope_reports")
 _EVERY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d)?\s*$")
@@ -73,7 +73,7 @@ def prefect_home(store: Path) -> Path:
 def prepare_prefect_env(store: Path) -> None:
     """Point Prefect at a private home outside the store unless the user configured one.
 
-    Must run before ``pipeline.flows`` (and so Prefect) is imported. ``PREFECT_HOME`` or
+    Must run before ``commscope.pipeline.flows`` (and so Prefect) is imported. ``PREFECT_HOME`` or
     ``PREFECT_API_URL`` set by the user are honoured. Also turns Prefect's anonymous usage
     analytics off (nothing leaves the machine) and gives the embedded server time to start on
     a loaded machine.
@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     prepare_prefect_env(args.store)
     params = flow_parameters(args, [args.watch])
     if args.once:
-        from pipeline.flows import process_cluster_logs
+        from commscope.pipeline.flows import process_cluster_logs
 
         summary = process_cluster_logs(**params)
         print(json.dumps(summary, indent=2) if args.json else render_summary(summary), flush=True)
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace, params: dict[str, Any], schedule: dict[str, Any]) -> int:
     """Run the flow once now, then serve it on ``schedule`` until interrupted."""
-    from pipeline.flows import process_cluster_logs
+    from commscope.pipeline.flows import process_cluster_logs
 
     summary = process_cluster_logs(**params)
     print(json.dumps(summary, indent=2) if args.json else render_summary(summary), flush=True)

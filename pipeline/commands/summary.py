@@ -7,15 +7,15 @@ import json
 import sys
 from typing import Any
 
-from pipeline.commands._format import table
-from pipeline.store import Store, StoreError
-from pipeline.summary import (
+from commscope.pipeline.commands._format import table
+from commscope.pipeline.store import Store, StoreError
+from commscope.pipeline.summary import (
     LOGICAL_CALLS_NOTE,
     PER_SOURCE_NOTE,
     RunSummary,
     summarize,
 )
-from reports.data import stored_headline
+from commscope.reports.data import stored_headline
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def as_json(store: Store, s: RunSummary) -> dict[str, Any]:
-    """One run's summary as JSON; ``headline`` is :func:`reports.data.stored_headline`."""
+    """One run's summary as JSON; ``headline`` is :func:`commscope.reports.data.stored_headline`."""
     return {
         "run_id": s.run_id,
         "files": s.files.to_dicts(),

@@ -30,8 +30,8 @@ import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-import parsers._io as pio
-from pipeline.ingest import (
+import commscope.parsers._io as pio
+from commscope.pipeline.ingest import (
     STATUS_ERROR,
     STATUS_OK,
     STATUS_SKIPPED,
@@ -40,7 +40,7 @@ from pipeline.ingest import (
     ingest_file,
     ingest_paths,
 )
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 
 RUN = "corpus"
 TIME_LIMIT_S = 60
@@ -486,7 +486,7 @@ def _mutate_during_parse(
     monkeypatch: pytest.MonkeyPatch, path: Path, action: Callable[[Path], None]
 ) -> None:
     """Run ``action`` on ``path`` once, right after ingest has hashed the file."""
-    import pipeline.ingest as ing
+    import commscope.pipeline.ingest as ing
 
     original = ing._scan  # the one pass that hashes the content before it is parsed
     done = threading.Event()

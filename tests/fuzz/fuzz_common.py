@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 
-from parsers._io import Source
-from parsers.registry import LineCounts, ParseError, Parser, load_all
-from parsers.schema import TABLES, conform
-from pipeline.ingest import _fill_provenance
+from commscope.parsers._io import Source
+from commscope.parsers.registry import LineCounts, ParseError, Parser, load_all
+from commscope.parsers.schema import TABLES, conform
+from commscope.pipeline.ingest import _fill_provenance
 
 SCALE = int(os.environ.get("COMMSCOPE_FUZZ_EXAMPLES", "1") or "1")
 

@@ -28,16 +28,16 @@ from fuzz_common import fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline import run_config as rc
-from pipeline.config_schema import (
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.config_schema import (
     GENERATOR_SCHEMA,
     SCHEMA,
     ConfigError,
     load_config_bytes,
     validate,
 )
-from pipeline.derive import run_config_frame
-from pipeline.store import Store
+from commscope.pipeline.derive import run_config_frame
+from commscope.pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((ROOT / "configs").glob("*.toml"))

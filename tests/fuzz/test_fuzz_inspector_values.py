@@ -20,7 +20,7 @@ from fuzz_common import MORE, Scratch, fuzz_settings, parser_named, run_parser
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers._io import Source
+from commscope.parsers._io import Source
 
 EXAMPLES = 1000
 

@@ -2,7 +2,7 @@
 
 Decodes a pickle of plain values by walking its opcodes with ``pickletools.genops`` and a
 small stack machine; never calls ``pickle.load`` and shares no code with
-``parsers.flight_recorder``. An opcode that is not a plain value (GLOBAL, REDUCE, ...) is an
+``commscope.parsers.flight_recorder``. An opcode that is not a plain value (GLOBAL, REDUCE, ...) is an
 AssertionError.
 """
 

@@ -32,9 +32,9 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 from tests.oracle.kineto_reference import Reference, read
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,12 +17,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from parsers._io import Source
-from parsers._kineto_events import MAX_EVENT_BYTES
-from parsers._kineto_meta import MAX_HEADER_VALUE, ValueScanner
-from parsers.registry import LineCounts, load_all
-from parsers.schema import conform
-from pipeline.ingest import _fill_provenance
+from commscope.parsers._io import Source
+from commscope.parsers._kineto_events import MAX_EVENT_BYTES
+from commscope.parsers._kineto_meta import MAX_HEADER_VALUE, ValueScanner
+from commscope.parsers.registry import LineCounts, load_all
+from commscope.parsers.schema import conform
+from commscope.pipeline.ingest import _fill_provenance
 
 BAD = '"__BAD__"'
 """Placeholder put where the bad token goes (the JSON writer cannot write some of them)."""
@@ -303,7 +303,7 @@ def test_kineto_every_event_kept_around_a_bad_number(
     Whatever the piece size (64 bytes: every event a piece of its own), 39 kernels are kept,
     the one with the bad ts is the only reject, and the count is exact.
     """
-    import parsers._kineto_events as events_mod
+    import commscope.parsers._kineto_events as events_mod
 
     if piece is not None:
         monkeypatch.setattr(events_mod, "PIECE_BYTES", piece)
@@ -540,8 +540,8 @@ def test_deepspeed_long_line_after_summary_header_is_linear(
     path = tmp_path / "ds.log"
     path.write_text("\n".join([header, name, row]) + "\n")
     code = (
-        "import sys; from pathlib import Path; from parsers._io import Source; "
-        "from parsers.registry import load_all; "
+        "import sys; from pathlib import Path; from commscope.parsers._io import Source; "
+        "from commscope.parsers.registry import load_all; "
         "p = load_all()['deepspeed_comms']; "
         "n = sum(c.counts.total for c in p.parse(Source(Path(sys.argv[1])), run_id='t')); "
         "print(n)"
@@ -567,7 +567,7 @@ def _ingest(tmp_path: Path, *paths: Path, fmt: str | None = None) -> Any:
     import sys
 
     root = Path(__file__).resolve().parents[2]
-    args = [sys.executable, "-m", "pipeline", "ingest", *map(str, paths), "--run", "r"]
+    args = [sys.executable, "-m", "commscope", "ingest", *map(str, paths), "--run", "r"]
     args += ["--store", str(tmp_path / "store")]
     if fmt:
         args += ["--format", fmt]
@@ -689,7 +689,7 @@ def test_kineto_overlong_name_rejects_that_event(tmp_path: Path) -> None:
     """SYNTHETIC: a 100,000-character kernel name (under the event limit) makes that event a
     reject with the reason; a 5,000-character collective name in args is no collective name.
     Stored strings stay bounded per value, so row buffers and name caches do too."""
-    from parsers.kineto import MAX_NAME_CHARS
+    from commscope.parsers.kineto import MAX_NAME_CHARS
 
     events = [_kernel(i) for i in range(4)]
     events[1]["name"] = "k" * 100_000

@@ -27,15 +27,15 @@ import polars as pl
 import pytest
 import zstandard
 
-from parsers import _io
-from parsers import nccl_debug as nd
-from parsers._io import LongLine, Source, iter_byte_blocks, iter_line_blocks
-from parsers.deepspeed_comms import DeepSpeedCommsParser
-from parsers.nccl_debug import NcclDebugParser
-from parsers.nccl_debug import communicators as nd_comms
-from parsers.nccl_debug import lines as nd_lines
-from parsers.nccl_debug import topology as nd_topo
-from parsers.registry import LineCounts, ParsedChunk
+from commscope.parsers import _io
+from commscope.parsers import nccl_debug as nd
+from commscope.parsers._io import LongLine, Source, iter_byte_blocks, iter_line_blocks
+from commscope.parsers.deepspeed_comms import DeepSpeedCommsParser
+from commscope.parsers.nccl_debug import NcclDebugParser
+from commscope.parsers.nccl_debug import communicators as nd_comms
+from commscope.parsers.nccl_debug import lines as nd_lines
+from commscope.parsers.nccl_debug import topology as nd_topo
+from commscope.parsers.registry import LineCounts, ParsedChunk
 
 ROOT = Path(__file__).resolve().parents[2]
 NCCL_SAMPLE = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
@@ -47,8 +47,8 @@ _CHILD = textwrap.dedent(
     """
     import json, resource, sys
     from pathlib import Path
-    from parsers._io import Source
-    from parsers.registry import LineCounts, ParseError, load_all
+    from commscope.parsers._io import Source
+    from commscope.parsers.registry import LineCounts, ParseError, load_all
 
     def peak_mb():
         # VmHWM is this process's own peak: ru_maxrss survives exec, so a child of a large
@@ -543,7 +543,7 @@ def test_sniff_of_adversarial_head_is_linear(tmp_path: Path) -> None:
     """``sniff`` reads a 64 KiB head: one long host-like line used to cost about a minute."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     code = (
-        "from pathlib import Path; from parsers.nccl_debug import NcclDebugParser; "
+        "from pathlib import Path; from commscope.parsers.nccl_debug import NcclDebugParser; "
         "print(NcclDebugParser().sniff(b'NCCL ' + b'x' * 65531, Path('a.log')))"
     )
     out = subprocess.run(

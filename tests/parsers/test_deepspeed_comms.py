@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from parsers import deepspeed_comms as dsc
-from parsers._ds_sizes import size_to_bytes
-from parsers._io import Source
-from parsers.registry import LineCounts, ParseError, load_all
-from parsers.schema import conform
+from commscope.parsers import deepspeed_comms as dsc
+from commscope.parsers._ds_sizes import size_to_bytes
+from commscope.parsers._io import Source
+from commscope.parsers.registry import LineCounts, ParseError, load_all
+from commscope.parsers.schema import conform
 
 load_all()
 PARSER = dsc.DeepSpeedCommsParser()
@@ -335,7 +335,7 @@ def test_recorded_rank0_calls_enclose_kineto_ranges(sample_traces: Path) -> None
     2-4). DeepSpeed's timer starts before the call and stops after it (and a sync), so every
     parsed DeepSpeed call of the same op and size, nearest by end, encloses its Kineto range
     within the millisecond ``asctime`` cut."""
-    from parsers import kineto
+    from commscope.parsers import kineto
 
     run_dir = sample_traces / "ds_pipe_pp2_dp2_cpu"
     ds_log, trace = (

@@ -18,11 +18,17 @@ from typing import Any
 import polars as pl
 import pytest
 
-from parsers._io import Source
-from parsers.registry import LineCounts, ParseError, load_all, sniff
-from parsers.schema import conform
-from pipeline.ingest import STATUS_ERROR, STATUS_OK, STATUS_UNKNOWN, _fill_provenance, ingest_paths
-from pipeline.store import Store
+from commscope.parsers._io import Source
+from commscope.parsers.registry import LineCounts, ParseError, load_all, sniff
+from commscope.parsers.schema import conform
+from commscope.pipeline.ingest import (
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNKNOWN,
+    _fill_provenance,
+    ingest_paths,
+)
+from commscope.pipeline.store import Store
 from tests.oracle.fr_pickle_reference import oracle_load
 
 SCENARIOS = {"nvrx_lock_gil_1st": 142, "nvrx_gpu_error_1st": 289}
@@ -624,7 +630,7 @@ def test_deep_nesting_and_too_many_entries(tmp_path: Path, monkeypatch: pytest.M
     got = Parsed(path)
     assert got.counts == LineCounts(total=2, parsed=1, ignored=0, rejected=1)
     assert len(got.get("rejects")["raw"][0]) < 400
-    monkeypatch.setattr("parsers.flight_recorder._dump.MAX_ENTRIES", 1)
+    monkeypatch.setattr("commscope.parsers.flight_recorder._dump.MAX_ENTRIES", 1)
     with pytest.raises(ParseError, match="more than 1: not read"):
         Parsed(path)
 

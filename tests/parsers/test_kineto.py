@@ -18,12 +18,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-import parsers.kineto as kineto_mod
-from parsers._io import Source
-from parsers._kineto_meta import decode_trailer, rank_from_path
-from parsers.kineto import KinetoParser
-from parsers.registry import LineCounts, ParseError
-from parsers.schema import conform, empty_frame
+import commscope.parsers.kineto as kineto_mod
+from commscope.parsers._io import Source
+from commscope.parsers._kineto_meta import decode_trailer, rank_from_path
+from commscope.parsers.kineto import KinetoParser
+from commscope.parsers.registry import LineCounts, ParseError
+from commscope.parsers.schema import conform, empty_frame
 
 SAMPLES = [
     "deepseek_profile-data__train.json",
@@ -702,7 +702,7 @@ def test_sniff(shared_samples: Path, tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------
-# the chunked msgspec decoder (parsers._kineto_events): layout must not change the output
+# the chunked msgspec decoder (commscope.parsers._kineto_events): layout must not change the output
 
 
 def _chunker_doc() -> dict[str, Any]:
@@ -763,7 +763,7 @@ def test_chunker_layouts_give_the_same_frames(
     """Compact, pretty-printed (one key per line, as Kineto writes), CRLF and gzip copies of a
     trace with ``}, {`` and ``]`` inside strings give the same chunks, whatever the piece size
     (64 bytes: a piece boundary at nearly every event)."""
-    import parsers._kineto_events as events_mod
+    import commscope.parsers._kineto_events as events_mod
 
     monkeypatch.setattr(kineto_mod, "FLUSH_EVENTS", 9)
     if piece is not None:
@@ -807,7 +807,7 @@ def test_chunker_keeps_the_ijson_limits_and_truncation(
     """What yajl (ijson) stops at, an integer past int64 in an arg no one reads or a float
     overflowing to inf, costs that value only (issue 23: it used to cost the rest of the
     trace); and a cut pretty-printed file keeps every complete event before the cut."""
-    import parsers._kineto_events as events_mod
+    import commscope.parsers._kineto_events as events_mod
 
     if piece is not None:
         monkeypatch.setattr(events_mod, "PIECE_BYTES", piece)

@@ -15,7 +15,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-import parsers.kineto as kineto_mod
+import commscope.parsers.kineto as kineto_mod
 from tests.parsers.test_kineto import Parsed, cat, is_x, load, us_to_ns, write_trace
 
 RUNTIME_CATS = {"cuda_runtime", "cuda_driver", "runtime"}

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers._io import Source
-from parsers._nccl_coll_fields import plain_coll_mask
-from parsers.nccl_debug import NcclDebugParser
+from commscope.parsers._io import Source
+from commscope.parsers._nccl_coll_fields import plain_coll_mask
+from commscope.parsers.nccl_debug import NcclDebugParser
 
 SAMPLES = (
     "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt",

@@ -16,11 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers import _nccl_enums as enums
-from parsers._io import Source
-from parsers.nccl_debug import NcclDebugParser
-from parsers.registry import LineCounts, ParseError
-from parsers.schema import conform
+from commscope.parsers import _nccl_enums as enums
+from commscope.parsers._io import Source
+from commscope.parsers.nccl_debug import NcclDebugParser
+from commscope.parsers.registry import LineCounts, ParseError
+from commscope.parsers.schema import conform
 
 PARSER = NcclDebugParser()
 SAMPLE_DIR = "nccl_debug"
@@ -778,9 +778,9 @@ COMMID_T = re.compile(r" comm (0x[0-9a-f]+) .* commId (0x[0-9a-f]+) - Init COMPL
 @pytest.mark.parametrize("version", ["2.21.5", "2.24.3"])
 def test_generated_split_children_color_key_parent(tmp_path: Path, version: str) -> None:
     """synthetic (commscope generate): every split child gets color, key and its parent's commId."""
-    from pipeline.synthetic import GenerateOptions, generate
-    from pipeline.synthetic.presets import tiny_config
-    from reports.model.config import config_from_dict
+    from commscope.model.config import config_from_dict
+    from commscope.synthetic import GenerateOptions, generate
+    from commscope.synthetic.presets import tiny_config
 
     opts = GenerateOptions(iterations=1, seed=3, formats=("nccl",), nccl_version=version)
     generate(config_from_dict(tiny_config(pp=2, tp=2, dp=2, m=2)), opts, tmp_path / "gen")

@@ -24,10 +24,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from parsers import nccl_debug as nd
-from parsers._io import Source
-from parsers.nccl_debug import NcclDebugParser
-from parsers.registry import LineCounts
+from commscope.parsers import nccl_debug as nd
+from commscope.parsers._io import Source
+from commscope.parsers.nccl_debug import NcclDebugParser
+from commscope.parsers.registry import LineCounts
 
 # --------------------------------------------------------------------------------------------
 # differential: index vs full scan
@@ -334,7 +334,7 @@ def _tables_of(path: Path) -> dict[str, pl.DataFrame]:
 def test_topology_shortcut_changes_no_row(tmp_path: Path, shared_samples: Path) -> None:
     """A real log repeated (its communicators re-created on the same pointers, the same topology
     lines again) gives the same tables with the shortcut as with it restarting at every entry."""
-    from parsers.nccl_debug import frames
+    from commscope.parsers.nccl_debug import frames
 
     src = shared_samples / "nccl_debug" / "nccltests_2.27.7_1proc_2gpu_allreduce.log"
     if not src.exists():

@@ -18,11 +18,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from parsers._io import Source
-from parsers.nccl_inspector import NcclInspectorParser
-from parsers.registry import REGISTRY, LineCounts, ParseError, load_all, sniff
-from parsers.schema import conform
-from pipeline.ingest import _fill_provenance
+from commscope.parsers._io import Source
+from commscope.parsers.nccl_inspector import NcclInspectorParser
+from commscope.parsers.registry import REGISTRY, LineCounts, ParseError, load_all, sniff
+from commscope.parsers.schema import conform
+from commscope.pipeline.ingest import _fill_provenance
 
 PARSER = NcclInspectorParser()
 SAMPLE = "nccl_inspector/sugarlxn_inspector_v4.0_4rank_allreduce_tuner"
@@ -179,9 +179,9 @@ def test_sample_every_call_exact(sample_files: list[Path]) -> None:
 @pytest.mark.slow
 def test_sample_ingest_derive_effective_bandwidth(sample_files: list[Path], tmp_path: Path) -> None:
     """Ingest the folder (sniffed), derive: effective_bandwidth's busbw is the file's."""
-    from pipeline.derive import derive_run
-    from pipeline.ingest import ingest_paths
-    from pipeline.store import Store
+    from commscope.pipeline.derive import derive_run
+    from commscope.pipeline.ingest import ingest_paths
+    from commscope.pipeline.store import Store
 
     store = Store.open(tmp_path / "store")
     results = ingest_paths(store, [sample_files[0].parent], run_id="insp")
@@ -467,7 +467,7 @@ def test_bad_value_costs_that_value(tmp_path: Path, key: str, token: str, column
 
 
 def test_overlong_line_is_rejected(tmp_path: Path) -> None:
-    from parsers._io import MAX_LINE_BYTES
+    from commscope.parsers._io import MAX_LINE_BYTES
 
     big = GOOD[:-2] + ',"pad":"' + "x" * (MAX_LINE_BYTES + 10) + '"}}'
     p = Parsed(write(tmp_path, [GOOD, big, GOOD]))
@@ -508,7 +508,7 @@ def test_sniff_leaves_other_json_alone(tmp_path: Path) -> None:
 
 
 def _both(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Parsed, Parsed]:
-    import parsers.nccl_inspector as mod
+    import commscope.parsers.nccl_inspector as mod
 
     fast = Parsed(path, rank=7)
     monkeypatch.setattr(mod, "FAST_PATH", False)
@@ -530,7 +530,7 @@ def _same(fast: Parsed, slow: Parsed) -> None:
 def test_fast_path_takes_every_sample_line(
     sample_files: list[Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import parsers.nccl_inspector as mod
+    import commscope.parsers.nccl_inspector as mod
 
     for f in sample_files:
         fast, slow = _both(f, monkeypatch)
@@ -578,9 +578,9 @@ def test_growing_dump_ingested_in_steps(tmp_path: Path, sample_files: list[Path]
     each communicator is listed once."""
     from polars.testing import assert_frame_equal
 
-    from parsers.schema import DATA_TABLES
-    from pipeline.ingest import ingest_file
-    from pipeline.store import Store
+    from commscope.parsers.schema import DATA_TABLES
+    from commscope.pipeline.ingest import ingest_file
+    from commscope.pipeline.store import Store
 
     real = sample_files[0].read_bytes().split(b"\n")[:60]
     meta = metadata(host="stone", pid=2029565)

@@ -1,4 +1,4 @@
-"""Tests for the shared GPU kernel-name classifier (parsers._nccl_kernels)."""
+"""Tests for the shared GPU kernel-name classifier (commscope.parsers._nccl_kernels)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from parsers._nccl_kernels import (
+from commscope.parsers._nccl_kernels import (
     CATEGORIES,
     classify_kernel,
     classify_kernels,

@@ -13,9 +13,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers._io import Source
-from parsers.nccl_debug import NcclDebugParser
-from parsers.schema import conform
+from commscope.parsers._io import Source
+from commscope.parsers.nccl_debug import NcclDebugParser
+from commscope.parsers.schema import conform
 
 PARSER = NcclDebugParser()
 

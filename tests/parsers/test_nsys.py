@@ -24,12 +24,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from parsers import nsys
-from parsers._io import Source
-from parsers._nsys_common import rank_from_file_name
-from parsers._nsys_payload import PayloadDecoder
-from parsers.registry import REGISTRY, LineCounts, ParseError
-from parsers.schema import conform
+from commscope.parsers import nsys
+from commscope.parsers._io import Source
+from commscope.parsers._nsys_common import rank_from_file_name
+from commscope.parsers._nsys_payload import PayloadDecoder
+from commscope.parsers.registry import REGISTRY, LineCounts, ParseError
+from commscope.parsers.schema import conform
 
 PARSER = nsys.NsysParser()
 SAXPY = "pipit_saxpy-mpi-cuda_nsys_perlmutter0.sqlite"

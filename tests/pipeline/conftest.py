@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from parsers._io import Source, iter_line_blocks
-from parsers.registry import REGISTRY, LineCounts, ParsedChunk, register
+from commscope.parsers._io import Source, iter_line_blocks
+from commscope.parsers.registry import REGISTRY, LineCounts, ParsedChunk, register
 
 
 class _TestLines:

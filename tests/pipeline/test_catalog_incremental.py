@@ -16,9 +16,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 
 def _exclude_sorted(sql: str) -> str:

@@ -24,11 +24,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline import run_config as rc
-from pipeline.cli import main
-from pipeline.derive import connect_for_derive, materialise_intermediates
-from pipeline.sql_modules import discover
-from pipeline.store import CATALOG_STORAGE_VERSION, Store
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.cli import main
+from commscope.pipeline.derive import connect_for_derive, materialise_intermediates
+from commscope.pipeline.sql_modules import discover
+from commscope.pipeline.store import CATALOG_STORAGE_VERSION, Store
 from tests.conftest import REAL_RUNS
 
 CLI_ENV = "COMMSCOPE_DUCKDB_CLI"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import build_parser, main
+from commscope.pipeline.cli import build_parser, main
 
 
 def _commands() -> list[str]:
@@ -32,7 +32,7 @@ def test_every_command_has_help_and_store_option(capsys: pytest.CaptureFixture[s
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "commscope", *args], capture_output=True, text=True, timeout=300
     )
 
 
@@ -114,9 +114,15 @@ def test_schema_command_lists_documented_columns(capsys: pytest.CaptureFixture[s
 def test_top_level_help_imports_no_command_module(project_root: Path) -> None:
     """`commscope --help` lists every command without importing polars, duckdb or the store
     (issue 20: the parser was built by importing every command: 1-2 s before any output)."""
-    heavy = ("polars", "duckdb", "pyarrow", "pipeline.store", "pipeline.commands.query")
+    heavy = (
+        "polars",
+        "duckdb",
+        "pyarrow",
+        "commscope.pipeline.store",
+        "commscope.pipeline.commands.query",
+    )
     code = (
-        "import sys\nfrom pipeline.cli import main\n"
+        "import sys\nfrom commscope.pipeline.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         f"print('LOADED', sorted(m for m in {heavy!r} if m in sys.modules))"
     )
@@ -133,7 +139,7 @@ def test_top_level_help_imports_no_command_module(project_root: Path) -> None:
 def test_command_list_matches_each_modules_help() -> None:
     """COMMANDS (what the fast top-level --help shows) names every command module with the help
     line that module registers."""
-    from pipeline.cli import COMMANDS, command_modules
+    from commscope.pipeline.cli import COMMANDS, command_modules
 
     assert sorted(COMMANDS) == command_modules() == _commands()
     sub = next(a for a in build_parser()._actions if a.dest == "command")
@@ -152,7 +158,7 @@ def test_lazy_parser_runs_the_named_command(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    from pipeline.cli import version
+    from commscope.pipeline.cli import version
 
     with pytest.raises(SystemExit) as exc:
         main(["--version"])

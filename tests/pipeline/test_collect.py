@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline import run_config as rc
-from pipeline.collect import NCCL_SUBSYS, collect
-from pipeline.ingest import discover
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.collect import NCCL_SUBSYS, collect
+from commscope.pipeline.ingest import discover
 
 CHILD = r"""
 import json, os, sys
@@ -80,7 +80,7 @@ def test_cli_collect_returns_the_command_exit_code(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pipeline",
+            "commscope",
             "collect",
             "--out",
             str(out),
@@ -108,7 +108,7 @@ def test_cli_collect_returns_the_command_exit_code(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "pipeline",
+            "commscope",
             "collect",
             "--out",
             str(out),

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import run_config as rc
-from pipeline.cli import main
-from pipeline.config_schema import ConfigError, validate
-from pipeline.store import Store
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.cli import main
+from commscope.pipeline.config_schema import ConfigError, validate
+from commscope.pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "cfg"
@@ -252,8 +252,8 @@ def test_the_synthetic_config_serves_predict_advise_ingest_and_derive(
     record from it is the model's sections, from which the model's predictions are made."""
     import tomllib
 
-    from pipeline.derive import input_frames
-    from reports.model.config import config_from_dict
+    from commscope.model.config import config_from_dict
+    from commscope.pipeline.derive import input_frames
 
     raw = tomllib.loads(SYNTHETIC.read_text())
     assert "generate" in raw
@@ -302,9 +302,9 @@ def test_generator_schema_names_the_generators_own_keys() -> None:
     """config_schema's types for [generate]/[scenario] cover exactly the generator's fields."""
     from dataclasses import fields
 
-    from pipeline.config_schema import GENERATOR_SCHEMA, GENERATOR_SECTIONS
-    from pipeline.synthetic.scenario import GenerateOptions, Scenario
-    from reports.model import config as model_config
+    from commscope.model import config as model_config
+    from commscope.pipeline.config_schema import GENERATOR_SCHEMA, GENERATOR_SECTIONS
+    from commscope.synthetic.scenario import GenerateOptions, Scenario
 
     gen = {f.name for f in fields(GenerateOptions)} - {"scenario"}
     assert set(GENERATOR_SCHEMA["generate"]) == gen
@@ -315,7 +315,7 @@ def test_generator_schema_names_the_generators_own_keys() -> None:
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.toml")), ids=lambda p: p.name)
 def test_every_shipped_config_serves_generate_and_predict(path: Path) -> None:
     """Every shipped file, the paper's and the synthetic ones, reads for both sides."""
-    from pipeline.run_config import load_generate_config
+    from commscope.pipeline.run_config import load_generate_config
 
     run, opts = load_generate_config(path)
     assert run.world >= 1 and opts.iterations >= 1
@@ -338,7 +338,7 @@ def test_invalid_stored_config_is_ignored_with_one_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A store written by an older commscope may hold a config that no longer validates."""
-    from pipeline.derive import input_frames
+    from commscope.pipeline.derive import input_frames
 
     store = Store.open(tmp_path / "store")
     rc.save(store, rc.StoredConfig(RUN, {"parallel": {"pp": "two", "tp": 1}}, "config:old.toml"))

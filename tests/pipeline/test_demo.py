@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 
 
 @pytest.mark.slow
@@ -20,7 +20,7 @@ def test_demo_end_to_end(tmp_path: Path, project_root: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     store = tmp_path / "commscope_store"
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", "demo", "--store", str(store)],
+        [sys.executable, "-m", "commscope", "demo", "--store", str(store)],
         capture_output=True,
         text=True,
         env=env,

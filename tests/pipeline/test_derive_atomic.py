@@ -23,12 +23,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-import pipeline.derive as derive_mod
-from parsers.schema import TABLES
-from pipeline.cli import main as cli_main
-from pipeline.derive import connect_for_derive, derive_run, missing_marts
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+import commscope.pipeline.derive as derive_mod
+from commscope.parsers.schema import TABLES
+from commscope.pipeline.cli import main as cli_main
+from commscope.pipeline.derive import connect_for_derive, derive_run, missing_marts
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 RUN = "r"
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_traces" / "ds_pipe_pp2_dp2_cpu"
@@ -83,8 +83,8 @@ def _kill_after_first_mart(project_root: Path, store: Path) -> subprocess.Comple
     script = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "import pipeline.derive as d\n"
-        "from pipeline.store import Store\n"
+        "import commscope.pipeline.derive as d\n"
+        "from commscope.pipeline.store import Store\n"
         "orig = d._copy_atomic\n"
         "def killing(*a, **k):\n"
         "    orig(*a, **k)\n"
@@ -102,8 +102,8 @@ def _kill_after_first_mart(project_root: Path, store: Path) -> subprocess.Comple
 
 
 def test_killed_derive_leaves_previous_set_visible(derived: Any, project_root: Path) -> None:
-    from reports import data as rd
-    from reports.html import build_report
+    from commscope.reports import data as rd
+    from commscope.reports.html import build_report
 
     store, before = derived
     files_before = _files(store)
@@ -129,7 +129,7 @@ def test_killed_derive_leaves_previous_set_visible(derived: Any, project_root: P
     derive_run(store, RUN)
     after = _visible(store)
     assert after["bubble_ratio"][0] == 3 and after != before
-    from pipeline.derive import derive_stale
+    from commscope.pipeline.derive import derive_stale
 
     assert not (new & _files(store))
     assert derive_stale(store, RUN) is None
@@ -208,7 +208,7 @@ def test_derive_records_its_snapshot(tmp_path: Path) -> None:
     assert (row["snapshot"], row["batches"]) == (snap.key, len(FIRST))
     assert (res.generation, res.snapshot, res.batches) == (row["generation"], snap.key, 2)
     ingest_paths(store, LATER[:1], run_id=RUN)
-    from pipeline.derive import derive_stale
+    from commscope.pipeline.derive import derive_stale
 
     assert derive_stale(store, RUN) is not None
     assert store.snapshot(RUN).key != row["snapshot"]
@@ -216,7 +216,7 @@ def test_derive_records_its_snapshot(tmp_path: Path) -> None:
 
 def test_serve_redoes_what_an_interrupted_cycle_left(derived: Any) -> None:
     """serve killed after ingest, before derive: the next cycle (nothing new) re-derives."""
-    from pipeline.flows import run_update_reason
+    from commscope.pipeline.flows import run_update_reason
 
     store, _ = derived  # ranks 2-3 committed after the last derive: the interrupted cycle
     out = store.root.parent / "reports" / f"{RUN}.html"
@@ -282,7 +282,7 @@ def test_publish_on_a_full_disk_leaves_nothing(
 
     import pyarrow.parquet as pq
 
-    from pipeline.store import StoreError
+    from commscope.pipeline.store import StoreError
 
     store, before = derived
     files_before = _files(store)
@@ -306,7 +306,7 @@ def test_concurrent_derives_publish_one_complete_set(derived: Any, project_root:
     store, _ = derived
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "derive", RUN, "--store", str(store.root)],
+            [sys.executable, "-m", "commscope", "derive", RUN, "--store", str(store.root)],
             cwd=project_root,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

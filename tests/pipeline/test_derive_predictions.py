@@ -12,9 +12,9 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline import run_config as rc
-from pipeline.derive import INPUT_COLUMNS, PREDICTION_COLUMNS, predictions
-from pipeline.sql_modules import MODEL_INPUTS
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.derive import INPUT_COLUMNS, PREDICTION_COLUMNS, predictions
+from commscope.pipeline.sql_modules import MODEL_INPUTS
 
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.cli import main
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 STEPS = ["prepare", "load", "intermediates", "marts", "close", "model inputs", "publish", "catalog"]
 

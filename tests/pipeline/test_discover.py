@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.ingest import discover
-from pipeline.synthetic import generator
+from commscope.pipeline.ingest import discover
+from commscope.synthetic import generator
 
 
 def test_generator_ground_truth_and_manifest_are_skipped(tmp_path: Path) -> None:
-    # The names the synthetic generator writes beside the logs (pipeline/synthetic/generator.py).
+    # The names the synthetic generator writes beside the logs (synthetic/generator.py).
     assert {"truth", "truth.json", "manifest.json"} <= set(generator._OUTPUTS)
     run = tmp_path / "run"
     logs = [run / "nccl" / "node0.1234.log", run / "deepspeed" / "rank0.log"]

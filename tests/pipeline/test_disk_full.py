@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 
 SMALL = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 LARGE = "nccl_debug/nccltests_2.27.7_1proc_2gpu_allreduce.log"
@@ -55,7 +55,7 @@ def _ingest(project_root: Path, store: Path, path: Path, run: str) -> subprocess
         [
             sys.executable,
             "-m",
-            "pipeline",
+            "commscope",
             "ingest",
             str(path),
             "--run",
@@ -168,7 +168,7 @@ def tmpfs8(tmp_path: Path) -> Iterator[Path]:
 
 def _cli(project_root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "commscope", *args],
         cwd=project_root,
         capture_output=True,
         text=True,

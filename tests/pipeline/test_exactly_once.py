@@ -18,10 +18,10 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-import pipeline.store as store_mod
-from parsers.schema import DATA_TABLES
-from pipeline.ingest import STATUS_OK, STATUS_SKIPPED, ingest_file, ingest_paths
-from pipeline.store import Store, StoreError
+import commscope.pipeline.store as store_mod
+from commscope.parsers.schema import DATA_TABLES
+from commscope.pipeline.ingest import STATUS_OK, STATUS_SKIPPED, ingest_file, ingest_paths
+from commscope.pipeline.store import Store, StoreError
 
 DS_VERBOSE = ("deepspeed_comms", "mlprof_thetagpu_2node_16gpu_verbose_run1.log")
 NCCL = ("nccl_debug", "nccltests_2.27.7_1proc_2gpu_allreduce.log")
@@ -83,7 +83,7 @@ def test_serve_task_holds_back_a_cut_last_line(
     tmp_path: Path, shared_samples: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """serve's per-file task reads a live log as `--follow` does: a cut line waits."""
-    import pipeline.flows as fl
+    import commscope.pipeline.flows as fl
 
     monkeypatch.setattr(fl, "get_run_logger", lambda: logging.getLogger("test"))
     data = shared_samples.joinpath(*DS_VERBOSE).read_bytes()

@@ -14,8 +14,8 @@ from typing import Any
 import polars as pl
 import pytest
 
-from parsers.schema import TABLES
-from pipeline.store import Store
+from commscope.parsers.schema import TABLES
+from commscope.pipeline.store import Store
 
 NCCL_SAMPLE = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 COLL_LINE = re.compile(r"NCCL INFO [A-Za-z]+: opCount [0-9a-f]+ ")
@@ -23,14 +23,14 @@ COLL_LINE = re.compile(r"NCCL INFO [A-Za-z]+: opCount [0-9a-f]+ ")
 
 @pytest.fixture(scope="module")
 def flows(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """pipeline.flows imported with a private PREFECT_HOME, inside prefect_test_harness."""
+    """commscope.pipeline.flows imported with a private PREFECT_HOME, inside prefect_test_harness."""
     home = tmp_path_factory.mktemp("prefect_home")
     saved = {k: os.environ.get(k) for k in ("PREFECT_HOME", "PREFECT_SERVER_ANALYTICS_ENABLED")}
     os.environ["PREFECT_HOME"] = str(home)
     os.environ["PREFECT_SERVER_ANALYTICS_ENABLED"] = "false"
     from prefect.testing.utilities import prefect_test_harness
 
-    import pipeline.flows as fl
+    import commscope.pipeline.flows as fl
 
     try:
         with prefect_test_harness(server_startup_timeout=120):
@@ -67,7 +67,7 @@ def _watched(tmp: Path, shared_samples: Path, sample_traces: Path) -> Path:
 
 def test_discover_runs_layouts(tmp_path: Path) -> None:
     """Subfolder layout: one run per folder, stray files skipped; pattern layout: regex group."""
-    from pipeline.flows import discover_runs, safe_run_id
+    from commscope.pipeline.flows import discover_runs, safe_run_id
 
     for rel in ("a/x.log", "a/sub/y.log", "b c/z.log", "stray.log", ".hidden/q.log"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -198,7 +198,7 @@ def test_dask_local_cluster_store_matches_local_run(flows: Any, local_run: dict[
 
 @pytest.mark.slow
 def test_library_log_lines_reach_flow_run_logs(flows: Any, local_run: dict[str, Any]) -> None:
-    """pipeline.ingest's INFO lines (parser warnings) are stored as logs of the flow run."""
+    """commscope.pipeline.ingest's INFO lines (parser warnings) are stored as logs of the flow run."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.logging.handlers import APILogWorker
@@ -210,6 +210,8 @@ def test_library_log_lines_reach_flow_run_logs(flows: Any, local_run: dict[str, 
             log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id]))
         )
     names = {lg.name for lg in logs}
-    assert "pipeline.ingest" in names, sorted(names)
-    ds_warning = [lg for lg in logs if lg.name == "pipeline.ingest" and "rank0.log" in lg.message]
+    assert "commscope.pipeline.ingest" in names, sorted(names)
+    ds_warning = [
+        lg for lg in logs if lg.name == "commscope.pipeline.ingest" and "rank0.log" in lg.message
+    ]
     assert ds_warning and ds_warning[0].task_run_id is not None

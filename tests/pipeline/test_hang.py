@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pipeline.hang import format_report, triage_files
+from commscope.pipeline.hang import format_report, triage_files
 from tests.oracle.fr_pickle_reference import oracle_load
 
 
@@ -159,7 +159,7 @@ def test_unreadable_dump_is_listed_not_fatal(tmp_path: Path) -> None:
 def test_hang_command_on_an_ingested_run_and_on_files(
     shared_samples: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipeline.cli import main
+    from commscope.pipeline.cli import main
 
     folder = shared_samples / "flight_recorder" / "nvrx_lock_gil_1st"
     store = tmp_path / "store"

@@ -19,10 +19,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.derive import connect_for_derive
-from pipeline.hang import HangReport, triage_files
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.derive import connect_for_derive
+from commscope.pipeline.hang import HangReport, triage_files
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 from tests.pipeline.test_hang import _dump, _e
 
 
@@ -208,7 +208,7 @@ def test_generated_faults_run_hang_and_truncated_log(project_root: Path, tmp_pat
     dumps only) and cuts rank 3's NCCL log at 60 %. The dumps name rank 12 on its DP group,
     as commscope hang does; the NCCL logs name only rank 3 (a cut log looks like a rank that
     stopped posting: the documented caveat), never rank 12."""
-    from pipeline.cli import main as cli_main
+    from commscope.pipeline.cli import main as cli_main
 
     gen = tmp_path / "gen"
     assert (

@@ -16,9 +16,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from parsers.schema import DATA_TABLES
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.parsers.schema import DATA_TABLES
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 SAMPLES = [
     ("nccl_debug", "gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"),
@@ -68,7 +68,7 @@ def _same_as_single_ingest(store: Store, run: Path, tmp_path: Path) -> None:
 
 def _cli(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "commscope", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

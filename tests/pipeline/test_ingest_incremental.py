@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from parsers.schema import DATA_TABLES, conform
-from pipeline.ingest import ingest_file
-from pipeline.store import Store
+from commscope.parsers.schema import DATA_TABLES, conform
+from commscope.pipeline.ingest import ingest_file
+from commscope.pipeline.store import Store
 
 NCCL = ("nccl_debug", "nccltests_2.27.7_1proc_2gpu_allreduce.log")
 NCCL_INIT = ("nccl_debug", "p5_efa_2.22.3_2node_16rank_mpirun_tagged.log")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from parsers.registry import LineCounts
-from pipeline.cli import main
-from pipeline.ingest import FileResult, ingest_totals, stderr_progress
+from commscope.parsers.registry import LineCounts
+from commscope.pipeline.cli import main
+from commscope.pipeline.ingest import FileResult, ingest_totals, stderr_progress
 
 
 class _Tty(io.StringIO):

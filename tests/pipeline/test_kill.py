@@ -31,8 +31,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from parsers.schema import TABLES
-from pipeline.store import Store
+from commscope.parsers.schema import TABLES
+from commscope.pipeline.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -47,7 +47,7 @@ EXCLUDED = {"ingested_files": ("ingested_at",)}
 
 
 def _cli(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "pipeline", *map(str, args)]
+    return [sys.executable, "-m", "commscope", *map(str, args)]
 
 
 @pytest.fixture(scope="module")

@@ -26,11 +26,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from parsers.schema import SCHEMA_VERSION
-from pipeline.cli import main
-from pipeline.commands.query import confine
-from pipeline.ingest import STATUS_OK, ingest_file
-from pipeline.store import Store, StoreError
+from commscope.parsers.schema import SCHEMA_VERSION
+from commscope.pipeline.cli import main
+from commscope.pipeline.commands.query import confine
+from commscope.pipeline.ingest import STATUS_OK, ingest_file
+from commscope.pipeline.store import Store, StoreError
 
 SMALL = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,7 +225,7 @@ def test_query_on_an_intermediate_view_is_confined_too(
 def test_prefect_home_is_outside_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing executable where a query can write: Prefect's home (its logging.yml names
     classes to run) is per store but outside it; a user's PREFECT_HOME is honoured."""
-    from pipeline.commands.serve import prepare_prefect_env
+    from commscope.pipeline.commands.serve import prepare_prefect_env
 
     state = tmp_path / "state"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
@@ -302,7 +302,7 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 
 store = Store.open(Path(sys.argv[1]), create=False)
 if sys.argv[2] == "session":  # what `commscope query --write` opens
@@ -319,7 +319,7 @@ print("closed", flush=True)
 
 
 def _cli(store: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "pipeline", *args, "--store", str(store)]
+    cmd = [sys.executable, "-m", "commscope", *args, "--store", str(store)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300)
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.store import Store, StoreReadOnlyError
+from commscope.pipeline.cli import main
+from commscope.pipeline.store import Store, StoreReadOnlyError
 
 SMALL = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 RUN = "ro"

@@ -17,10 +17,10 @@ from types import ModuleType
 import pyarrow.parquet as pq
 import pytest
 
-from parsers.schema import SCHEMA_VERSION, TABLES
-from pipeline.derive import derive_run
-from pipeline.ingest import STATUS_OK, STATUS_SKIPPED, ingest_file
-from pipeline.store import Store
+from commscope.parsers.schema import SCHEMA_VERSION, TABLES
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import STATUS_OK, STATUS_SKIPPED, ingest_file
+from commscope.pipeline.store import Store
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 STORES = sorted(FIXTURES.glob("store_v*"))

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-import parsers._io as pio
-from pipeline.cli import main
-from pipeline.ingest import STATUS_ERROR, STATUS_OK, discover, ingest_file, ingest_paths
-from pipeline.store import Store
+import commscope.parsers._io as pio
+from commscope.pipeline.cli import main
+from commscope.pipeline.ingest import STATUS_ERROR, STATUS_OK, discover, ingest_file, ingest_paths
+from commscope.pipeline.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("parsers", "pipeline", "reports")
@@ -106,9 +106,7 @@ PICKLE_ALLOWED: dict[str, frozenset[str]] = {
     "parsers/flight_recorder/_load.py": frozenset({"Unpickler", "UnpicklingError"}),
     # The generator writes Flight Recorder dumps; it reads back only the per-rank staging
     # files the same generation wrote under its own output folder (never an input).
-    "pipeline/synthetic/write_flight_recorder.py": frozenset(
-        {"dumps", "dump", "load", "HIGHEST_PROTOCOL"}
-    ),
+    "synthetic/write_flight_recorder.py": frozenset({"dumps", "dump", "load", "HIGHEST_PROTOCOL"}),
 }
 """Modules that may import ``pickle``, and the only ``pickle.<name>`` each may use."""
 

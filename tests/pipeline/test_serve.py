@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.commands.serve import parse_every
+from commscope.pipeline.cli import main
+from commscope.pipeline.commands.serve import parse_every
 
 NCCL_SAMPLE = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 
@@ -50,7 +50,7 @@ def test_serve_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
 def _serve_once(watch: Path, store: Path, reports: Path) -> tuple[int, dict, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["XDG_STATE_HOME"] = str(store.parent / "state")  # Prefect's home, outside the store
-    cmd = [sys.executable, "-m", "pipeline", "serve", "--watch", str(watch), "--store"]
+    cmd = [sys.executable, "-m", "commscope", "serve", "--watch", str(watch), "--store"]
     cmd += [str(store), "--reports", str(reports), "--once", "--json", "--no-report"]
     proc = subprocess.run(
         cmd,
@@ -97,7 +97,7 @@ def test_serve_once_embedded_server(tmp_path: Path, shared_samples: Path) -> Non
 
 
 def _committed_paths(store: Path) -> set[str]:
-    from pipeline.store import Store
+    from commscope.pipeline.store import Store
 
     if not (store / "STORE.json").exists():
         return set()
@@ -118,7 +118,7 @@ def test_serve_every_runs_on_schedule(tmp_path: Path, shared_samples: Path) -> N
     shutil.copy(shared_samples / NCCL_SAMPLE, watch / "job1" / "rank0.log")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
     env["XDG_STATE_HOME"] = str(tmp_path / "state")
-    cmd = [sys.executable, "-m", "pipeline", "serve", "--watch", str(watch), "--store"]
+    cmd = [sys.executable, "-m", "commscope", "serve", "--watch", str(watch), "--store"]
     cmd += [str(store), "--reports", str(tmp_path / "r"), "--every", "5s", "--no-report"]
     cmd += ["--no-derive"]
     proc = subprocess.Popen(

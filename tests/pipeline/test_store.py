@@ -8,8 +8,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.ingest import ingest_file, ingest_paths
-from pipeline.store import Store, StoreError, validate_run_id
+from commscope.pipeline.ingest import ingest_file, ingest_paths
+from commscope.pipeline.store import Store, StoreError, validate_run_id
 
 
 def _count(store: Store, table: str = "comm_ops") -> int:

@@ -17,13 +17,13 @@ import duckdb
 import polars as pl
 import pytest
 
-from parsers.schema import TABLES, conform, empty_frame
-from pipeline.commands.summary import render
-from pipeline.derive import empty_inputs, register_tables
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import apply, discover
-from pipeline.store import Store
-from pipeline.summary import LOGICAL_CALLS_NOTE, PER_SOURCE_NOTE, summarize
+from commscope.parsers.schema import TABLES, conform, empty_frame
+from commscope.pipeline.commands.summary import render
+from commscope.pipeline.derive import empty_inputs, register_tables
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.sql_modules import apply, discover
+from commscope.pipeline.store import Store
+from commscope.pipeline.summary import LOGICAL_CALLS_NOTE, PER_SOURCE_NOTE, summarize
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -113,8 +113,8 @@ DTYPE_SIZE = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 6: 2, 7: 4, 8: 8, 9: 2, 10: 1,
 @pytest.mark.slow
 def test_generated_run_in_three_formats_sums_like_the_nccl_logs(tmp_path: Path) -> None:
     """MoE EP 8, 2 iterations, NCCL + Kineto + DeepSpeed (rank 0): totals = the NCCL logs'."""
-    from pipeline.run_config import load_generate_config
-    from pipeline.synthetic import generate, with_overrides
+    from commscope.pipeline.run_config import load_generate_config
+    from commscope.synthetic import generate, with_overrides
 
     run, opts = load_generate_config(ROOT / "configs" / "synthetic_moe_ep8.toml")
     opts = with_overrides(

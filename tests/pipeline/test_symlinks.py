@@ -1,4 +1,4 @@
-"""One symlink and file-type policy for every path commscope reads (``pipeline.fs_policy``).
+"""One symlink and file-type policy for every path commscope reads (``commscope.pipeline.fs_policy``).
 
 Issue 23, items 10 and 11: a ``manifest.json`` symlinked from outside the input tree was read
 and stored; ``serve`` walked a symlinked run folder outside the watched tree; a file swapped
@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-import pipeline.ingest as ing
-from parsers._io import Source
-from parsers.registry import ParseError
-from pipeline import run_config as rc
-from pipeline.cli import main
-from pipeline.flows import discover_runs
-from pipeline.fs_policy import check_file
-from pipeline.ingest import (
+import commscope.pipeline.ingest as ing
+from commscope.parsers._io import Source
+from commscope.parsers.registry import ParseError
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.cli import main
+from commscope.pipeline.flows import discover_runs
+from commscope.pipeline.fs_policy import check_file
+from commscope.pipeline.ingest import (
     STATUS_ERROR,
     STATUS_OK,
     STATUS_UNKNOWN,
@@ -33,7 +33,7 @@ from pipeline.ingest import (
     ingest_file,
     ingest_paths,
 )
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 
 RUN = "links"
 LOG = "op AllReduce 1024\nop AllGather 2048\n"

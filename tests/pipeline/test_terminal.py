@@ -4,7 +4,7 @@ File names and log text can hold escape sequences: OSC 52 writes the clipboard, 
 the screen or recolours, RIS resets the terminal, ``\\r`` overwrites what was printed, bidi
 overrides make a name read differently. ``ingest`` (its table, its error lines, its log
 warnings) and ``query`` (table always, CSV on a terminal, JSON always) print such text with
-every control character made visible by one sanitiser, ``pipeline.commands._format.sanitize``.
+every control character made visible by one sanitiser, ``commscope.pipeline.commands._format.sanitize``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.commands._format import SafeFormatter, sanitize, table
+from commscope.pipeline.cli import main
+from commscope.pipeline.commands._format import SafeFormatter, sanitize, table
 
 SMALL = "nccl_debug/gfbench_2.20.5_2rank_normal_rank0_debugfile.txt"
 

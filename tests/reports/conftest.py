@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main as cli_main
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.cli import main as cli_main
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 HOSTILE_HOST = "<script>alert(1)</script>"
 HOSTILE_FILE = "<img src=x onerror=alert(2)>.log"
@@ -97,7 +97,7 @@ def report_store(
 @pytest.fixture(scope="session")
 def sample_report(report_store: ReportStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The HTML report of the bundled sample run."""
-    from reports.html import build_report
+    from commscope.reports.html import build_report
 
     out = tmp_path_factory.mktemp("html") / "sample.html"
     return build_report(report_store.store, report_store.sample, out)
@@ -106,7 +106,7 @@ def sample_report(report_store: ReportStore, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="session")
 def hostile_report(report_store: ReportStore, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The HTML report of the run with hostile log text."""
-    from reports.html import build_report
+    from commscope.reports.html import build_report
 
     out = tmp_path_factory.mktemp("html") / "hostile.html"
     return build_report(report_store.store, report_store.hostile, out)

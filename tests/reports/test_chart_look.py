@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from reports import charts
+from commscope.reports import charts
 from tests.reports.test_gaps import call, run_data
 
 NO_BOUNDS = pl.DataFrame({"pos": []}, schema={"pos": pl.Int32})

@@ -11,8 +11,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from reports import charts
-from reports import data as rd
+from commscope.reports import charts
+from commscope.reports import data as rd
 
 pytestmark = pytest.mark.slow  # the session store ingests and derives three runs
 

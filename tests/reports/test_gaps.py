@@ -1,9 +1,9 @@
-"""Given/expect tests of reports.gaps: tables lacking one piece of information -> the view's
+"""Given/expect tests of commscope.reports.gaps: tables lacking one piece of information -> the view's
 gap names that cause and the remedy; every piece present -> no gap.
 
 Each case gives the run's canonical rows (comm_ops, kernels, markers, trace_meta,
 ingested_files) in an in-memory DuckDB and its marts as small frames, then reads
-:func:`reports.gaps.gaps` the way a report does.
+:func:`commscope.reports.gaps.gaps` the way a report does.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from reports import gaps as rg
-from reports.data import RunData
+from commscope.reports import gaps as rg
+from commscope.reports.data import RunData
 
 RUN = "r1"
 

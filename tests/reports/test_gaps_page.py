@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 POLARIS = "dlcomm_polaris_2.20.5_1node_4rank_pytorch_multimode_2comms_coll_tuning.log"
 
@@ -18,8 +18,8 @@ POLARIS = "dlcomm_polaris_2.20.5_1node_4rank_pytorch_multimode_2comms_coll_tunin
 def polaris_report(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> Path:
     """The report of a real NCCL 2.20 debug log of 4 ranks: COLL lines only (no Init line, so
     no global rank) and, as every NCCL debug log, no durations."""
-    from pipeline.derive import ensure_derived
-    from reports.html import build_report
+    from commscope.pipeline.derive import ensure_derived
+    from commscope.reports.html import build_report
 
     log = project_root.parent / "shared" / "samples" / "nccl_debug" / POLARIS
     if not log.exists():

@@ -17,13 +17,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.cli import main as cli_main
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
-from reports import data as rd
-from reports import hang as rh
-from reports.html import OPTIONAL_SECTIONS, build_report
+from commscope.pipeline.cli import main as cli_main
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
+from commscope.reports import data as rd
+from commscope.reports import hang as rh
+from commscope.reports.html import OPTIONAL_SECTIONS, build_report
 
 
 @pytest.fixture(scope="module")

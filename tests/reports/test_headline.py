@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pytest
 
-from reports.headline import CALIBRATION_FACTOR, ModelPlatform, headline
+from commscope.reports.headline import CALIBRATION_FACTOR, ModelPlatform, headline
 
 # model_vs_measured rows (seconds, ratios; C_* in bytes/s as the mart stores them)
 MVM = [
@@ -170,7 +170,7 @@ def test_no_prediction_no_verdict() -> None:
 
 
 def test_compare_puts_measured_rows_side_by_side() -> None:
-    from reports.html import compare_headlines
+    from commscope.reports.html import compare_headlines
 
     a_rows = [(t, u, m, p) for t, u, m, p in MVM if t != "C_TP"]
     ha = headline({"model_vs_measured": mvm_frame(a_rows)}, {}, PLATFORM)
@@ -195,9 +195,9 @@ def test_compare_puts_measured_rows_side_by_side() -> None:
 def test_same_numbers_in_report_summary_json_and_compare(
     report_store: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from pipeline.cli import main as cli_main
-    from reports import data as rd
-    from reports import html as rh
+    from commscope.pipeline.cli import main as cli_main
+    from commscope.reports import data as rd
+    from commscope.reports import html as rh
 
     store = report_store.store
     heads = {}

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.cli import main as cli_main
-from reports import data as rd
-from reports import html as rh
+from commscope.pipeline.cli import main as cli_main
+from commscope.reports import data as rd
+from commscope.reports import html as rh
 from tests.reports.conftest import HOSTILE_HOST
 
 pytestmark = pytest.mark.slow  # the session store ingests and derives three runs

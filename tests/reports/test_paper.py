@@ -1,4 +1,4 @@
-"""The paper's section (reports.paper): Table 3 assembly, the paper map, Fig. 1 at exact sizes,
+"""The paper's section (commscope.reports.paper): Table 3 assembly, the paper map, Fig. 1 at exact sizes,
 Fig. 7's summary points, Figs. 5, 8 and 10 frames. Fast: hand-made frames, no store."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline import run_config as rc
-from pipeline.model_inputs import predictions
-from reports import charts
-from reports import data as rd
-from reports import paper as rp
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.model_inputs import predictions
+from commscope.reports import charts
+from commscope.reports import data as rd
+from commscope.reports import paper as rp
 
 MIB = 2**20
 A = 131_072_000  # 2bsh of GPT-3B in bytes: 125 MiB

@@ -13,12 +13,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.cli import main as cli_main
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
-from reports import data as rd
-from reports import paper as rp
+from commscope.pipeline.cli import main as cli_main
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
+from commscope.reports import data as rd
+from commscope.reports import paper as rp
 
 pytestmark = pytest.mark.slow  # generates, ingests and derives two 32-rank runs
 
@@ -153,7 +153,7 @@ def test_table3_from_the_rank0_deepspeed_log_alone(
 ) -> None:
     # the paper's own instrument: rank 0's DeepSpeed comms log + the run config; calls carry op
     # and size but no group, so their class comes from the model's signatures (issue 17 item 1)
-    from pipeline import derive
+    from commscope.pipeline import derive
 
     if "predicted_signatures" not in derive.PREDICTION_COLUMNS:
         pytest.skip("signature classification (predicted_signatures) not in this version")
@@ -179,7 +179,7 @@ def test_table3_from_the_rank0_deepspeed_log_alone(
 
 
 def test_report_shows_table3_paper_map_and_exact_fig1(runs: dict[str, Any], tmp_path: Path) -> None:
-    from reports.html import build_report
+    from commscope.reports.html import build_report
 
     page = build_report(runs["store"], "roce", tmp_path / "roce.html").read_text()
     section = page[page.index('<section id="paper">') :]
@@ -201,7 +201,7 @@ def test_report_shows_table3_paper_map_and_exact_fig1(runs: dict[str, Any], tmp_
 
 
 def test_compare_draws_fig8_and_fig11(runs: dict[str, Any], tmp_path: Path) -> None:
-    from reports.html import build_compare
+    from commscope.reports.html import build_compare
 
     page = build_compare(runs["store"], "tcp", "roce", tmp_path / "cmp.html").read_text()
     pair = page[page.index('<section id="paper-pair">') :]

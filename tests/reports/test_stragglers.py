@@ -1,4 +1,4 @@
-"""Given/expect tests of the straggler section (reports.stragglers) and compare's straggler
+"""Given/expect tests of the straggler section (commscope.reports.stragglers) and compare's straggler
 changes, on hand-built marts written to the column contract of issue 18 (PLAN.md: marts
 collective_instances, clock_offsets, stragglers): the page's numbers are the mart's, a large
 world stays bounded, and compare names who changed."""
@@ -10,11 +10,11 @@ from typing import Any
 import polars as pl
 import pytest
 
-from reports import charts
-from reports import data as rd
-from reports import gaps as rg
-from reports import html as rh
-from reports import stragglers as rs
+from commscope.reports import charts
+from commscope.reports import data as rd
+from commscope.reports import gaps as rg
+from commscope.reports import html as rh
+from commscope.reports import stragglers as rs
 
 RUN = "r1"
 STRAG_SCHEMA = {
@@ -352,7 +352,7 @@ def test_section_renders_offender_tables_and_escapes() -> None:
 
 
 def test_empty_views_say_what_to_record() -> None:
-    # the section shows each view's gap (reports.gaps) instead of its body
+    # the section shows each view's gap (commscope.reports.gaps) instead of its body
     d = run_data()
     untimed = rg.Gap("missing", "none of the 9 matched instances is timed", rg.REMEDY_TIMELINES)
     d.gaps = {"waits": untimed, "skew": untimed}

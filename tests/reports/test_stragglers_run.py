@@ -18,15 +18,15 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.cli import main as cli_main
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import discover
-from pipeline.store import Store
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config as tiny
-from reports.html import build_report
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.pipeline.cli import main as cli_main
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.sql_modules import discover
+from commscope.pipeline.store import Store
+from commscope.reports.html import build_report
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config as tiny
 from tests.sql.generated_runs import GeneratedRun, ingest_and_derive
 
 MARTS = {m.name for m in discover() if m.layer == "marts"}

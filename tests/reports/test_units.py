@@ -8,8 +8,8 @@ import json
 import polars as pl
 import pytest
 
-from reports import charts
-from reports import data as rd
+from commscope.reports import charts
+from commscope.reports import data as rd
 
 
 def _axis_titles(spec: dict) -> list[str]:

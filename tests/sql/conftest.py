@@ -13,17 +13,17 @@ import duckdb
 import polars as pl
 import pytest
 
-from parsers.schema import TABLES
-from pipeline import run_config as rc
-from pipeline.derive import (
+from commscope.parsers.schema import TABLES
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.derive import (
     materialise_intermediates,
     materialise_view,
     predictions,
     run_config_frame,
 )
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import SqlModule, apply
-from pipeline.store import Store
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.sql_modules import SqlModule, apply
+from commscope.pipeline.store import Store
 
 
 def sample_files(samples: Path) -> list[Path]:
@@ -58,7 +58,7 @@ def materialised(
     ``prepare`` runs on the copied canonical tables before the SQL modules are computed (a
     test that adds rows: the intermediates are tables, computed once, and would not see them).
 
-    Like ``pipeline.derive.connect_for_derive`` but for all runs at once (each run's stored
+    Like ``commscope.pipeline.derive.connect_for_derive`` but for all runs at once (each run's stored
     config in ``run_config``) and without the Parquet views, whose per-batch files would be
     opened once per reference in the plan (too many open files over 30 runs).
     """

@@ -17,12 +17,12 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from pipeline import run_config as rc
-from pipeline.derive import connect_for_derive, derive_run, materialise_intermediates
-from pipeline.ingest import ingest_paths
-from pipeline.run_config import load_generate_config
-from pipeline.store import Store
-from pipeline.synthetic import generate, with_overrides
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.derive import connect_for_derive, derive_run, materialise_intermediates
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.run_config import load_generate_config
+from commscope.pipeline.store import Store
+from commscope.synthetic import generate, with_overrides
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "configs"

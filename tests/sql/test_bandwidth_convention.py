@@ -16,7 +16,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.sql_modules import SQL_DIR, apply, discover
+from commscope.pipeline.sql_modules import SQL_DIR, apply, discover
 
 MACRO_FILE = SQL_DIR / "macros" / "comm_bus_factor.sql"
 MACROS = ("comm_bus_factor", "comm_alg_bytes", "comm_bus_bytes")

@@ -24,7 +24,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 from tests.conftest import ROOT, SHARED
 from tests.sql.conftest import materialised, sample_files
 

@@ -21,12 +21,12 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline import run_config as rc
-from pipeline.derive import predictions, run_config_frame
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import with_dependencies
-from pipeline.store import Store
-from pipeline.synthetic.write_kineto import STEP_LEAD_NS
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.derive import predictions, run_config_frame
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.sql_modules import with_dependencies
+from commscope.pipeline.store import Store
+from commscope.synthetic.write_kineto import STEP_LEAD_NS
 from tests.sql.conftest import create_materialised
 
 RUN = "syn"
@@ -47,7 +47,7 @@ def synthetic(tmp_path_factory: pytest.TempPathFactory, project_root: Path) -> d
     """Generate, ingest and connect: the marts over the run and its truth.json."""
     base = tmp_path_factory.mktemp("syn_breakdown")
     out = base / "gen"
-    cmd = [sys.executable, "-m", "pipeline", "generate", "--config", CONFIG, "--out", str(out)]
+    cmd = [sys.executable, "-m", "commscope", "generate", "--config", CONFIG, "--out", str(out)]
     cmd += ["--iterations", "2", "--formats", "kineto", "--jobs", "1"]
     proc = subprocess.run(cmd, cwd=project_root, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr[-2000:]

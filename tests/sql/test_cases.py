@@ -30,9 +30,9 @@ import pytest
 import yaml
 from polars.testing import assert_frame_equal
 
-from parsers.schema import TABLES, conform, empty_frame
-from pipeline.derive import INPUT_COLUMNS, RUN_CONFIG_COLUMNS, predictions
-from pipeline.sql_modules import SqlModule, apply, discover
+from commscope.parsers.schema import TABLES, conform, empty_frame
+from commscope.pipeline.derive import INPUT_COLUMNS, RUN_CONFIG_COLUMNS, predictions
+from commscope.pipeline.sql_modules import SqlModule, apply, discover
 from tests.sql.conftest import tables_for_views
 
 CASES = Path(__file__).with_name("cases")

@@ -22,7 +22,7 @@ import polars as pl
 import pytest
 from generated_runs import CONFIGS, GeneratedRun, generate_run, ingest_and_derive, make_run
 
-from parsers._ds_sizes import size_to_bytes
+from commscope.parsers._ds_sizes import size_to_bytes
 
 pytestmark = pytest.mark.slow
 

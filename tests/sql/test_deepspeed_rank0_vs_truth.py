@@ -37,7 +37,7 @@ TRUTH_COMM = ("T_TP", "T_PP", "T_DP", "T_EmbTableSyn", "T_EP", "T_bubble")
 
 def _cli(root: Path, *args: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", *args],
+        [sys.executable, "-m", "commscope", *args],
         cwd=root,
         capture_output=True,
         text=True,

@@ -20,8 +20,8 @@ import pytest
 from generated_runs import GeneratedRun, ingest_and_derive
 from polars.testing import assert_frame_equal
 
-from pipeline.run_config import load_generate_config
-from pipeline.synthetic import generate, with_overrides
+from commscope.pipeline.run_config import load_generate_config
+from commscope.synthetic import generate, with_overrides
 
 pytestmark = pytest.mark.slow
 

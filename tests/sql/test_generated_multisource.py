@@ -16,9 +16,9 @@ import pytest
 from generated_runs import GeneratedRun, ingest_and_derive
 from polars.testing import assert_frame_equal
 
-from pipeline.synthetic import GenerateOptions, generate
-from pipeline.synthetic.presets import tiny_config
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.synthetic import GenerateOptions, generate
+from commscope.synthetic.presets import tiny_config
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
-from pipeline.store import Store
+from commscope.pipeline.store import Store
 from tests.conftest import REAL_RUNS
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -33,8 +33,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 from tests.sql.conftest import materialised
 
 pytestmark = pytest.mark.slow

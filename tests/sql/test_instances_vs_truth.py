@@ -23,9 +23,9 @@ import polars as pl
 import pytest
 from generated_runs import GeneratedRun, generate_run, ingest_and_derive
 
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config
 
 pytestmark = pytest.mark.slow
 

@@ -17,10 +17,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.derive import predictions, run_config_frame
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import discover, with_dependencies
-from pipeline.store import Store
+from commscope.pipeline.derive import predictions, run_config_frame
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.sql_modules import discover, with_dependencies
+from commscope.pipeline.store import Store
 from tests.sql.conftest import create_materialised
 
 TIME_OBJECTS = (

@@ -21,8 +21,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 from tests.sql.conftest import materialised
 
 NCCLTESTS = "nccl_debug/nccltests_2.27.7_1proc_2gpu_allreduce.log"

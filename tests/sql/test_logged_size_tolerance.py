@@ -2,7 +2,7 @@
 
 The oracle is DeepSpeed's ``convert_size`` (deepspeed/utils/comms_logging.py), copied here from
 DeepSpeed's source rather than imported from the generator, and the parser's inverse
-(``parsers._ds_sizes.size_to_bytes``): for every true size, the stored size must lie within the
+(``commscope.parsers._ds_sizes.size_to_bytes``): for every true size, the stored size must lie within the
 macro's tolerance of it, and the tolerance must not be loose (some sizes come close to it).
 """
 
@@ -14,8 +14,8 @@ import random
 import duckdb
 import pytest
 
-from parsers._ds_sizes import size_to_bytes
-from pipeline.sql_modules import SQL_DIR
+from commscope.parsers._ds_sizes import size_to_bytes
+from commscope.pipeline.sql_modules import SQL_DIR
 
 
 def deepspeed_convert_size(size_bytes: int) -> str:

@@ -1,6 +1,6 @@
 """Marts against the synthetic generator's ground truth (issue 6: every mart equals truth.json).
 
-Two small runs are generated through ``pipeline.synthetic``'s Python API, ingested and derived:
+Two small runs are generated through ``commscope.synthetic``'s Python API, ingested and derived:
 GPT-3B at (p, t, d) = (4, 2, 4) on 32 ranks, 2 iterations, in all four formats (so every rank is
 logged by NCCL, Kineto and nsys, and rank 0 also by DeepSpeed: the marts must count each rank
 once), and the 8-rank MoE run (EP 8) for 3 iterations. The expected values are read from the

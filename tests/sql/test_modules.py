@@ -6,9 +6,9 @@ from pathlib import Path
 
 import duckdb
 
-from pipeline.derive import materialise_intermediates
-from pipeline.sql_modules import SQL_DIR, apply, check_layering, discover, parse_module
-from pipeline.store import Store
+from commscope.pipeline.derive import materialise_intermediates
+from commscope.pipeline.sql_modules import SQL_DIR, apply, check_layering, discover, parse_module
+from commscope.pipeline.store import Store
 
 
 def test_every_file_is_one_named_documented_object() -> None:

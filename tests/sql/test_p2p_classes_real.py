@@ -20,9 +20,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pipeline.derive import derive_run
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.derive import derive_run
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 
 RUN = Path(__file__).resolve().parents[2] / "sample_traces" / "gpu_nccl_pp2ep2_1gpu"
 INIT = re.compile(r"comm (0x[0-9a-f]+) rank (\d+) nranks (\d+) .*- Init COMPLETE")

@@ -1,6 +1,6 @@
 """Issue 17's acceptance on generated runs: the paper's measurements on the paper's instruments.
 
-Three runs, each generated through ``pipeline.synthetic``'s Python API, ingested and derived:
+Three runs, each generated through ``commscope.synthetic``'s Python API, ingested and derived:
 
 * GPT-3B at (p, t, d) = (4, 2, 4), 4 iterations, every format, the profiler (Kineto, nsys) on
   iterations 1 and 2 only — the usual setup, where the timed source (Kineto) is not the rank's
@@ -10,7 +10,7 @@ Three runs, each generated through ``pipeline.synthetic``'s Python API, ingested
 * the 8-rank MoE run (EP 8) as shipped (30 iterations, profiler on 0, 1 and 29).
 
 Expected values come from the generator's truth.json, which the generator computes from its own
-event list (pipeline/synthetic/truth.py), never from the marts. Definitions (bubble, transfer,
+event list (synthetic/truth.py), never from the marts. Definitions (bubble, transfer,
 C) are the ones stated in sql/intermediate/int_breakdown_calls.sql and
 sql/intermediate/int_class_bandwidth.sql, and in truth.py's module docstring.
 """

@@ -21,8 +21,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
 from tests.sql.conftest import materialised
 
 DLCOMM = "nccl_debug/dlcomm_polaris_2.20.5_1node_4rank_pytorch_multimode_2comms_coll_tuning.log"

@@ -16,7 +16,7 @@ truth/waits_caused.parquet; the slow node's ranks have delay_location 'inside_ca
 ranks that touch no slow link 'before_call'; the straggler is persistent, nobody else is; the
 class C values (int_class_bandwidth) come from the instances' transfer time, within 1 % of the
 truth's bus bytes / transfer time. The truth comes from the simulation's events
-(pipeline/synthetic/truth.py), never from the marts.
+(synthetic/truth.py), never from the marts.
 """
 
 from __future__ import annotations

@@ -21,11 +21,11 @@ import duckdb
 import polars as pl
 import pytest
 
-from pipeline import run_config as rc
-from pipeline.derive import predictions, run_config_frame
-from pipeline.ingest import ingest_paths
-from pipeline.sql_modules import with_dependencies
-from pipeline.store import Store
+from commscope.pipeline import run_config as rc
+from commscope.pipeline.derive import predictions, run_config_frame
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.sql_modules import with_dependencies
+from commscope.pipeline.store import Store
 from tests.sql.conftest import create_materialised
 
 OBJECTS = ("iterations", "on_off", "iteration_breakdown", "unattributed_work")

@@ -10,7 +10,7 @@ Two generated runs, ingested and derived as a user would (every format the confi
 * The MoE EP-8 config as shipped (30 iterations, profiled [0, 1, 29]): T_EP, T_DP and T_iter
   (a profiled step's span must not run to the next *profiled* step's start).
 
-The truth comes from the simulation (pipeline/synthetic/truth.py), never from the marts.
+The truth comes from the simulation (synthetic/truth.py), never from the marts.
 """
 
 from __future__ import annotations

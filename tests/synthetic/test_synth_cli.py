@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.run_config import load_generate_config
-from pipeline.synthetic import GenerateOptions, generate
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.pipeline.cli import main
+from commscope.pipeline.run_config import load_generate_config
+from commscope.synthetic import GenerateOptions, generate
 
 ROOT = Path(__file__).resolve().parents[2]
 

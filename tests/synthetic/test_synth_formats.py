@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from parsers._nsys_payload import MSG_SIZE, PayloadDecoder
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config as tiny
-from pipeline.synthetic.write_deepspeed import convert_size
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.parsers._nsys_payload import MSG_SIZE, PayloadDecoder
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config as tiny
+from commscope.synthetic.write_deepspeed import convert_size
 
 # -- FORMATS_text_logs.md, verbatim -----------------------------------------------------------
 DS_VERBOSE = re.compile(

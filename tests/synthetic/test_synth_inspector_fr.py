@@ -6,7 +6,7 @@ Oracles, independent of the writers under test: ``truth/counts.parquet`` (calls 
 size, from the simulation's events), the NCCL log and Kineto trace of the same run as parsed by
 their own parsers (identity host:pid -> rank from the NCCL log; kernel times from Kineto), and
 for the hang the scenario's own truth (``truth.json`` scenario.hang) read through
-:mod:`pipeline.hang`.
+:mod:`commscope.pipeline.hang`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.hang import triage_files
-from pipeline.ingest import ingest_paths
-from pipeline.store import Store
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config
-from pipeline.synthetic.write_kineto import CPU_LEAD_NS
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.pipeline.hang import triage_files
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.store import Store
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config
+from commscope.synthetic.write_kineto import CPU_LEAD_NS
 
 FORMATS = ("nccl", "kineto", "inspector", "flight_recorder")
 

@@ -15,10 +15,10 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config as tiny
-from pipeline.synthetic.simulate import Simulation
-from reports.model.config import config_from_dict
+from commscope.model.config import config_from_dict
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config as tiny
+from commscope.synthetic.simulate import Simulation
 
 STRAGGLER = 5
 OPTS = GenerateOptions(

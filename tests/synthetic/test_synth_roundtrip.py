@@ -10,16 +10,16 @@ from typing import Any
 import polars as pl
 import pytest
 
-from parsers._ds_sizes import size_to_bytes
-from pipeline import run_config
-from pipeline.ingest import ingest_paths
-from pipeline.run_config import load_generate_config
-from pipeline.store import Store
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config as tiny
-from pipeline.synthetic.write_deepspeed import convert_size
-from reports.model.config import RunConfig, config_from_dict
-from reports.model.traffic import traffic_rows
+from commscope.model.config import RunConfig, config_from_dict
+from commscope.model.traffic import traffic_rows
+from commscope.parsers._ds_sizes import size_to_bytes
+from commscope.pipeline import run_config
+from commscope.pipeline.ingest import ingest_paths
+from commscope.pipeline.run_config import load_generate_config
+from commscope.pipeline.store import Store
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config as tiny
+from commscope.synthetic.write_deepspeed import convert_size
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,12 +8,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.synthetic._rng import jitter_factor, jitter_table, normalish, uniform
-from pipeline.synthetic.presets import tiny_config as tiny
-from pipeline.synthetic.scenario import GenerateOptions, Scenario
-from pipeline.synthetic.simulate import Simulation, step_to_micro_batch
-from reports.model.config import config_from_dict
-from reports.model.equations import r_bubble
+from commscope.model.config import config_from_dict
+from commscope.model.equations import r_bubble
+from commscope.synthetic._rng import jitter_factor, jitter_table, normalish, uniform
+from commscope.synthetic.presets import tiny_config as tiny
+from commscope.synthetic.scenario import GenerateOptions, Scenario
+from commscope.synthetic.simulate import Simulation, step_to_micro_batch
 
 
 def all_events(sim: Simulation) -> pl.DataFrame:

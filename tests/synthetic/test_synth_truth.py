@@ -11,12 +11,12 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pipeline.synthetic import GenerateOptions, Scenario, generate
-from pipeline.synthetic.presets import tiny_config as tiny
-from pipeline.synthetic.program import UnsupportedConfig
-from reports.model.config import config_from_dict
-from reports.model.mapping import predicted_matrix
-from reports.model.traffic import traffic_rows
+from commscope.model.config import config_from_dict
+from commscope.model.mapping import predicted_matrix
+from commscope.model.traffic import traffic_rows
+from commscope.synthetic import GenerateOptions, Scenario, generate
+from commscope.synthetic.presets import tiny_config as tiny
+from commscope.synthetic.program import UnsupportedConfig
 
 
 def run_truth(tmp: Path, cfg: dict[str, Any], **opts: Any) -> dict[str, Any]:
