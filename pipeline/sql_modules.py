@@ -23,8 +23,10 @@ import duckdb
 
 from commscope.parsers.schema import TABLES
 from commscope.pipeline.sql_names import is_sql_name, quote_ident, quote_literal
+from commscope.resources import sql_dir
 
-SQL_DIR = Path(__file__).resolve().parents[1] / "sql"
+SQL_DIR = sql_dir()
+"""The SQL modules' folder (package data, :func:`commscope.resources.sql_dir`)."""
 LAYERS: tuple[str, ...] = ("macros", "staging", "intermediate", "marts")
 
 MODEL_INPUTS: frozenset[str] = frozenset(

@@ -27,10 +27,10 @@ from commscope.pipeline.commands.serve import (
 from commscope.pipeline.commands.summary import render
 from commscope.pipeline.store import Store, StoreError
 from commscope.pipeline.summary import summarize
+from commscope.resources import configs_dir, sample_traces_dir
 
-ROOT = Path(__file__).resolve().parents[2]
-REPO_SAMPLES = ROOT / "sample_traces"
-SYNTHETIC_CONFIG = ROOT / "configs" / "synthetic_gpt3b_4x2x4.toml"
+REPO_SAMPLES = sample_traces_dir()
+SYNTHETIC_CONFIG = configs_dir() / "synthetic_gpt3b_4x2x4.toml"
 SYNTHETIC_RUN = "synthetic_gpt3b_4x2x4"
 SYNTHETIC_FORMATS = "nccl,deepspeed,kineto"
 

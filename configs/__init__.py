@@ -1,0 +1,1 @@
+"""Example run configs (package data: :func:`commscope.resources.configs_dir`)."""
