@@ -2,7 +2,7 @@
 
 **Policy.** It applies to log files found by ``ingest`` (``commscope.pipeline.ingest.discover``), run
 manifests (``commscope.pipeline.run_config.read_manifest``), ``serve``'s run folders
-(``commscope.pipeline.flows.discover_runs``) and the re-check when a file is opened
+(``commscope.pipeline.runs.discover_runs``) and the re-check when a file is opened
 (``commscope.pipeline.ingest.ingest_file`` and ``commscope.parsers._io.Source.open``):
 
 1. **Named paths are the user's choice.** A file named on the command line is read even if it

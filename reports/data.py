@@ -41,30 +41,12 @@ MAX_EXACT_SIZE_CALLS = 5_000_000
 # Traffic classes in display order.
 CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
 
-MARTS = (
-    "iterations",
-    "on_off",
-    "on_off_timeline",
-    "traffic_matrix",
-    "effective_bandwidth",
-    "message_sizes",
-    "predictability",
-    "moe_nonuniform",
-    "iteration_breakdown",
-    "bubble_ratio",
-    "model_vs_measured",
-    # issue 18: cross-rank instances, clocks, waits and stragglers
-    "collective_instances",
-    "clock_offsets",
-    "rank_waits",
-    "stragglers",
-    # issue 19: one logical call per rank across sources
-    "call_totals",
-    "call_sources",
-    # issue 19 item 4: hang triage from Flight Recorder dumps
-    "hang_progress",
-    "hang_collectives",
-)
+def mart_names() -> tuple[str, ...]:
+    """Every mart ``sql/marts`` defines, in load order: the report reads each one the run's
+    derive published (one list, the SQL's; a new mart needs no entry here)."""
+    from commscope.pipeline.sql_modules import discover
+
+    return tuple(m.name for m in discover() if m.layer == "marts")
 
 
 class Unavailable(Exception):
@@ -235,7 +217,7 @@ def load_run(store: Store, run_id: str) -> RunData:
     )
     data = RunData(run_id, stored_config(rcfg), rcfg)
     published = store.mart_files(run_id)  # one published generation for every mart
-    for name in MARTS:
+    for name in mart_names():
         path = published.get(name)
         if path is not None:
             data.marts[name] = pl.read_parquet(path)

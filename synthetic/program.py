@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from commscope.model.config import RunConfig
+from commscope.model.equations import ring_allreduce_factor, ring_gather_factor
 from commscope.model.partition import stage_layer_offsets
 from commscope.model.traffic import (
     TrafficItem,
@@ -394,11 +395,11 @@ def bus_bytes(op: str, n: int, msg_bytes: float) -> float:
     convention): all-reduce 2(n-1)/n S, all-gather (n-1) S_in, reduce-scatter and all-to-all
     (n-1)/n S, point-to-point S."""
     if op == "all_reduce":
-        return 2.0 * (n - 1) / n * msg_bytes
+        return ring_allreduce_factor(n) * msg_bytes
     if op == "all_gather":
         return float(n - 1) * msg_bytes
     if op in ("reduce_scatter", "all_to_all"):
-        return (n - 1) / n * msg_bytes
+        return ring_gather_factor(n) * msg_bytes
     return float(msg_bytes)
 
 

@@ -33,6 +33,7 @@ from typing import IO
 
 import polars as pl
 
+from commscope.model.equations import ring_allreduce_factor, ring_gather_factor
 from commscope.model.traffic import stage_layers
 from commscope.synthetic.common import DS_RECORD_NAMES, Names
 from commscope.synthetic.simulate import Simulation
@@ -57,7 +58,7 @@ def calc_bw_log(comm_op: str, size: float, duration_ms: float, world: int) -> tu
         return 0.0, 0.0
     if comm_op == "all_to_all_single":
         tput = size / duration_ms
-        busbw = (size / duration_ms) * ((n - 1) / n)
+        busbw = (size / duration_ms) * ring_gather_factor(n)
     elif comm_op in (
         "all_gather",
         "all_gather_into_tensor",
@@ -68,10 +69,10 @@ def calc_bw_log(comm_op: str, size: float, duration_ms: float, world: int) -> tu
     ):
         size *= n
         tput = size / duration_ms
-        busbw = (size / duration_ms) * ((n - 1) / n)
+        busbw = (size / duration_ms) * ring_gather_factor(n)
     elif comm_op in ("all_reduce", "all_reduce_coalesced", "inference_all_reduce"):
         tput = size * 2 / duration_ms
-        busbw = (size / duration_ms) * (2 * (n - 1) / n)
+        busbw = (size / duration_ms) * ring_allreduce_factor(n)
     else:  # send, recv, broadcast, barrier, ...
         tput = size / duration_ms
         busbw = tput

@@ -55,6 +55,7 @@ from typing import IO, Any
 
 import polars as pl
 
+from commscope.model.equations import ring_allreduce_factor, ring_gather_factor
 from commscope.synthetic.common import NCCL_OPNAMES, Names
 from commscope.synthetic.layout import Group
 from commscope.synthetic.program import ELEM_BYTES
@@ -91,10 +92,10 @@ def bandwidths(op: str, size: int, us: int, n: int) -> tuple[float, float]:
     t = us / 1e6
     if op == "AllReduce":
         alg = size / 1e9 / t
-        return alg, alg * (2 * (n - 1) / n)
+        return alg, alg * ring_allreduce_factor(n)
     if op in ("AllGather", "ReduceScatter"):
         alg = size * n / 1e9 / t
-        return alg, alg * ((n - 1) / n)
+        return alg, alg * ring_gather_factor(n)
     alg = size / 1e9 / t
     return alg, alg
 

@@ -216,7 +216,7 @@ def test_derive_records_its_snapshot(tmp_path: Path) -> None:
 
 def test_serve_redoes_what_an_interrupted_cycle_left(derived: Any) -> None:
     """serve killed after ingest, before derive: the next cycle (nothing new) re-derives."""
-    from commscope.pipeline.flows import run_update_reason
+    from commscope.pipeline.runs import run_update_reason
 
     store, _ = derived  # ranks 2-3 committed after the last derive: the interrupted cycle
     out = store.root.parent / "reports" / f"{RUN}.html"

@@ -67,7 +67,7 @@ def _watched(tmp: Path, shared_samples: Path, sample_traces: Path) -> Path:
 
 def test_discover_runs_layouts(tmp_path: Path) -> None:
     """Subfolder layout: one run per folder, stray files skipped; pattern layout: regex group."""
-    from commscope.pipeline.flows import discover_runs, safe_run_id
+    from commscope.pipeline.runs import discover_runs, safe_run_id
 
     for rel in ("a/x.log", "a/sub/y.log", "b c/z.log", "stray.log", ".hidden/q.log"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from commscope.pipeline.flows import discover_runs, safe_run_id
+from commscope.pipeline.runs import discover_runs, safe_run_id
 from commscope.pipeline.store import validate_run_id
 
 LINE = b"host:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x1 recvbuff 0x1 count 8 datatype 7\n"

@@ -23,7 +23,6 @@ from commscope.parsers._io import Source
 from commscope.parsers.registry import ParseError
 from commscope.pipeline import run_config as rc
 from commscope.pipeline.cli import main
-from commscope.pipeline.flows import discover_runs
 from commscope.pipeline.fs_policy import check_file
 from commscope.pipeline.ingest import (
     STATUS_ERROR,
@@ -33,6 +32,7 @@ from commscope.pipeline.ingest import (
     ingest_file,
     ingest_paths,
 )
+from commscope.pipeline.runs import discover_runs
 from commscope.pipeline.store import Store
 
 RUN = "links"
