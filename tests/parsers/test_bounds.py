@@ -499,7 +499,7 @@ _REGEX_CHILD = textwrap.dedent(
     """
     import importlib, json, sys, time
     module, name, how, template, run = sys.argv[1:6]
-    rx = getattr(importlib.import_module("parsers." + module), name)
+    rx = getattr(importlib.import_module("commscope.parsers." + module), name)
     costs = []
     for n in map(int, sys.argv[6:]):
         text = template.format(run * (n // len(run)))
