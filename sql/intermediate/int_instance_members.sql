@@ -71,15 +71,31 @@ WITH
     WHERE on_group AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
   ),
   coll_rank AS (
+    -- per (group, rank), from its calls counted per seq first (no DISTINCT aggregate, which
+    -- keeps a hash set per group): seq_usable = every call has a seq and not all the same
+    -- (or one call), seq_unique = no seq twice (a null seq counts as repeated: its group's
+    -- calls are not distinct values)
     SELECT
       run_id,
       gk,
       rank,
       any_value(source_format) AS source_format,
-      count(*) = count(seq) AND (count(DISTINCT seq) > 1 OR count(*) = 1) AS seq_usable,
-      count(DISTINCT seq) = count(*) AS seq_unique,
-      bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_usable
-    FROM coll_pre
+      sum(n) = coalesce(sum(n) FILTER (WHERE seq IS NOT NULL), 0)
+        AND (count(*) > 1 OR sum(n) = 1) AS seq_usable,
+      count(*) FILTER (WHERE seq IS NOT NULL) = sum(n) AS seq_unique,
+      bool_and(iter_ok) AS iter_usable
+    FROM (
+      SELECT
+        run_id,
+        gk,
+        rank,
+        seq,
+        count(*) AS n,
+        any_value(source_format) AS source_format,
+        bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_ok
+      FROM coll_pre
+      GROUP BY run_id, gk, rank, seq
+    )
     GROUP BY run_id, gk, rank
   ),
   coll_method AS (
