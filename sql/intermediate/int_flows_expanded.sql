@@ -33,7 +33,9 @@ CREATE OR REPLACE VIEW int_flows_expanded(
 WITH
   edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  classified AS (SELECT * FROM int_comm_ops_classified WHERE counted),
+  -- read twice (the ranks below, the patterns), never copied: a copy of every counted call's
+  -- columns cost more than the second scan
+  classified AS NOT MATERIALIZED (SELECT * FROM int_comm_ops_classified WHERE counted),
   logged_ranks AS MATERIALIZED (
     SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
   ),
