@@ -107,8 +107,11 @@ def main() -> int:
     for i, mod in enumerate(mods):
         if mod.layer != "intermediate" or mod.kind != "VIEW":
             continue
+        if mod.name not in inlined and d.stays_view(con, mod.name):  # as derive
+            inlined |= {mod.name}
         if mod.name in inlined:  # as derive: computed inside its readers
-            if args.dump and mod.name in d._VIEW_ONLY:  # dumped, to compare versions
+            if args.dump and (mod.name in d._VIEW_ONLY or mod.name in d._VIEW_IF_EMPTY):
+                # dumped, to compare versions
                 con.execute(
                     f"COPY (SELECT * FROM {mod.name}) TO '{args.dump / (mod.name + '.parquet')}'"
                 )

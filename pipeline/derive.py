@@ -376,11 +376,24 @@ def materialise_intermediates(
         if mod.layer != "intermediate" or mod.kind.upper() != "VIEW" or mod.name in inlined:
             continue
         t0 = time.perf_counter()
-        materialise_view(con, mod.name)
+        if stays_view(con, mod.name):
+            inlined |= {mod.name}
+        else:
+            materialise_view(con, mod.name)
         if free:
             free_unread(con, mods, i, inlined)
         if seconds is not None:
             seconds[mod.name] = time.perf_counter() - t0
+
+
+def stays_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    """Whether derive leaves the intermediate ``name`` a view, given the tables materialised
+    so far on ``con`` (``_VIEW_IF_EMPTY``)."""
+    source = _VIEW_IF_EMPTY.get(name)
+    if source is None:
+        return False
+    found = con.execute(f"SELECT count(*) FROM (FROM {quote_ident(source)} LIMIT 1)").fetchone()
+    return not (found and found[0])
 
 
 def inlined_intermediates(mods: tuple[SqlModule, ...]) -> frozenset[str]:
@@ -447,6 +460,17 @@ _INLINE = frozenset({"int_comm_ops_sequenced"})
 """Large intermediates left as views while exactly one module reads them: that reader computes
 them inside its own query (one call-sized table fewer to write and hold: at 1024 ranks the
 sequenced calls are 18 M rows that only int_comm_op_iteration reads)."""
+
+_VIEW_IF_EMPTY: dict[str, str] = {"int_calls": "int_call_sources"}
+"""Intermediate -> the (materialised) table whose emptiness leaves it a view in derive.
+
+``int_calls`` on a run whose int_call_sources is empty (every rank logged by one tool: no record
+to pair) is the counted rows of ``int_comm_ops_classified`` (an NCCL all-to-all's grouped Send/Recv lines as
+one call) joined to an empty aggregate, a projection that each reader (call_sources, call_totals, effective_bandwidth, message_sizes)
+computes within its own query for about what its read of the table costs, while storing it
+wrote a 40-column copy of every call (256 ranks: 5.2 s CPU of the derive; the marts' CPU the
+same either way, ``bench/README.md``). With paired records its per-call aggregate is worth
+computing once, so it is materialised."""
 
 _VIEW_ONLY = frozenset({"int_instance_calls", "int_call_lines"})
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table

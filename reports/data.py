@@ -41,6 +41,7 @@ MAX_EXACT_SIZE_CALLS = 5_000_000
 # Traffic classes in display order.
 CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
 
+
 def mart_names() -> tuple[str, ...]:
     """Every mart ``sql/marts`` defines, in load order: the report reads each one the run's
     derive published (one list, the SQL's; a new mart needs no entry here)."""

@@ -33,8 +33,10 @@ CREATE OR REPLACE VIEW int_flows_expanded(
 WITH
   edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- each logical call once (int_calls), an NCCL all-to-all as its per-peer lines
-  classified AS (SELECT * FROM int_call_lines),
+  -- each logical call once (int_calls), an NCCL all-to-all as its per-peer lines; read twice
+  -- (the ranks below, the patterns), never copied: a copy of every call's columns cost more
+  -- than the second scan
+  classified AS NOT MATERIALIZED (SELECT * FROM int_call_lines),
   logged_ranks AS MATERIALIZED (
     SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
   ),
