@@ -101,6 +101,12 @@ WITH
       ON g.run_id = o.run_id AND g.rank = o.rank AND g.source_file = o.source_file
       AND g.source_line = o.source_line AND g.call_key = o.call_key
     WHERE o.rank IS NOT NULL
+      -- a run whose every rank is logged by one format has nothing to pair: no row at all
+      -- (checked on one column first, so a 1024-rank single-source run skips the join and
+      -- aggregates below over its 18 M calls)
+      AND o.run_id IN (
+        SELECT run_id FROM int_comm_ops_classified WHERE NOT counted AND rank IS NOT NULL
+      )
   ),
   ranked AS (
     -- every record, with the call it is a record of (to_key, to_line): its own, or for a line
