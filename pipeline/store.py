@@ -602,19 +602,29 @@ class Store:
             ],
         )
 
-    def create_all_views(self, con: duckdb.DuckDBPyConnection) -> None:
-        """Canonical tables, live staging/intermediate SQL, and materialised marts."""
+    def create_all_views(self, con: duckdb.DuckDBPyConnection, *, strict: bool = False) -> None:
+        """Canonical tables, live staging/intermediate SQL, and materialised marts.
+
+        A broken SQL module is logged and skipped (it must not stop ingest or queries over the
+        canonical tables); with ``strict`` it raises instead (SqlModuleError), for a caller
+        that builds inside one transaction and falls back to this lenient build.
+        """
         from commscope.pipeline.sql_modules import SqlModuleError, apply, discover
 
         self.create_views(con)
         self.create_model_input_views(con)
-        # A broken SQL module must not stop ingest or queries over the canonical tables.
         try:
             modules = tuple(m for m in discover() if m.layer != "marts")
         except SqlModuleError as exc:
+            if strict:
+                raise
             log.warning("SQL modules not loaded into the catalog: %s", exc)
             modules = ()
-        apply(con, modules, on_error=lambda exc: log.warning("catalog: skipped %s", exc))
+        apply(
+            con,
+            modules,
+            on_error=None if strict else lambda exc: log.warning("catalog: skipped %s", exc),
+        )
         from commscope.pipeline.sql_modules import comment_view
 
         views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
@@ -749,8 +759,7 @@ class Store:
                     con.execute("SET parquet_metadata_cache = true")
                     # Defence in depth: whatever the rebuild runs reads only the store's data.
                     self.confine(con)
-                    self.create_all_views(con)
-                    self._write_meta(con)
+                    self._build_catalog(con)
                 finally:
                     con.close()
                 tmp.replace(self.catalog_path)
@@ -821,6 +830,29 @@ class Store:
             log.info("catalog not extended (%s): rebuilt instead", exc)
             return False
         return True
+
+    def _build_catalog(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Create every view and the meta record on a new catalog file: in one transaction
+        (each DDL statement committed on its own cost ~7 ms, most of a small ingest: 1.4-1.7 s
+        -> 1.1 s wall), and, if anything fails inside it (a broken SQL module aborts the
+        whole transaction), again one statement at a time, skipping what is broken."""
+        from commscope.pipeline.sql_modules import SqlModuleError
+
+        con.execute("BEGIN TRANSACTION")
+        try:
+            self.create_all_views(con, strict=True)
+            self._write_meta(con)
+            con.execute("COMMIT")
+            return
+        except (duckdb.Error, SqlModuleError) as exc:
+            if isinstance(exc, duckdb.IOException):
+                raise  # disk full, read-only: the caller reports it
+            log.info(
+                "catalog: one-transaction build failed (%s); building statement by statement", exc
+            )
+            con.execute("ROLLBACK")
+        self.create_all_views(con)
+        self._write_meta(con)
 
     def _catalog_held_by_writer(self) -> bool:
         """True if another process holds DuckDB's write lock on the catalog file."""

@@ -8,6 +8,7 @@ extension cannot follow (a catalog from before its record, a changed base) is re
 
 from __future__ import annotations
 
+import logging
 import re
 import struct
 from pathlib import Path
@@ -133,3 +134,49 @@ def test_a_reader_on_the_catalog_leaves_it_to_the_rebuild(ingested: Store) -> No
         reader.close()
     assert ingested._extend_catalog()
     assert "extra_mart" in {v[0] for v in _dump(ingested.catalog_path)["views"]}
+
+
+def test_catalog_is_built_in_one_transaction(
+    tmp_path: Path, shared_samples: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A rebuild normally commits once (no fallback to the statement-by-statement build)."""
+    files = sorted(
+        (shared_samples / "nccl_debug").glob("gfbench_2.20.5_2rank_normal_rank0_debugfile.txt")
+    )
+    store = Store.open(tmp_path / "s")
+    with caplog.at_level(logging.INFO, logger="commscope.pipeline.store"):
+        ingest_paths(store, files, run_id="r")
+    assert store.catalog_current()
+    assert not [r for r in caplog.records if "one-transaction build failed" in r.message]
+
+
+def test_a_broken_sql_module_is_skipped_and_the_rest_is_built(
+    tmp_path: Path, shared_samples: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module whose SQL fails aborts the one-transaction build; the catalog is then built
+    statement by statement without it (ingest and queries over the tables keep working)."""
+    from commscope.pipeline import sql_modules
+
+    real = sql_modules.discover()
+    bad = tmp_path / "int_broken.sql"
+    bad.write_text("CREATE OR REPLACE VIEW int_broken AS SELECT * FROM no_such_relation;\n")
+    broken = sql_modules.SqlModule(
+        bad, "intermediate", "int_broken", "VIEW", "broken", "none", {}, frozenset()
+    )
+    first = next(i for i, m in enumerate(real) if m.layer == "intermediate")
+    monkeypatch.setattr(
+        sql_modules, "discover", lambda *a, **k: (*real[:first], broken, *real[first:])
+    )
+    files = sorted(
+        (shared_samples / "nccl_debug").glob("gfbench_2.20.5_2rank_normal_rank0_debugfile.txt")
+    )
+    store = Store.open(tmp_path / "s")
+    ingest_paths(store, files, run_id="r")
+    con = store.connect()
+    try:
+        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
+        assert "int_broken" not in views
+        assert {"comm_ops", "int_comm_ops_classified", "int_calls"} <= views
+        assert con.execute("SELECT count(*) FROM comm_ops").fetchone()[0] > 0  # type: ignore[index]
+    finally:
+        con.close()

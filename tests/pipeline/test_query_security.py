@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pytest
@@ -425,17 +426,18 @@ def test_catalog_rebuild_reads_only_the_store_data(
     seen: list[str] = []
     original = Store.create_all_views
 
-    def spy(self: Store, con: duckdb.DuckDBPyConnection) -> None:
+    def spy(self: Store, con: duckdb.DuckDBPyConnection, **kw: Any) -> None:
         try:
             con.execute(f"SELECT * FROM read_text('{outside}')").fetchall()
             seen.append("read")
         except duckdb.PermissionException:
             seen.append("refused")
-        original(self, con)
+        original(self, con, **kw)
 
     monkeypatch.setattr(Store, "create_all_views", spy)
     Store.open(qstore, create=False).refresh_catalog()
-    assert seen == ["refused"]
+    assert seen and set(seen) == {"refused"}  # (a second time when the one-transaction build
+    # is aborted by the refused read and the catalog is built statement by statement)
     con = duckdb.connect(str(qstore / "catalog.duckdb"), read_only=True)
     try:  # the rebuilt catalog is complete
         assert con.execute("SELECT count(*) FROM comm_ops").fetchone()[0] > 0  # type: ignore[index]
