@@ -64,15 +64,11 @@ class OpenStore:
 
     def close(self) -> None:
         """Close every connection this object opened and remove their spill folders."""
-        import shutil
+        from commscope.pipeline.duckdb_session import close_session
 
         for con in [self._con, *self._extra]:
-            if con is None:
-                continue
-            row = con.execute("SELECT current_setting('temp_directory')").fetchone()
-            con.close()
-            if row and Path(str(row[0])).name.startswith("commscope-derive-"):
-                shutil.rmtree(str(row[0]), ignore_errors=True)
+            if con is not None:
+                close_session(con)
         self._con, self._extra = None, []
 
     def __enter__(self) -> OpenStore:

@@ -107,11 +107,3 @@ def save_advice(store: Store, run_id: str, payload: dict[str, Any]) -> Path:
     tmp.write_text(json.dumps(payload, indent=2))
     tmp.replace(dest)
     return dest
-
-
-def load_advice(store: Store, run_id: str) -> dict[str, Any] | None:
-    """The stored advice of a run, or ``None``."""
-    path = store.advice_path(run_id)
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())

@@ -23,7 +23,6 @@ import contextlib
 import logging
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -34,7 +33,7 @@ import polars as pl
 
 from commscope.parsers.schema import TABLES
 from commscope.pipeline import run_config as rc
-from commscope.pipeline.duckdb_session import limit_memory, materialise_view
+from commscope.pipeline.duckdb_session import close_session, limit_memory, materialise_view
 from commscope.pipeline.model_inputs import (
     INPUT_COLUMNS,
     PREDICTION_COLUMNS,
@@ -45,7 +44,13 @@ from commscope.pipeline.model_inputs import (
     register_tables,
     run_config_frame,
 )
-from commscope.pipeline.sql_modules import SqlModule, apply, discover, strip_comments
+from commscope.pipeline.sql_modules import (
+    SqlModule,
+    apply,
+    discover,
+    mart_names,
+    strip_comments,
+)
 from commscope.pipeline.sql_names import quote_ident, quote_literal
 from commscope.pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
 
@@ -272,10 +277,7 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
             steps["marts"] = time.perf_counter() - t_marts
         finally:
             t0 = time.perf_counter()
-            spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
-            con.close()
-            if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):
-                shutil.rmtree(str(spill[0]), ignore_errors=True)
+            close_session(con)
             steps["close"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         for name, df in inputs.items():
@@ -315,7 +317,7 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
 def missing_marts(store: Store, run_id: str) -> list[str]:
     """Marts defined in sql/marts that have no published file for this run."""
     published = store.mart_files(run_id)
-    return [m.name for m in discover() if m.layer == "marts" and m.name not in published]
+    return [name for name in mart_names() if name not in published]
 
 
 def ensure_derived(store: Store, run_id: str, *, config: Path | None = None) -> DeriveResult | None:

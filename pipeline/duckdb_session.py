@@ -5,6 +5,7 @@ private spill folder, and turning a view into a table of its rows.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -35,6 +36,15 @@ def limit_memory(con: duckdb.DuckDBPyConnection, spill: Path | None = None) -> N
     if spill is None:
         spill = Path(tempfile.gettempdir()) / f"commscope-derive-{os.getpid()}-{id(con):x}"
     con.execute(f"SET temp_directory = '{_q(str(spill))}'")
+
+
+def close_session(con: duckdb.DuckDBPyConnection) -> None:
+    """Close ``con`` and remove the private spill folder :func:`limit_memory` gave it (a
+    folder set by anyone else is left alone)."""
+    row = con.execute("SELECT current_setting('temp_directory')").fetchone()
+    con.close()
+    if row and Path(str(row[0])).name.startswith("commscope-derive-"):
+        shutil.rmtree(str(row[0]), ignore_errors=True)
 
 
 def materialise_view(con: duckdb.DuckDBPyConnection, name: str) -> None:

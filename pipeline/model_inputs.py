@@ -12,15 +12,38 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import duckdb
 import polars as pl
 
-if TYPE_CHECKING:
-    from commscope.pipeline import run_config as rc
-
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StoredConfig:
+    """A run's configuration as stored (``config/<run_id>.json``, written by
+    :mod:`commscope.pipeline.run_config`) and as derive publishes it (``run_config``); the reports
+    read it back from the latter."""
+
+    run_id: str
+    config: dict[str, Any]
+    source: str
+    synthetic: bool = False
+
+    def to_json(self) -> str:
+        """Serialise for the store."""
+        return json.dumps(
+            {
+                "run_id": self.run_id,
+                "source": self.source,
+                "synthetic": self.synthetic,
+                "config": self.config,
+            },
+            indent=2,
+            sort_keys=True,
+        )
 
 
 RUN_CONFIG_COLUMNS: dict[str, pl.DataType] = {
@@ -38,7 +61,7 @@ RUN_CONFIG_COLUMNS: dict[str, pl.DataType] = {
 }
 
 
-def run_config_frame(stored: rc.StoredConfig | None, run_id: str) -> pl.DataFrame:
+def run_config_frame(stored: StoredConfig | None, run_id: str) -> pl.DataFrame:
     """One row describing the run's parallel layout (nulls when unknown)."""
     if stored is None:
         return pl.DataFrame(
@@ -122,7 +145,7 @@ INPUT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
 the run's configuration and the analytical model's predictions, with their column types."""
 
 
-def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
+def predictions(stored: StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
     """The model's per-rank traffic, call signatures, matrix, time terms (rank 0) and per-stage
     time terms (``predicted_stage_times``: every stage within one common iteration, its bubble by
     eqs. 5-7 per stage, :func:`commscope.model.predict.pipeline_stage_times`) for the run's config
@@ -181,7 +204,7 @@ def predictions(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.Dat
     return out
 
 
-def input_frames(stored: rc.StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
+def input_frames(stored: StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:
     """``run_config`` and the ``predicted_*`` frames of one run (typed; predictions may be empty)."""
     return {"run_config": run_config_frame(stored, run_id), **predictions(stored, run_id)}
 

@@ -17,10 +17,8 @@ warning, so ``derive`` and ``report`` still run.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +30,7 @@ from commscope.pipeline.config_schema import (
     validate,
 )
 from commscope.pipeline.fs_policy import not_regular, read_checked
+from commscope.pipeline.model_inputs import StoredConfig
 from commscope.pipeline.store import Store, validate_run_id
 
 if TYPE_CHECKING:
@@ -41,29 +40,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "manifest.json"
-
-
-@dataclass(frozen=True)
-class StoredConfig:
-    """A run's configuration as stored."""
-
-    run_id: str
-    config: dict[str, Any]
-    source: str
-    synthetic: bool = False
-
-    def to_json(self) -> str:
-        """Serialise for the store."""
-        return json.dumps(
-            {
-                "run_id": self.run_id,
-                "source": self.source,
-                "synthetic": self.synthetic,
-                "config": self.config,
-            },
-            indent=2,
-            sort_keys=True,
-        )
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

@@ -166,6 +166,12 @@ def discover(sql_dir: Path = SQL_DIR) -> tuple[SqlModule, ...]:
     return tuple(_order(modules))
 
 
+def mart_names() -> tuple[str, ...]:
+    """Every mart ``sql/marts`` defines, in load order (derive publishes each; the report
+    reads each one published)."""
+    return tuple(m.name for m in discover() if m.layer == "marts")
+
+
 def _order(modules: list[SqlModule]) -> list[SqlModule]:
     by_name = {m.name.lower(): m for m in modules}
     done: list[SqlModule] = []

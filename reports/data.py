@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
+from commscope.pipeline.model_inputs import StoredConfig
+from commscope.pipeline.sql_modules import mart_names
 from commscope.reports.headline import Headline, model_platform
 from commscope.reports.headline import headline as compute_headline
 
@@ -42,31 +44,8 @@ MAX_EXACT_SIZE_CALLS = 5_000_000
 CLASSES = ["TP", "PP", "DP", "EP", "EmbTableSyn", "other"]
 
 
-def mart_names() -> tuple[str, ...]:
-    """Every mart ``sql/marts`` defines, in load order: the report reads each one the run's
-    derive published (one list, the SQL's; a new mart needs no entry here)."""
-    from commscope.pipeline.sql_modules import discover
-
-    return tuple(m.name for m in discover() if m.layer == "marts")
-
-
 class Unavailable(Exception):
     """A view cannot be drawn for this run; the message says why."""
-
-
-@dataclass(frozen=True)
-class StoredRunConfig:
-    """A run's configuration as its derive recorded it (the ``run_config`` relation).
-
-    Attributes:
-        config: the config's sections (model, parallel, platform, mapping, ...).
-        source: where it came from (``config:<file>``, ``manifest:<file>``, ...).
-        synthetic: True when the run's logs were generated.
-    """
-
-    config: dict[str, Any]
-    source: str
-    synthetic: bool = False
 
 
 @dataclass
@@ -94,7 +73,7 @@ class RunData:
     """
 
     run_id: str
-    stored: StoredRunConfig | None
+    stored: StoredConfig | None
     run_config: dict[str, Any]
     marts: dict[str, pl.DataFrame] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)
@@ -166,10 +145,7 @@ class RunData:
 
 def mart_path_reason(store: Store, name: str, run_id: str) -> str:
     """Why a mart is missing for a run, phrased for the page."""
-    from commscope.pipeline.sql_modules import discover
-
-    defined = {m.name for m in discover() if m.layer == "marts"}
-    if name not in defined:
+    if name not in mart_names():
         return f"mart {name} is not defined by this version of commscope"
     return f"mart {name} was not derived for this run (run `commscope derive {run_id}`)"
 
@@ -180,12 +156,13 @@ def read_model_inputs(store: Store, run_id: str) -> dict[str, pl.DataFrame]:
     return {name: pl.read_parquet(path) for name, path in store.model_input_files(run_id).items()}
 
 
-def stored_config(run_config: dict[str, Any]) -> StoredRunConfig | None:
+def stored_config(run_config: dict[str, Any]) -> StoredConfig | None:
     """The run's configuration from its ``run_config`` row, or None when it has none."""
     raw = run_config.get("config_json")
     if not raw:
         return None
-    return StoredRunConfig(
+    return StoredConfig(
+        run_id=str(run_config.get("run_id")),
         config=json.loads(str(raw)),
         source=str(run_config.get("config_source") or "unknown"),
         synthetic=bool(run_config.get("synthetic")),
@@ -218,7 +195,7 @@ def load_run(store: Store, run_id: str) -> RunData:
     )
     data = RunData(run_id, stored_config(rcfg), rcfg)
     published = store.mart_files(run_id)  # one published generation for every mart
-    for name in mart_names():
+    for name in mart_names():  # every mart sql/marts defines: no list of its own here
         path = published.get(name)
         if path is not None:
             data.marts[name] = pl.read_parquet(path)

@@ -6,7 +6,8 @@ Floors, lowest first (a module may import its own package and any lower floor):
 1. ``commscope.parsers`` and ``commscope.synthetic`` (siblings: neither imports the other);
 2. ``commscope.pipeline`` (store, catalog, ingest, derive, config);
 3. ``commscope.reports`` (reads the store: only ``pipeline.store``, ``pipeline.sql_modules``,
-   ``pipeline.sql_names``; no derive, no ingest);
+   ``pipeline.sql_names`` and ``pipeline.model_inputs`` (what derive publishes beside the marts);
+   no derive, no ingest);
 4. the application: ``commscope.pipeline.commands``, ``.cli``, ``.flows``;
 5. ``commscope`` itself, ``commscope.api`` and ``commscope.__main__``.
 
@@ -42,7 +43,12 @@ FLOORS: dict[str, tuple[int, str]] = {
 """Module prefix -> (floor, group); the longest prefix places a module. Modules of one group
 may import each other (without a cycle); groups on one floor may not."""
 REPORTS_READ = frozenset(
-    {"commscope.pipeline.store", "commscope.pipeline.sql_modules", "commscope.pipeline.sql_names"}
+    {
+        "commscope.pipeline.store",
+        "commscope.pipeline.sql_modules",
+        "commscope.pipeline.sql_names",
+        "commscope.pipeline.model_inputs",
+    }
 )
 DATA_PACKAGES = frozenset({"commscope.sql", "commscope.configs", "commscope.sample_traces"})
 

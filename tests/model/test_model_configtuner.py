@@ -19,8 +19,9 @@ from commscope.model.efficiency import (
     layer_forward_flops,
 )
 from commscope.model.predict import stage_memory_breakdown
-from commscope.pipeline.calibration import calibrate_from_store, load_advice
+from commscope.pipeline.calibration import calibrate_from_store
 from commscope.pipeline.cli import main
+from commscope.reports.data import read_advice
 from commscope.synthetic.check_layouts import layout_run, simulated_t_iter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -231,12 +232,12 @@ def test_advise_run_predicts_its_own_t_iter(
     assert sources["c_tp"].startswith(f"measured run {run_id}")
     assert sources["mu_max"].startswith(f"measured run {run_id}")
     assert sources["gpu_memory_bytes"] == "--gpu-memory-gib"
-    assert load_advice(Store.open(root, create=False), run_id)["run_id"] == run_id
+    assert read_advice(Store.open(root, create=False), run_id)["run_id"] == run_id
     # the report's section reads the stored advice (no model run inside reports/)
     from commscope.reports import advice as ra
     from commscope.reports import data as rd
 
-    stored = load_advice(Store.open(root, create=False), run_id)
+    stored = read_advice(Store.open(root, create=False), run_id)
     blocks = ra.section(rd.RunData(run_id, None, {}, advice=stored))
     assert [b.kind for b in blocks] == ["text", "text", "table", "text", "table"]
     ranking = blocks[2].frame

@@ -76,7 +76,7 @@ def test_predicted_signatures_are_the_derived_relation(project_root: Path) -> No
     Table 3 call signatures of GPT-3B); without it they show none, never a model run of their
     own."""
     stored = rc.from_file("r", project_root / "configs" / "gpt3b_paper.toml")
-    d = rd.RunData("r", rd.StoredRunConfig(stored.config, stored.source), {})
+    d = rd.RunData("r", stored, {})
     assert rp.predicted_signatures(d, 0) is None  # not derived: nothing predicted
     d.predicted_signatures = predictions(stored, "r")["predicted_signatures"]
     pred = rp.predicted_signatures(d, 0)
