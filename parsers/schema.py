@@ -228,7 +228,8 @@ COMM_OPS = Table(
             "rank of the same host:pid; also replaces an inferred_largest_comm guess), "
             "inferred_largest_comm (schema 1.7.0: NCCL Inspector, whose records give only the "
             "communicator rank: the rank on the file's largest communicator, taken as the "
-            "world; wrong when the file holds only split communicators). Null when rank is "
+            "world; wrong when the file holds only split communicators; also an nsys export "
+            "that gives no rank, from the CommInitRank payloads of NCCL >= 2.25). Null when rank is "
             "null, and in stores written before 1.6.0 (read as logged where rank is set).",
         ),
     ),
@@ -453,7 +454,9 @@ TRACE_META = Table(
             "rank_source",
             STR,
             "Where rank came from: distributedInfo, mpi_ranks, mpi_thread_name, file_name, "
-            "dump_key (a Flight Recorder dump's own rank key), option, unknown.",
+            "dump_key (a Flight Recorder dump's own rank key), option, inferred_largest_comm "
+            "(nsys: the Rank of the process's largest communicator in its NCCL >= 2.25 "
+            "CommInitRank payload, taken as the world), unknown.",
         ),
         Column("backend", STR, "Communication backend (nccl, gloo, rccl)."),
         Column("clock_anchor_ns", I64, "Wall-clock epoch ns of ts_ns = 0, when known."),
