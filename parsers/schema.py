@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.7.0"
+SCHEMA_VERSION = "1.8.0"
 
 
 @dataclass(frozen=True)
@@ -231,6 +231,17 @@ COMM_OPS = Table(
             "world; wrong when the file holds only split communicators; also an nsys export "
             "that gives no rank, from the CommInitRank payloads of NCCL >= 2.25). Null when rank is "
             "null, and in stores written before 1.6.0 (read as logged where rank is set).",
+        ),
+        Column(
+            "split_bytes",
+            STR,
+            "all_to_all with per-member sizes (schema 1.8.0): the bytes the caller sends to each "
+            "member of its group, in group-rank order, comma-separated; they sum to msg_bytes. "
+            "Kineto: record_param_comms 'In split size' (rows along dim 0 of the send tensor) x "
+            "the row's bytes (In msg nelems / sum of the splits x element size). Null for an "
+            "even all_to_all (msg_bytes / n to each member), for sources that log no split, "
+            "and in stores written before 1.8.0.",
+            aliases="kineto: In split size",
         ),
     ),
 )

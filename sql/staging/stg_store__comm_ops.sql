@@ -78,7 +78,9 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- parsers/_nccl_rank_infer.py) | inferred_process (above) | inferred_largest_comm (NCCL
   -- Inspector: the rank on the file's largest communicator, no other source names the
   -- process) | null when rank is null.
-  rank_source
+  rank_source,
+  -- all_to_all with per-member sizes: bytes sent to each member in group-rank order, comma-separated (comm_ops.split_bytes; Kineto In split size); null when even or not logged.
+  split_bytes
 ) AS
 WITH
   -- Global rank and communicator size of each process an NCCL log names (communicators),
@@ -156,5 +158,6 @@ SELECT
   group_source,
   kernel_count,
   call_state,
-  rank_source
+  rank_source,
+  split_bytes
 FROM ops
