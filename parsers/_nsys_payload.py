@@ -34,6 +34,9 @@ REDOP = "Reduction operation"
 RANK = "Rank"
 NRANKS = "No. of ranks"
 CUDA_DEV = "CUDA device"
+PARENT_COMM_ID = "Parent NCCL communicator ID"
+COLOR = "Color"
+KEY = "Key"
 
 HEADER = struct.Struct("<IIIIQQ")
 """32-byte header in front of each ``binaryData`` payload."""
@@ -191,7 +194,19 @@ class PayloadDecoder:
         if not isinstance(obj, dict):
             return None
         out: dict[str, int] = {}
-        for key in (MSG_SIZE, COMM_ID, PEER, ROOT, REDOP, RANK, NRANKS, CUDA_DEV):
+        for key in (
+            MSG_SIZE,
+            COMM_ID,
+            PEER,
+            ROOT,
+            REDOP,
+            RANK,
+            NRANKS,
+            CUDA_DEV,
+            PARENT_COMM_ID,
+            COLOR,
+            KEY,
+        ):
             val = obj.get(key)
             if isinstance(val, bool):
                 continue

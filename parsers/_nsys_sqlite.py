@@ -58,6 +58,7 @@ from commscope.parsers._nsys_common import (
 )
 from commscope.parsers._nsys_launch import (
     CallLinks,
+    _text_filter,
     has_rows,
     launch_join,
     read_call_ranges,
@@ -66,10 +67,13 @@ from commscope.parsers._nsys_launch import (
     time_calls,
 )
 from commscope.parsers._nsys_payload import (
+    COLOR,
     COMM_ID,
     CUDA_DEV,
+    KEY,
     MSG_SIZE,
     NRANKS,
+    PARENT_COMM_ID,
     PEER,
     RANK,
     REDOP,
@@ -171,6 +175,28 @@ class _Export:
     kernels_traced: bool = False
     calls_unlaunched: int = 0
     comm_nranks: dict[str, int] = field(default_factory=dict)
+    comm_inits: list[_CommInit] = field(default_factory=list)
+
+
+RANK_INFERRED = "inferred_largest_comm"
+"""``rank_source`` of a rank read from the CommInit payload of the process's largest
+communicator (taken as the world: there the comm rank is the global rank)."""
+
+
+@dataclass(frozen=True)
+class _CommInit:
+    """One decoded ``ncclCommInitRank*``/``ncclCommSplit``/``ncclCommShrink`` payload."""
+
+    rowid: int
+    pid: int | None
+    gtid: int | None
+    comm_id: str
+    rank: int
+    nranks: int
+    cuda_dev: int | None
+    parent: str | None
+    color: int | None
+    key: int | None
 
 
 def _meta(con: sqlite3.Connection, tables: set[str]) -> dict[str, str]:
@@ -505,6 +531,111 @@ _PAY_SCHEMA = {
     "msg_bytes": pl.Int64,
     "redop": pl.Utf8,
 }
+
+
+def _hex(v: object) -> str | None:
+    return f"0x{v:x}" if isinstance(v, int) else None
+
+
+def read_comm_inits(con: sqlite3.Connection, ex: _Export, name_sql: str) -> None:
+    """Decode the payload of every NCCL communicator creation range, before any row is read.
+
+    ``ncclCommInitRank*``, ``ncclCommSplit`` and ``ncclCommShrink`` ranges (one per
+    communicator and process: few) carry, from NCCL 2.25, the new communicator's hash, its
+    ``No. of ranks``, the caller's ``Rank`` in it and the ``CUDA device``
+    (``src/include/nvtx_payload_schemas.h``); a split also its parent's hash, ``Color`` and
+    ``Key``. Read first so that every call of the export, wherever it sits, gets its
+    communicator's size and the caller's rank in it, and so that an export without any other
+    rank can take the rank from its largest communicator (:func:`infer_rank`).
+    """
+    if not ex.nccl_domain_ids or "NVTX_EVENTS" not in ex.tables:
+        return
+    cols = _columns(con, "NVTX_EVENTS")
+    if not {"eventType", "domainId"} <= cols:
+        return
+    ids = ", ".join(str(int(i)) for i in ex.nccl_domain_ids)
+    json_id = (
+        "(SELECT value FROM StringIds s WHERE s.id = n.jsonTextId)"
+        if "jsonTextId" in cols and "StringIds" in ex.tables
+        else "NULL"
+    )
+    named = _text_filter(con, ex.tables, "LIKE 'ncclComm%'")
+    rows = con.execute(
+        f"SELECT n.rowid, {_c(cols, 'n', 'globalTid')}, {name_sql}, "
+        f"COALESCE({_c(cols, 'n', 'jsonText')}, {json_id}), "
+        f"CAST({_c(cols, 'n', 'binaryData')} AS BLOB) FROM NVTX_EVENTS n "
+        f"WHERE n.eventType IN (59, 60) AND n.domainId IN ({ids}) AND {named} ORDER BY n.rowid"
+    ).fetchall()
+    for rowid, gtid, name, js, blob in rows:
+        if not _COMM_INIT_RE.match(str(name or "")):
+            continue
+        pay = None
+        if blob is not None:
+            pay = ex.decoder.decode_binary(blob, None)
+            if pay is None:
+                ex.payload_undecoded += 1
+        if pay is None and js is not None:
+            pay = PayloadDecoder.decode_json(js)
+        if not pay:
+            continue
+        comm_id = _hex(pay.get(COMM_ID))
+        rank, nranks = pay.get(RANK), pay.get(NRANKS)
+        if comm_id is None or type(rank) is not int or type(nranks) is not int:
+            continue
+        if not 0 <= rank < nranks:
+            continue  # not a member's payload (corrupt, or a schema read wrongly)
+        ex.comm_nranks.setdefault(comm_id, nranks)
+        ex.comm_inits.append(
+            _CommInit(
+                rowid=int(rowid),
+                pid=pid_of(gtid) if type(gtid) is int else None,
+                gtid=gtid if type(gtid) is int else None,
+                comm_id=comm_id,
+                rank=rank,
+                nranks=nranks,
+                cuda_dev=pay.get(CUDA_DEV),
+                parent=_hex(pay.get(PARENT_COMM_ID)),
+                color=pay.get(COLOR),
+                key=pay.get(KEY),
+            )
+        )
+
+
+def infer_rank(ex: _Export) -> RankResolution | None:
+    """The rank of each process from its largest communicator's CommInit payload, or None.
+
+    Only for an export whose rank nothing else gives (no MPI data, no ``rank_N`` in the file
+    name, no rank option). A process's largest communicator is taken as the world, where the
+    comm rank is the global rank: PyTorch's default group spans the world. That is a guess
+    (wrong if the process only ever made sub-communicators), so it is marked
+    ``rank_source = inferred_largest_comm`` (as NCCL Inspector's), and an NCCL log of the run
+    that names the same host:pid replaces it (``stg_store__comm_ops``). A process whose largest
+    communicators disagree on its rank gets none.
+    """
+    by_pid: dict[int, list[_CommInit]] = {}
+    for c in ex.comm_inits:
+        if c.pid is not None:
+            by_pid.setdefault(c.pid, []).append(c)
+    inferred: dict[int, int] = {}
+    sizes: dict[int, int] = {}
+    for pid, inits in by_pid.items():
+        top = max(c.nranks for c in inits)
+        ranks = {c.rank for c in inits if c.nranks == top}
+        if len(ranks) == 1:
+            inferred[pid] = ranks.pop()
+            sizes[pid] = top
+    if not inferred:
+        return None
+    detail = ", ".join(
+        f"process {p}: rank {r} of {sizes[p]}" for p, r in sorted(inferred.items())[:4]
+    )
+    warnings = [w for w in ex.rank.warnings if not w.startswith("rank unknown")] + [
+        "rank inferred from the CommInitRank payload of each process's largest communicator "
+        f"(taken as the world; rank_source {RANK_INFERRED}): {detail}"
+    ]
+    return RankResolution(None, RANK_INFERRED, inferred, warnings)
+
+
 _COMM_SCHEMA = {
     "comm_id": pl.Utf8,
     "rank": pl.Int32,
@@ -515,30 +646,89 @@ _COMM_SCHEMA = {
     "cuda_dev": pl.Int32,
     "comm_hash": pl.Utf8,
     "parent_comm_id": pl.Utf8,
+    "parent_comm_hash": pl.Utf8,
+    "parent_nranks": pl.Int32,
+    "split_color": pl.Int64,
+    "split_key": pl.Int64,
     "source_line": pl.Int64,
 }
 
 
-def _hex(v: object) -> str | None:
-    return f"0x{v:x}" if isinstance(v, int) else None
+def communicators_frame(ex: _Export) -> pl.DataFrame | None:
+    """``communicators`` rows of the decoded CommInit payloads.
+
+    ``global_rank`` is the process's rank only where the export gives it (MPI, file name,
+    option); a rank this parser inferred (:func:`infer_rank`) is left out, so it is never taken
+    for evidence of the process's rank by another source.
+    """
+    if not ex.comm_inits:
+        return None
+    known = ex.rank.source != RANK_INFERRED
+    rows = [
+        {
+            "comm_id": c.comm_id,
+            "rank": c.rank,
+            "nranks": c.nranks,
+            "global_rank": (ex.rank.pid_ranks.get(c.pid, ex.rank.rank) if known else None)
+            if c.pid is not None
+            else (ex.rank.rank if known else None),
+            "host": ex.host,
+            "pid": c.pid,
+            "cuda_dev": c.cuda_dev,
+            "comm_hash": c.comm_id,
+            "parent_comm_id": c.parent,
+            "parent_comm_hash": c.parent,
+            "parent_nranks": ex.comm_nranks.get(c.parent) if c.parent else None,
+            "split_color": c.color if c.parent else None,
+            "split_key": c.key if c.parent else None,
+            "source_line": c.rowid,
+        }
+        for c in ex.comm_inits
+    ]
+    return pl.DataFrame(rows, schema=_COMM_SCHEMA)
 
 
-def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl.DataFrame | None]:
-    """comm_ops (data-moving NCCL API ranges) and communicators (CommInit payloads).
+def _group_ranks(ex: _Export) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The caller's rank in each communicator: by (thread, comm) and by (process, comm), each
+    kept only where it is one rank (a process driving several GPUs has one member per GPU)."""
+    by_tid: dict[tuple[int, str], set[int]] = {}
+    by_pid: dict[tuple[int, str], set[int]] = {}
+    for c in ex.comm_inits:
+        if c.gtid is not None:
+            by_tid.setdefault((c.gtid, c.comm_id), set()).add(c.rank)
+        if c.pid is not None:
+            by_pid.setdefault((c.pid, c.comm_id), set()).add(c.rank)
+    tid = pl.DataFrame(
+        [(g, cid, next(iter(r))) for (g, cid), r in by_tid.items() if len(r) == 1],
+        schema={"globalTid": pl.Int64, "comm_id": pl.Utf8, "_gr_tid": pl.Int32},
+        orient="row",
+    )
+    pid = pl.DataFrame(
+        [(p, cid, next(iter(r))) for (p, cid), r in by_pid.items() if len(r) == 1],
+        schema={"pid": pl.Int64, "comm_id": pl.Utf8, "_gr_pid": pl.Int32},
+        orient="row",
+    )
+    return tid, pid
+
+
+def _nccl_rows(good: pl.DataFrame, ex: _Export) -> pl.DataFrame | None:
+    """comm_ops of the data-moving NCCL API ranges.
 
     The rows are built vectorised; only ranges that carry a payload are decoded in Python
-    (one ``struct.unpack`` per field), and their values joined back by ``rowid``.
+    (one ``struct.unpack`` per field), and their values joined back by ``rowid``. The
+    communicator's size (``group_size``) and the caller's rank in it (``group_rank``) come
+    from its CommInit payload (:func:`read_comm_inits`), ``group_source`` ``logged``.
     """
     nccl = good.filter(pl.col("domain") == NCCL_DOMAIN)
     if nccl.is_empty():
-        return None, None
+        return None
     nccl = nccl.with_columns(api_op_expr("name").alias("op"))
-    is_init = pl.col("name").str.contains(_COMM_INIT_RE.pattern)
+    ops = nccl.filter(pl.col("op").is_not_null())
+    if ops.is_empty():
+        return None
     has_payload = pl.col("binaryData").is_not_null() | pl.col("jsonText").is_not_null()
     decoded: list[tuple[Any, ...]] = []
-    comms: list[dict[str, Any]] = []
-    carrying = nccl.filter((pl.col("op").is_not_null() | is_init) & has_payload)
-    for rec in carrying.iter_rows(named=True):
+    for rec in ops.filter(has_payload).iter_rows(named=True):
         pay = None
         if rec["binaryData"] is not None:
             pay = ex.decoder.decode_binary(rec["binaryData"], rec["domainId"])
@@ -548,42 +738,34 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
             pay = PayloadDecoder.decode_json(rec["jsonText"])
         if not pay:
             continue
-        comm_id = _hex(pay.get(COMM_ID))
-        if rec["op"] is not None:
-            redop = pay.get(REDOP)
-            decoded.append(
-                (
-                    rec["rowid"],
-                    comm_id,
-                    pay.get(PEER, pay.get(ROOT)),
-                    pay.get(MSG_SIZE),
-                    REDOPS.get(redop) if isinstance(redop, int) else None,
-                )
+        redop = pay.get(REDOP)
+        decoded.append(
+            (
+                rec["rowid"],
+                _hex(pay.get(COMM_ID)),
+                pay.get(PEER, pay.get(ROOT)),
+                pay.get(MSG_SIZE),
+                REDOPS.get(redop) if isinstance(redop, int) else None,
             )
-        elif comm_id is not None and NRANKS in pay and RANK in pay:
-            if isinstance(pay[NRANKS], int):
-                ex.comm_nranks[comm_id] = pay[NRANKS]
-            comms.append(
-                {
-                    "comm_id": comm_id,
-                    "rank": pay[RANK],
-                    "nranks": pay[NRANKS],
-                    "global_rank": rec["rank"],
-                    "host": ex.host,
-                    "pid": rec["pid"],
-                    "cuda_dev": pay.get(CUDA_DEV),
-                    "comm_hash": comm_id,
-                    "parent_comm_id": _hex(pay.get("Parent NCCL communicator ID")),
-                    "source_line": rec["rowid"],
-                }
-            )
-    ops = nccl.filter(pl.col("op").is_not_null())
+        )
     pay_df = pl.DataFrame(decoded, schema=_PAY_SCHEMA, orient="row")
     ops = ops.join(pay_df, on="rowid", how="left", maintain_order="left")
-    # group_size from the communicator's own CommInit payload seen earlier in the export.
     size = pl.col("comm_id").replace_strict(ex.comm_nranks, default=None, return_dtype=pl.Int32)
     ops = ops.with_columns(size.alias("group_size")).with_columns(
         pl.when(pl.col("group_size").is_not_null()).then(pl.lit("logged")).alias("group_source")
+    )
+    by_tid, by_pid = _group_ranks(ex)
+    ops = (
+        ops.join(by_tid, on=["globalTid", "comm_id"], how="left", maintain_order="left")
+        .join(by_pid, on=["pid", "comm_id"], how="left", maintain_order="left")
+        .with_columns(pl.coalesce("_gr_tid", "_gr_pid").alias("group_rank"))
+    )
+    how = ex.rank.source if ex.rank.source in (RANK_INFERRED, "option") else None
+    ops = ops.with_columns(
+        pl.when(pl.col("rank").is_not_null())
+        .then(pl.lit(how, dtype=pl.Utf8))
+        .otherwise(None)
+        .alias("rank_source")
     )
     ops = time_calls(
         ops.with_columns(pl.col("globalTid").alias("gtid")),
@@ -601,6 +783,7 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
         pl.col("name").alias("raw_op"),
         "comm_id",
         "group_size",
+        "group_rank",
         "group_source",
         "peer_rank",
         "msg_bytes",
@@ -611,11 +794,9 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> tuple[pl.DataFrame | None, pl
         "launch_ts_ns",
         "kernel_count",
         "iteration",
+        "rank_source",
     )
-    return (
-        ops if ops.height else None,
-        pl.DataFrame(comms, schema=_COMM_SCHEMA) if comms else None,
-    )
+    return ops if ops.height else None
 
 
 def _nvtx_batch(rows: list[tuple[Any, ...]], ex: _Export) -> ParsedChunk:
@@ -635,14 +816,13 @@ def _nvtx_batch(rows: list[tuple[Any, ...]], ex: _Export) -> ParsedChunk:
         "domain",
         pl.col("rowid").alias("source_line"),
     )
-    comm_ops, communicators = _nccl_rows(good, ex)
+    comm_ops = _nccl_rows(good, ex)
     n_bad = 0 if rejects is None else rejects.height
     warnings = [f"{unnamed} NVTX ranges without text ignored"] if unnamed else []
     return _chunk(
         {
             "markers": markers,
             "comm_ops": comm_ops,
-            "communicators": communicators,
             "rejects": rejects,
         },
         LineCounts(total=len(rows), parsed=markers.height, ignored=unnamed, rejected=n_bad),
@@ -744,6 +924,13 @@ def _read(
         ex.steps = read_steps(con, tables, name_sql)
         if nccl_ids and {"globalTid", "domainId"} <= _columns(con, "NVTX_EVENTS"):
             ex.links = read_call_ranges(con, tables, nccl_ids, name_sql)
+        read_comm_inits(con, ex, name_sql)
+        if res.rank is None and not res.pid_ranks:
+            inferred = infer_rank(ex)
+            if inferred is not None:
+                res = ex.rank = inferred
+                ex.warnings = [w for w in ex.warnings if not w.startswith("rank unknown")]
+                ex.warnings += inferred.warnings[-1:]
     if (
         ex.links is not None
         and ex.kernels_traced
@@ -753,7 +940,7 @@ def _read(
             "kernels but no CUPTI_ACTIVITY_KIND_RUNTIME launches: NCCL calls cannot be linked "
             "to their kernels and get timing_source 'none'"
         )
-    yield _chunk({}, LineCounts(), ex.warnings)
+    yield _chunk({"communicators": communicators_frame(ex)}, LineCounts(), ex.warnings)
 
     if "CUPTI_ACTIVITY_KIND_KERNEL" in tables:
         for rows in _fetch(con, _kernel_sql(con, ex)):

@@ -79,7 +79,10 @@ Tables written:
   input); reduce_scatter: the per-rank receive buffer, the shard (NCCL recvcount, = ``Out msg
   nelems``); all_to_all: the full per-rank send buffer (= ``In msg nelems``, = the range's
   input). ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
-  does not record stays null.
+  does not record stays null. An uneven all_to_all (``all_to_all_single`` with splits) also
+  gets ``split_bytes``: the bytes sent to each member in group-rank order, from ``In split
+  size`` (rows along dim 0 per member) x the row's bytes (``In msg nelems`` / Σ splits x
+  element size), only when that is exact (:func:`split_bytes`); ``"[]"`` (even) leaves it null.
 
   Timing (``timing_source``): a call's interval is that of the GPU kernel(s) it launched,
   first kernel start to last kernel end (``kernel``; ``kernel_count`` kernels; ``stream`` and
@@ -313,6 +316,7 @@ _COMM_SCHEMA: dict[str, pl.DataType] = {
     "timing_source": pl.Utf8(),
     "kernel_count": pl.Int32(),
     "group_source": pl.Utf8(),
+    "split_bytes": pl.Utf8(),
 }
 
 
@@ -444,6 +448,48 @@ def _range_reason(what: str, ts: float, dur: float) -> str:
     if dur < 0:
         return f"{what} with a negative duration (dur {dur!r})"
     return f"{what} with ts/dur out of range (ts {ts!r}, dur {dur!r} µs; limit ±{TIME_NS_MAX} ns)"
+
+
+MAX_SPLITS = 65_536
+"""Longest ``In split size`` list read (a group of more members is not a real split)."""
+
+
+def split_bytes(raw: Any, count: int | None, msg: int | None, group_size: Any) -> str | None:
+    """Per-peer bytes of an uneven all_to_all, comma-separated in group-rank order, or None.
+
+    ``In split size`` (c10d ``inputSplitSizes``, a string ``"[118, 394]"`` or a list) counts
+    rows along dim 0 of the send tensor, one entry per member; a row holds ``In msg nelems /
+    Σ splits`` elements, so member ``j`` gets ``split[j] x row x element size`` bytes and
+    the list sums to ``msg_bytes``. None for an even all_to_all (``"[]"``), or when the
+    numbers do not fit (no element size, a row that is not whole, a length other than the
+    ``Group size``).
+    """
+    if isinstance(raw, str):
+        text = raw.strip()
+        if len(text) > 16 * MAX_SPLITS or not (text.startswith("[") and text.endswith("]")):
+            return None
+        inner = text[1:-1].strip()
+        if not inner:
+            return None
+        try:
+            values = [int(v) for v in inner.split(",")]
+        except ValueError:
+            return None
+    elif isinstance(raw, list) and raw and len(raw) <= MAX_SPLITS:
+        if not all(type(v) is int for v in raw):
+            return None
+        values = raw
+    else:
+        return None
+    total = sum(values)
+    if not count or msg is None or total <= 0 or min(values) < 0:
+        return None
+    if count % total or msg % count:
+        return None
+    if type(group_size) is int and group_size != len(values):
+        return None
+    row_bytes = count // total * (msg // count)
+    return ",".join(str(v * row_bytes) for v in values)
 
 
 _CommRow = tuple[Any, ...]
@@ -732,7 +778,7 @@ class KinetoParser:
     """PyTorch profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``, bare arrays)."""
 
     name: ClassVar[str] = "kineto"
-    version: ClassVar[str] = "1.1.0"
+    version: ClassVar[str] = "1.2.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Recognise a Kineto trace by its top-level keys or its event shape."""
@@ -1204,6 +1250,9 @@ class KinetoParser:
                 args.seq,
                 args.external_id,
                 _thread(ev.tid),
+                split_bytes(args.in_split, count, msg, args.group_size)
+                if op == "all_to_all"
+                else None,
             )
         )
 
@@ -1393,6 +1442,7 @@ class KinetoParser:
                 _ts_ns(pl.col("launch_us"), st.base_ns).alias("launch_ts_ns"),
                 "group_source",
                 "kernel_count",
+                "split_bytes",
             )
         # record_param_comms events were left out of the running counts; settle them now.
         chunk.counts.total += st.rpc_seen
@@ -1552,6 +1602,7 @@ class KinetoParser:
             seq_arg,
             _ext,
             _tid,
+            split,
         ) in enumerate(st.rpc_ops):
             rank_arg = _int(rank)
             peer = None
@@ -1601,6 +1652,7 @@ class KinetoParser:
                     timing,
                     n_kernels,
                     group_source,
+                    split,
                 )
             )
         return rows
@@ -1707,6 +1759,7 @@ class KinetoParser:
                     timing,
                     n_kernels,
                     group_source,
+                    None,  # split_bytes
                 )
             )
         return rows
@@ -1794,6 +1847,7 @@ class KinetoParser:
                     "kernel",
                     len(kernels),
                     group_source,
+                    None,  # split_bytes
                 )
             )
         return rows

@@ -11,9 +11,14 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   ``nvtx`` otherwise; ``iteration`` when the whole name is a step marker); NCCL-domain ranges
   of data-moving API calls → ``comm_ops`` (op from the function name; message size, comm hash,
   peer/root and reduction op only when the payload decodes with the export's payload schema
-  tables; ``group_size`` = the ``No. of ranks`` of the call's communicator from its CommInit
-  payload earlier in the export, ``group_source`` ``logged``, else both null); NCCL
-  ``ncclCommInit*``/``ncclCommSplit`` payloads → ``communicators``.
+  tables; NCCL >= 2.25 puts the communicator's commHash first in every payload: ``comm_id``
+  is that hash, the id the communicator's ``ncclCommInitRank*``/``ncclCommSplit`` payload
+  carries too; ``group_size`` = that payload's ``No. of ranks`` and ``group_rank`` its
+  ``Rank`` (the caller's rank in the communicator; per thread, else per process, only where it
+  is one rank), ``group_source`` ``logged``; without a comm id (NCCL <= 2.24) all three stay
+  null); the CommInit/CommSplit payloads (read before any row, whatever their place in the
+  export) → ``communicators`` (``comm_hash`` = ``comm_id``; a split's parent hash, color and
+  key).
   **Records** = rows of the KERNEL, MEMCPY, MEMSET and NVTX_EVENTS tables.
 * **SQLite timing (issue 16)**, by :mod:`commscope.parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
   are those of the GPU kernel(s) it launched (NCCL range → ``CUPTI_ACTIVITY_KIND_RUNTIME``
@@ -58,7 +63,12 @@ Rank: nsys knows no torch rank. In order: ``MPI_RANKS`` (per process; ``rank_sou
 ``mpi_ranks``), the ``MPI Rank N`` thread names nsys MPI tracing writes (``mpi_thread_name``),
 an explicit ``rank_N``/``rank-N``/``rankN`` in the *file name* (``file_name``; bare trailing
 digits such as ``report1`` or ``..._perlmutter0`` are not taken), the ``rank`` argument
-(``option``), else null with a warning (``unknown``), never a silent 0. The ``Rank`` column of
+(``option``), else, for a process whose NCCL >= 2.25 CommInitRank payloads say it, its
+``Rank`` in its largest communicator, taken as the world (``inferred_largest_comm``, also
+``comm_ops.rank_source``; a guess: an NCCL log of the run naming the same host:pid replaces it
+in ``stg_store__comm_ops``, and ``communicators.global_rank`` stays null), else null with a
+warning (``unknown``), never a silent 0. ``comm_ops.rank_source`` is ``option`` for a rank
+given at ingest, null (read as logged) for the others. The ``Rank`` column of
 recipe outputs is the index of the input report, not a rank, and is ignored.
 """
 
@@ -115,7 +125,7 @@ class NsysParser:
     """Nsight Systems SQLite exports, ``nsys stats`` CSV reports and ``nsys recipe`` Parquet."""
 
     name: ClassVar[str] = "nsys"
-    version: ClassVar[str] = "1.1.0"
+    version: ClassVar[str] = "1.2.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head``/``path`` is an nsys output (0 = not mine).

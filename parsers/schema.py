@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.7.0"
+SCHEMA_VERSION = "1.8.0"
 
 
 @dataclass(frozen=True)
@@ -228,8 +228,20 @@ COMM_OPS = Table(
             "rank of the same host:pid; also replaces an inferred_largest_comm guess), "
             "inferred_largest_comm (schema 1.7.0: NCCL Inspector, whose records give only the "
             "communicator rank: the rank on the file's largest communicator, taken as the "
-            "world; wrong when the file holds only split communicators). Null when rank is "
+            "world; wrong when the file holds only split communicators; also an nsys export "
+            "that gives no rank, from the CommInitRank payloads of NCCL >= 2.25). Null when rank is "
             "null, and in stores written before 1.6.0 (read as logged where rank is set).",
+        ),
+        Column(
+            "split_bytes",
+            STR,
+            "all_to_all with per-member sizes (schema 1.8.0): the bytes the caller sends to each "
+            "member of its group, in group-rank order, comma-separated; they sum to msg_bytes. "
+            "Kineto: record_param_comms 'In split size' (rows along dim 0 of the send tensor) x "
+            "the row's bytes (In msg nelems / sum of the splits x element size). Null for an "
+            "even all_to_all (msg_bytes / n to each member), for sources that log no split, "
+            "and in stores written before 1.8.0.",
+            aliases="kineto: In split size",
         ),
     ),
 )
@@ -453,7 +465,9 @@ TRACE_META = Table(
             "rank_source",
             STR,
             "Where rank came from: distributedInfo, mpi_ranks, mpi_thread_name, file_name, "
-            "dump_key (a Flight Recorder dump's own rank key), option, unknown.",
+            "dump_key (a Flight Recorder dump's own rank key), option, inferred_largest_comm "
+            "(nsys: the Rank of the process's largest communicator in its NCCL >= 2.25 "
+            "CommInitRank payload, taken as the world), unknown.",
         ),
         Column("backend", STR, "Communication backend (nccl, gloo, rccl)."),
         Column("clock_anchor_ns", I64, "Wall-clock epoch ns of ts_ns = 0, when known."),

@@ -13,7 +13,10 @@ uses (FORMATS_timeline.md §1; column lists as in nsys 2024.6, export schema 3.1
   registered names in ``textId``: ``ncclAllReduce``, ``ncclSend``, ``ncclGroupStart``, ...) with
   their binary payload in ``binaryData`` (32-byte header + the static NCCL schema: message size
   and reduction op for NCCL 2.16-2.24; communicator id first and the peer for p2p from 2.25),
-  the schemas in ``NVTX_PAYLOAD_SCHEMAS``/``NVTX_PAYLOAD_SCHEMA_ENTRIES``; one
+  the schemas in ``NVTX_PAYLOAD_SCHEMAS``/``NVTX_PAYLOAD_SCHEMA_ENTRIES``; from 2.25 one
+  ``ncclCommInitRankConfig`` range per communicator of the rank (pipeline pairs included: NCCL
+  gives each p2p pair a 2-rank communicator) with its payload (commHash, No. of ranks, Rank,
+  CUDA device), before the profiled iterations; one
   ``iteration <k>`` range per iteration in the default domain (a ``torch.cuda.nvtx`` range);
 * ``CUPTI_ACTIVITY_KIND_KERNEL``: compute kernels and ``ncclDevKernel_*`` kernels (short,
   demangled and mangled names), ``CUPTI_ACTIVITY_KIND_RUNTIME``: the ``cudaLaunchKernel`` call of
@@ -288,8 +291,6 @@ class NsysWriter:
         if self.minor >= 25:
             rows = []
             for i, g in enumerate(self.cluster.rank_groups(r)):
-                if g.kind == "pp":
-                    continue
                 t = CAPTURE_LEAD_NS - 500_000_000 + i * 1_000_000
                 blob = HEADER.pack(
                     NCCL_DOMAIN_ID,

@@ -1,5 +1,5 @@
--- The logical calls of int_calls as the traffic expansion reads them (issue 19): each call once, whatever the number of tools that logged it, with the best fields of its sources (msg_bytes, iteration: int_calls); an all-to-all that an NCCL log wrote as grouped Send/Recv lines (int_p2p_groups) is given back as its lines, each with its own peer and size, so the traffic matrix keeps the uneven per-peer bytes of the exchange while the call stays one call in int_calls. int_flows_expanded and int_flows_unranked (traffic_matrix, moe_nonuniform, predictability) read this.
--- One row per int_calls row, except an all-to-all of p2p_lines NCCL lines: one row per line (its Send and Recv lines; line op, peer, bytes). On a run where no call gathers lines it is int_calls' rows and columns as they are, i.e. the counted calls of int_comm_ops_classified with the sizes/iterations a paired source gave where the anchor had none.
+-- The logical calls of int_calls as the traffic expansion reads them (issue 19): each call once, whatever the number of tools that logged it, with the best fields of its sources (msg_bytes, iteration: int_calls); an all-to-all that an NCCL log wrote as grouped Send/Recv lines (int_p2p_groups) is given back as its lines, each with its own peer and size, so the traffic matrix keeps the uneven per-peer bytes of the exchange while the call stays one call in int_calls; likewise an all-to-all whose own record gives its per-member sizes (stg_store__comm_ops.split_bytes: Kineto's record_param_comms 'In split size') is given back as one send line per member of its group (its own block included: the flows keep it local). int_flows_expanded and int_flows_unranked (traffic_matrix, moe_nonuniform, predictability) read this.
+-- One row per int_calls row, except an all-to-all of p2p_lines NCCL lines: one row per line (its Send and Recv lines; line op, peer, bytes); and an all-to-all with split_bytes on a group whose members are known: one send row per member (peer = the member's group rank, bytes = its split). On a run where no call gathers lines it is int_calls' rows and columns as they are, i.e. the counted calls of int_comm_ops_classified with the sizes/iterations a paired source gave where the anchor had none.
 CREATE OR REPLACE VIEW int_call_lines(
   -- Training run identifier.
   run_id,
@@ -13,19 +13,19 @@ CREATE OR REPLACE VIEW int_call_lines(
   source_format,
   -- File of the line.
   source_file,
-  -- Line (or event index) of the line: the call's own, or one line of an all-to-all group.
+  -- Line (or event index) of the line: the call's own (also for each member line of a split all-to-all), or one line of an all-to-all group.
   source_line,
   -- Key of that line (stg_store__comm_ops.call_key; int_comm_op_iteration joins on it).
   call_key,
-  -- Operation of the line: the call's, or send/recv for a line of an all-to-all group.
+  -- Operation of the line: the call's, or send/recv for a line of an all-to-all group, send for a member line of a split all-to-all.
   op,
   -- Communicator identity as the anchor logged it.
   comm_id,
   -- Ranks in the communicator.
   group_size,
-  -- Peer or root rank of the line (a group line's NCCL root: the peer in the communicator).
+  -- Peer or root rank of the line (a group line's NCCL root: the peer in the communicator; a split member line: the member's group rank).
   peer_rank,
-  -- Bytes of the line: the call's msg_bytes (int_calls), or the group line's count x datatype.
+  -- Bytes of the line: the call's msg_bytes (int_calls), the group line's count x datatype, or the member's split bytes.
   msg_bytes,
   -- Iteration of the call (int_calls).
   iteration,
@@ -47,10 +47,24 @@ WITH
     SELECT
       run_id, rank, host, pid, source_format, source_file, source_line, call_key, op, comm_id,
       group_size, peer_rank, msg_bytes, iteration, is_traffic, algorithm, global_group,
-      traffic_class, p2p_lines
+      traffic_class, p2p_lines, group_known
     FROM int_calls
   ),
-  grouped AS (SELECT * FROM int_p2p_groups)
+  grouped AS (SELECT * FROM int_p2p_groups),
+  -- an all_to_all whose record gives its per-member sizes: one line per member, group-rank order
+  splits AS (
+    SELECT
+      run_id,
+      call_key,
+      unnest(range(len(parts)))::INTEGER AS peer_rank,
+      unnest(parts)::BIGINT AS line_bytes,
+      len(parts) AS n_parts
+    FROM (
+      SELECT run_id, call_key, string_split(split_bytes, ',') AS parts
+      FROM stg_store__comm_ops
+      WHERE split_bytes IS NOT NULL AND op = 'all_to_all'
+    )
+  )
 SELECT
   c.run_id,
   c.rank,
@@ -60,11 +74,19 @@ SELECT
   c.source_file,
   coalesce(g.source_line, c.source_line) AS source_line,
   coalesce(g.call_key, c.call_key) AS call_key,
-  coalesce(g.line_op, c.op) AS op,
+  coalesce(g.line_op, CASE WHEN sp.call_key IS NOT NULL THEN 'send' END, c.op) AS op,
   c.comm_id,
   c.group_size,
-  CASE WHEN g.source_line IS NULL THEN c.peer_rank ELSE g.peer_rank END AS peer_rank,
-  CASE WHEN g.source_line IS NULL THEN c.msg_bytes ELSE g.line_bytes END AS msg_bytes,
+  CASE
+    WHEN g.source_line IS NOT NULL THEN g.peer_rank
+    WHEN sp.call_key IS NOT NULL THEN sp.peer_rank
+    ELSE c.peer_rank
+  END AS peer_rank,
+  CASE
+    WHEN g.source_line IS NOT NULL THEN g.line_bytes
+    WHEN sp.call_key IS NOT NULL THEN sp.line_bytes
+    ELSE c.msg_bytes
+  END AS msg_bytes,
   c.iteration,
   c.is_traffic,
   c.algorithm,
@@ -77,3 +99,6 @@ LEFT JOIN grouped AS g
   ON c.p2p_lines IS NOT NULL AND g.run_id = c.run_id AND g.rank IS NOT DISTINCT FROM c.rank
   AND g.source_file = c.source_file AND g.head_line = c.source_line
   AND g.head_key = c.call_key
+LEFT JOIN splits AS sp
+  ON c.p2p_lines IS NULL AND c.op = 'all_to_all' AND c.group_known AND sp.run_id = c.run_id
+  AND sp.call_key = c.call_key AND sp.n_parts = c.group_size

@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1, or a Kineto collective's `Seq` - 1 (the record_param_comms / NCCL kernel arg: ProcessGroupNCCL records seqCollective_ + 1 for a collective, the number the dump calls collective_seq_id; its p2p Seq counts the p2p calls apart and is not used) = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's or trace's Seq - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call). An NCCL log's all-to-all written as grouped Send/Recv lines under one opCount (int_p2p_groups: a Send to and a Recv from every member) is ONE record here, its first line with op all_to_all and the group's Send bytes (the other lines are not rows), so it counts as one collective of its group and pairs with the one all_to_all a Kineto trace or Flight Recorder dump records (collective_seq_id counts it as one collective).
+-- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1, or a Kineto collective's `Seq` - 1 (the record_param_comms / NCCL kernel arg: ProcessGroupNCCL records seqCollective_ + 1 for a collective, the number the dump calls collective_seq_id; its p2p Seq counts the p2p calls apart and is not used) = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's or trace's Seq - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator; a Flight Recorder p2p entry's p2p_seq_id - 1 = the 0-based position of the send/recv among the point-to-point calls of its group, sends and recvs together, in an NCCL debug log's line order (the lines of an all-to-all group left out) or another dump's p2p_seq_id - 1: PyTorch's p2p counter of the process group, equal to the log's order when the group's p2p runs on the group's own communicator (PyTorch with eager init: sample_traces/gpu_nccl_pp2ep2_1gpu), while on a per-pair communicator the groups differ and nothing pairs by seq; a misnumbered list fails the op/size check below and falls to the next method); 'peer_order' (an NCCL Inspector p2p record, e.g. one per-peer record of an all-to-all, against an NCCL debug log's Send/Recv lines: the k-th record of the same op, peer (a communicator rank in both) and size is the k-th such line; the plugin leaves out records under its size threshold (NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES, 8192 by default), which shifts any position counted over all the lines but never this one, the dropped sizes being absent from both sides of the key); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call). An NCCL log's all-to-all written as grouped Send/Recv lines under one opCount (int_p2p_groups: a Send to and a Recv from every member) is ONE record here, its first line with op all_to_all and the group's Send bytes (the other lines are not rows), so it counts as one collective of its group and pairs with the one all_to_all a Kineto trace or Flight Recorder dump records (collective_seq_id counts it as one collective).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -21,7 +21,7 @@ CREATE OR REPLACE VIEW int_call_sources(
   anchor_key,
   -- source_line of that anchor row (join on anchor_key, rank and anchor_line).
   anchor_line,
-  -- anchor | seq | iteration | order (see the header); null when unpaired.
+  -- anchor | seq | peer_order | iteration | order (see the header); null when unpaired.
   match_method,
   -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), ambiguous (several anchor calls), op_mismatch (seq: the anchor call with its number is another op), size_mismatch (the anchor call at its number or position has another size); null otherwise.
   unpaired_reason,
@@ -79,6 +79,7 @@ WITH
       coalesce(o.global_group, 'n' || o.group_size::VARCHAR) AS group_key,
       o.comm_id,
       o.group_size,
+      o.peer_rank,
       o.msg_bytes,
       o.seq,
       o.ts_ns,
@@ -177,7 +178,18 @@ WITH
       row_number() OVER (
         PARTITION BY run_id, rank, group_key, p2p
         ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_file, source_line
-      ) - 1 AS k_coll
+      ) - 1 AS k_coll,
+      -- position among the same op's point-to-point calls with the same peer and size
+      row_number() OVER (
+        PARTITION BY run_id, rank, group_key, op, peer_rank, msg_bytes
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_file, source_line
+      ) - 1 AS k_peer,
+      -- position among the point-to-point calls (send and recv together) of the group, the
+      -- lines of an all-to-all group left out (PyTorch counts those as one collective)
+      row_number() OVER (
+        PARTITION BY run_id, rank, group_key, p2p AND NOT member
+        ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_file, source_line
+      ) - 1 AS k_p2p
     FROM rows
     WHERE counted
   ),
@@ -191,6 +203,18 @@ WITH
         WHEN source_format = 'nccl_debug' THEN k_coll
         WHEN source_format IN ('flight_recorder', 'kineto') THEN seq - 1
       END AS coll_pos,
+      -- an NCCL log's p2p line: its position among the same op's lines with its peer and size
+      CASE
+        WHEN p2p AND source_format = 'nccl_debug' AND peer_rank IS NOT NULL
+          AND msg_bytes IS NOT NULL THEN k_peer
+      END AS peer_pos,
+      -- the anchor's 0-based point-to-point position on its group: an NCCL log's p2p lines in
+      -- line order (complete from the group's first call), a dump's p2p_seq_id - 1
+      CASE
+        WHEN NOT p2p OR member THEN NULL
+        WHEN source_format = 'nccl_debug' THEN k_p2p
+        WHEN source_format = 'flight_recorder' THEN seq - 1
+      END AS p2p_pos,
       -- the anchor's 0-based position among the same op's calls on its communicator
       CASE
         WHEN p2p THEN NULL
@@ -213,6 +237,17 @@ WITH
       ) - 1 AS k_iter,
       CASE WHEN NOT p2p AND source_format IN ('flight_recorder', 'kineto') THEN seq - 1 END
         AS coll_pos,
+      -- an NCCL Inspector p2p record (a communicator rank as peer, like the log's root): its
+      -- position among the file's records of the same op, peer and size, in p2p_sn order
+      CASE
+        WHEN p2p AND source_format = 'nccl_inspector' AND peer_rank IS NOT NULL
+          AND msg_bytes IS NOT NULL THEN row_number() OVER (
+            PARTITION BY run_id, rank, source_file, group_key, op, peer_rank, msg_bytes
+            ORDER BY seq NULLS LAST, launch_ts_ns NULLS LAST, ts_ns NULLS LAST, source_line
+          ) - 1
+      END AS peer_pos,
+      -- a dump's p2p_seq_id counts the process group's send and recv calls together, 1-based
+      CASE WHEN p2p AND source_format = 'flight_recorder' THEN seq - 1 END AS p2p_pos,
       CASE WHEN NOT p2p AND source_format = 'nccl_inspector' THEN seq END AS op_pos
     FROM secondary
   ),
@@ -235,6 +270,22 @@ WITH
     JOIN anchor_keys AS a
       ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
       AND a.op_pos = s.op_pos
+    UNION ALL
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'seq' AS method, a.to_key, a.to_line, a.op = s.op,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
+      AND a.p2p_pos = s.p2p_pos
+    UNION ALL
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'peer_order' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
+      AND a.peer_rank = s.peer_rank AND a.msg_bytes = s.msg_bytes AND a.peer_pos = s.peer_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
       'iteration' AS method, a.to_key, a.to_line, TRUE,
@@ -265,10 +316,12 @@ WITH
     SELECT * FROM candidates WHERE NOT (a_pid IS NOT NULL AND s_pid IS NOT NULL AND a_pid <> s_pid)
   ),
   methods AS (
-    -- per (rank, secondary file, group, op): the first method (seq, iteration, order) whose pairs
+    -- per (rank, secondary file, group, op): the first method (seq, peer_order, iteration,
+    -- order) whose pairs
     -- all agree on op and size (a counter that names another call anywhere on the group is
     -- not the anchor's: PyTorch's collective_seq_id skips the p2p an NCCL log counts); when
-    -- none does, seq, else iteration, else order, its disagreeing pairs left unpaired
+    -- none does, seq, else peer_order, else iteration, else order, its disagreeing pairs left
+    -- unpaired
     SELECT run_id, rank, source_file, group_key, op, method
     FROM same_process
     GROUP BY run_id, rank, source_file, group_key, op, method
@@ -276,7 +329,7 @@ WITH
       PARTITION BY run_id, rank, source_file, group_key, op
       ORDER BY
         bool_and(op_ok AND size_ok) DESC,
-        CASE method WHEN 'seq' THEN 0 WHEN 'iteration' THEN 1 ELSE 2 END
+        CASE method WHEN 'seq' THEN 0 WHEN 'peer_order' THEN 1 WHEN 'iteration' THEN 2 ELSE 3 END
     ) = 1
   ),
   chosen AS (

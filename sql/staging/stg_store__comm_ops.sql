@@ -1,5 +1,5 @@
 -- Communication calls with a traffic-relevant flag and the message size in the bytes a rank moves.
--- One row per communication call seen on one rank (as comm_ops). Identity across sources (issue 19): a call without a global rank (nsys/Kineto/CSV timelines that know only host and pid) takes it from another source of the run that names the same process, the communicators an NCCL log's Init lines give (host compared by its first DNS label: nsys writes ault42.cscs.ch, NCCL ault42), marked rank_source 'inferred_process'; so does an NCCL Inspector call, whose rank the parser could only guess from the file's largest communicator (rank_source 'inferred_largest_comm', kept where no other source names the process; an Inspector file's own communicators rows are never evidence); such a call that names no communicator also takes the process's communicator size when the process has exactly one (group_source 'inferred_process'). This one join sits in staging, not in an intermediate, because every object reads the rank from here and must read the same one.
+-- One row per communication call seen on one rank (as comm_ops). Identity across sources (issue 19): a call without a global rank (nsys/Kineto/CSV timelines that know only host and pid) takes it from another source of the run that names the same process, the communicators an NCCL log's Init lines give (host compared by its first DNS label: nsys writes ault42.cscs.ch, NCCL ault42), marked rank_source 'inferred_process'; so does an NCCL Inspector call, or an nsys call of an export that gives no rank (NCCL >= 2.25 CommInitRank payloads), whose rank the parser could only guess from the process's largest communicator (rank_source 'inferred_largest_comm', kept where no other source names the process; an Inspector file's own communicators rows are never evidence, and nsys writes no global_rank for a guessed one); such a call that names no communicator also takes the process's communicator size when the process has exactly one (group_source 'inferred_process'). This one join sits in staging, not in an intermediate, because every object reads the rank from here and must read the same one.
 CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- Training run identifier.
   run_id,
@@ -78,7 +78,9 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- parsers/_nccl_rank_infer.py) | inferred_process (above) | inferred_largest_comm (NCCL
   -- Inspector: the rank on the file's largest communicator, no other source names the
   -- process) | null when rank is null.
-  rank_source
+  rank_source,
+  -- all_to_all with per-member sizes: bytes sent to each member in group-rank order, comma-separated (comm_ops.split_bytes; Kineto In split size); null when even or not logged.
+  split_bytes
 ) AS
 WITH
   -- Global rank and communicator size of each process an NCCL log names (communicators),
@@ -156,5 +158,6 @@ SELECT
   group_source,
   kernel_count,
   call_state,
-  rank_source
+  rank_source,
+  split_bytes
 FROM ops

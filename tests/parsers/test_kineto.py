@@ -875,3 +875,19 @@ def test_corrupt_collective_args_give_nulls_not_a_failed_file(tmp_path: Path) ->
     assert ops["msg_bytes"].to_list()[0] == 4096
     assert ops["msg_bytes"].to_list()[1] is None  # 2**62 x 8 bytes does not fit
     assert ops["seq"].to_list()[2] is None
+
+
+def test_split_bytes_of_an_uneven_all_to_all() -> None:
+    """``In split size`` counts rows along dim 0 per member: bytes = rows x row bytes."""
+    from commscope.parsers.kineto import split_bytes
+
+    # the real pp2ep2 trace's first exchange: [118, 394] rows of 512 bf16 (262144 elements)
+    assert split_bytes("[118, 394]", 262144, 524288, 2) == "120832,403456"
+    assert split_bytes([118, 394], 262144, 524288, None) == "120832,403456"
+    assert split_bytes("[]", 262144, 524288, 2) is None  # even: msg_bytes / n each
+    assert split_bytes("[118, 394]", 262144, 524288, 4) is None  # not one entry per member
+    assert split_bytes("[100, 300]", 262145, 524290, 2) is None  # no whole row
+    assert split_bytes("[1, x]", 4, 8, 2) is None
+    assert split_bytes("[0, 0]", 4, 8, 2) is None
+    assert split_bytes("[1, 1]", None, None, 2) is None
+    assert split_bytes(7, 4, 8, 2) is None

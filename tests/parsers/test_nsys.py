@@ -611,6 +611,38 @@ def test_synthetic_mpi_ranks_per_process(tmp_path: Path) -> None:
     assert set(out.get("comm_ops")["rank"]) == {4}
 
 
+def test_synthetic_comm_group_rank_and_rank_from_comm_init(tmp_path: Path) -> None:
+    """NCCL >= 2.25 payloads: a call's communicator (commHash) gives its size and the caller's
+    rank in it (the CommInitRank payload's ``Rank``); an export with no other rank takes the
+    global rank from the process's largest communicator, marked inferred_largest_comm, and
+    writes no global_rank into ``communicators`` (a guess is never evidence)."""
+    path = tmp_path / "synthetic_job_host_4242.sqlite"  # no rank in the name
+    build_db(path)
+    out = run(path)
+    ops = out.get("comm_ops").sort("ts_ns")
+    # the two calls naming COMM_HASH are comm rank 2 of 8 (the CommInit payload)
+    assert ops["group_rank"].to_list() == [2, 2, None, None]
+    assert ops["rank"].to_list() == [2] * 4  # process PID_A: its largest comm is 8 ranks, rank 2
+    assert set(ops["rank_source"]) == {"inferred_largest_comm"}
+    k = out.get("kernels")
+    assert set(k.filter(pl.col("device") == 0)["rank"]) == {2}  # PID_A's kernels
+    assert set(k.filter(pl.col("device") == 1)["rank"]) == {None}  # PID_B: no CommInit
+    meta = out.get("trace_meta").row(0, named=True)
+    assert (meta["rank"], meta["pid"], meta["rank_source"]) == (2, PID_A, "inferred_largest_comm")
+    comms = out.get("communicators")
+    assert comms["global_rank"].to_list() == [None]
+    assert any("rank inferred from the CommInitRank payload" in w for w in out.warnings)
+    assert not any(w.startswith("rank unknown") for w in out.warnings)
+    # a rank given by the file name (or option) is kept: nothing is inferred
+    named = tmp_path / "synthetic_job_rank_7.sqlite"
+    build_db(named)
+    out = run(named)
+    assert set(out.get("comm_ops")["rank"]) == {7}
+    assert out.get("comm_ops")["rank_source"].to_list() == [None] * 4  # as given: logged
+    assert out.get("communicators")["global_rank"].to_list() == [7]
+    assert set(run(path, rank=5).get("comm_ops")["rank_source"]) == {"option"}
+
+
 def test_synthetic_gzip_compressed_export(synthetic_db: tuple[Path, dict[str, int]]) -> None:
     path, n = synthetic_db
     gz = path.with_name("synthetic_job_rank_7.sqlite.gz")

@@ -68,7 +68,7 @@ def test_fixtures_exist_and_are_small() -> None:
     assert STORES, f"no store_v* fixture in {FIXTURES}"
     for d in STORES:
         size = sum(f.stat().st_size for f in d.rglob("*") if f.is_file())
-        assert size < 256 * 1024, (d, size)
+        assert size < 320 * 1024, (d, size)  # 1.7.0: 267 KiB, column docs in every footer
         meta = json.loads((d / "STORE.json").read_text())
         assert d.name == f"store_v{meta['schema_version']}"
 

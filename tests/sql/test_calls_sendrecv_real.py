@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 import re
 from collections import defaultdict
 from pathlib import Path
@@ -219,3 +220,49 @@ def test_traffic_matrix_counts_each_exchange_once_with_its_per_peer_bytes(
         (pl.col("traffic_class") == "EP") & (pl.col("bytes") > 0)
     )
     assert set(zip(ep["src_rank"], ep["dst_rank"], strict=True)) == {(0, 1), (1, 0), (2, 3), (3, 2)}
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Plain containers, strings and numbers only: no class is ever loaded."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name} refused")
+
+
+def fr_p2p() -> dict[int, list[Call]]:
+    """Per rank: the dump's p2p entries (1-based position in ``entries``, op) in p2p_seq_id
+    order; the rank from the dump's file name."""
+    out: dict[int, list[Call]] = {}
+    for path in sorted((RUN / "flight_recorder").glob("nccl_trace_rank_*")):
+        with path.open("rb") as fh:
+            dump = _PlainUnpickler(fh).load()
+        p2p = [
+            {"entry": i, "seq": e["p2p_seq_id"], "op": e["profiling_name"].split()[0][5:]}
+            for i, e in enumerate(dump["entries"], start=1)
+            if e["is_p2p"]
+        ]
+        out[int(path.name.rsplit("_", 1)[1])] = sorted(p2p, key=lambda e: e["seq"])
+    return out
+
+
+def test_dump_p2p_entries_pair_by_their_p2p_sequence(run: GeneratedRun) -> None:
+    """PyTorch numbers a process group's send/recv calls together (p2p_seq_id, 1-based); the
+    recording's pipeline p2p runs on the default group's own 4-rank communicator, so the k-th
+    dump p2p entry is the k-th Send/Recv line on that communicator in the NCCL log. Oracle:
+    the dumps unpickled (plain containers only) and the logs read by regex; every dump p2p
+    entry must be paired by 'seq' with exactly that line (before: a third of them, outside the
+    detected iterations, stayed unpaired)."""
+    want: dict[tuple[int, int], int] = {}
+    logs = nccl_calls()
+    for rank, entries in fr_p2p().items():
+        lines = [c for c in logs[rank] if c["op"] in ("send", "recv") and c["n"] == 4]
+        assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
+        assert [e["op"] for e in entries] == [c["op"] for c in lines]  # the oracle's premise
+        want.update({(rank, e["entry"]): c["line"] for e, c in zip(entries, lines, strict=True)})
+    got = run.query(
+        "SELECT rank, source_line, role, match_method, anchor_line FROM int_call_sources "
+        "WHERE run_id = ? AND source_format = 'flight_recorder' AND op IN ('send', 'recv')"
+    )
+    assert got.height == len(want) == 288
+    assert set(got["role"]) == {"paired"} and set(got["match_method"]) == {"seq"}
+    assert {(r, s): a for r, s, _, _, a in got.iter_rows()} == want

@@ -7,7 +7,10 @@ node), ingested and derived as a user would:
   2's inter-node links run at 0.25x (a slow link: the pipeline pairs 1-2 and 2-3), and every
   node's clock is off by up to 300 µs;
 * ``nsys``: Nsight Systems exports only, 3 iterations; rank 13 computes 1.3x slower, clocks off
-  by up to 500 µs, no slow link.
+  by up to 500 µs, no slow link; NCCL 2.27, whose NVTX payloads name each call's communicator
+  (commHash first) and whose CommInitRank payloads give its size and the caller's rank in it,
+  so the calls get their groups and the instances match (with NCCL <= 2.24 payloads an nsys
+  call has no communicator: classes come from the model's signatures, no instance matches).
 
 Checked (issue 18 acceptance): the top offender of every iteration is truth.json's
 ``stragglers.per_iteration`` rank, exactly; each rank's wait per iteration and class is within
@@ -55,7 +58,7 @@ def kineto(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
 
 @pytest.fixture(scope="module")
 def nsys(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
-    """nsys only, 3 iterations: straggler rank 13, clock skew 500 µs."""
+    """nsys only (NCCL 2.27 payloads), 3 iterations: straggler rank 13, clock skew 500 µs."""
     return make_run(
         tmp_path_factory.mktemp("strag_nsys"),
         "synthetic_gpt3b_4x2x4.toml",
@@ -65,21 +68,11 @@ def nsys(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
         straggler_rank=13,
         straggler_factor=1.3,
         clock_skew_us=500.0,
+        nccl_version="2.27.3",
     )
 
 
-NSYS_GROUPS = (
-    "nsys calls carry no communicator: int_comm_ops_classified gives them a class from the "
-    "model's signature but no global_group, so no instance is matched (PLAN.md note, A2 -> A1/lead)"
-)
-
-
-@pytest.fixture(
-    params=[
-        "kineto",
-        pytest.param("nsys", marks=pytest.mark.xfail(reason=NSYS_GROUPS, strict=True)),
-    ]
-)
+@pytest.fixture(params=["kineto", "nsys"])
 def run(request: pytest.FixtureRequest) -> GeneratedRun:
     """Each generated run in turn."""
     d: GeneratedRun = request.getfixturevalue(request.param)
@@ -185,7 +178,6 @@ def test_slow_link_ranks_are_inside_call(kineto: GeneratedRun) -> None:
     assert (clean["link_excess_ns"] == 0).all()
 
 
-@pytest.mark.xfail(reason=NSYS_GROUPS, strict=True)
 def test_nsys_without_a_slow_link_is_all_before_call(nsys: GeneratedRun) -> None:
     st = nsys.mart("stragglers")
     assert st.height > 0
