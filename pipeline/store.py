@@ -624,13 +624,9 @@ class Store:
             con,
             modules,
             on_error=None if strict else lambda exc: log.warning("catalog: skipped %s", exc),
+            layer_notes={"intermediate": INTERMEDIATE_VIEW_NOTE},
         )
         from commscope.pipeline.sql_modules import comment_view
-
-        views = {r[0] for r in con.execute("SELECT view_name FROM duckdb_views()").fetchall()}
-        for m in modules:
-            if m.layer == "intermediate" and m.kind == "VIEW" and m.name in views:
-                comment_view(con, m.name, note=INTERMEDIATE_VIEW_NOTE)
 
         for mart in self.materialised_marts():
             if self._create_published_view(con, self.marts_dir(), mart):
