@@ -208,3 +208,14 @@ def test_the_rules_catch_what_they_should(graph: dict[str, set[str]], expect: in
 
 def test_cycles_are_found() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_store_calls_the_catalog_and_the_api_no_command() -> None:
+    """The store's commits and its DuckDB catalog are two modules, and the catalog imports
+    nothing from the store module (the store calls it; shared errors and folder names live in
+    ``pipeline.store_base``); the Python API uses the library, never a command module."""
+    graph = import_graph()
+    assert "commscope.pipeline.catalog" in graph["commscope.pipeline.store"]
+    assert "commscope.pipeline.store" not in graph["commscope.pipeline.catalog"]
+    api = graph["commscope.api"] | graph["commscope"]
+    assert not {m for m in api if m.startswith("commscope.pipeline.commands")}
