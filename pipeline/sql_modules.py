@@ -37,6 +37,7 @@ MODEL_INPUTS: frozenset[str] = frozenset(
         "predicted_matrix",
         "predicted_times",
         "predicted_stage_times",
+        "predicted_platform",
     }
 )
 """The run's config and the model's outputs (commscope.pipeline.model_inputs.INPUT_COLUMNS gives their columns)."""
