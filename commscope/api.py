@@ -211,7 +211,7 @@ class OpenStore:
     def _relation_for(
         self, query: str, params: Sequence[Any] | dict[str, Any] | None
     ) -> duckdb.DuckDBPyRelation:
-        from commscope.pipeline.commands.query import check_read_only, intermediates_named
+        from commscope.pipeline.read_only import check_read_only, intermediates_named
 
         con = self._connection()
         check_read_only(con, query)

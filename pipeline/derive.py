@@ -144,7 +144,7 @@ def connect_for_derive(
         )
     inputs = input_frames(stored, run_id)
     register_tables(con, inputs)
-    apply(con)
+    apply(con, comments=False)  # rows go to Parquet: nobody reads this session's comments
     return con, inputs
 
 

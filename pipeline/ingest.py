@@ -66,7 +66,14 @@ from commscope.parsers.registry import (
 from commscope.parsers.schema import DATA_TABLES, SCHEMA_VERSION
 from commscope.pipeline import run_config as rc
 from commscope.pipeline.fs_policy import check_file, not_regular, symlink_problem
-from commscope.pipeline.store import RunIndex, Store, StoreError, batch_id_for, validate_run_id
+from commscope.pipeline.store import (
+    Batch,
+    RunIndex,
+    Store,
+    StoreError,
+    batch_id_for,
+    validate_run_id,
+)
 
 log = logging.getLogger(__name__)
 
@@ -543,6 +550,27 @@ def _conflict_check(
     return conflicts
 
 
+class _Done(Exception):
+    """A step of :func:`ingest_file` decided the file's outcome early (refused, skipped, failed):
+    the one :class:`FileResult` it carries is returned as it is."""
+
+    def __init__(self, result: FileResult) -> None:
+        super().__init__(result.status)
+        self.result = result
+
+
+@dataclass
+class _Parsed:
+    """What the parse of a file's planned range put into its (uncommitted) batch."""
+
+    batch: Batch
+    counts: LineCounts
+    warnings: list[str]
+    reasons: dict[str, int]
+    state: dict[str, Any] | None
+    resume_end: int
+
+
 def ingest_file(
     store: Store,
     path: Path,
@@ -557,7 +585,10 @@ def ingest_file(
 
     A file that grew since its last commit in this run is parsed from the last committed byte
     offset, with line numbers and parser state continuing from there (see :func:`_plan`);
-    nothing stored is read or counted again.
+    nothing stored is read or counted again. The steps, each of which may end with the file's
+    outcome: check the file and pick its parser (:func:`_open_file`), plan the range
+    (:func:`_planned`), parse it into a batch (:func:`_parse_batch`), check what was read
+    (:func:`_check_read`), commit (:func:`_commit`).
 
     Args:
         store: the target store.
@@ -575,63 +606,148 @@ def ingest_file(
         The outcome; errors are reported in it, never raised (except StoreError).
     """
     shown = str(path)
+    try:
+        source, parser, size = _open_file(path, shown, fmt=fmt, symlink_ok=symlink_ok)
+        plan = _planned(store, source, parser, run_id, follow=follow, shown=shown, size=size)
+        done = _Outcome(shown, parser.name, size)
+        parsed = _parse_batch(store, source, parser, plan, run_id, rank, done)
+        _check_read(source, plan, parsed, done)
+        _commit(store, source, parser, plan, parsed, size, done)
+    except _Done as outcome:
+        return outcome.result
+    for w in parsed.warnings:
+        log.info("%s: %s", shown, w)
+    message = plan.note
+    if plan.prev is not None:
+        message = f"appended: bytes {plan.start}-{plan.end}, lines from {plan.first_line_no}"
+        if str(plan.prev.get("path")) != str(source.path):
+            message += f" (continues {plan.prev.get('path')})"
+    return FileResult(
+        shown,
+        STATUS_OK,
+        format=parser.name,
+        counts=parsed.counts,
+        rows=dict(parsed.batch.rows),
+        bytes=size,
+        message=message,
+        warnings=parsed.warnings,
+        reject_reasons=parsed.reasons,
+    )
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """Builds the early outcomes of one file once its parser is known."""
+
+    shown: str
+    fmt: str
+    size: int
+
+    def error(self, message: str) -> _Done:
+        """The file failed: nothing stored, ``message`` says why."""
+        return _Done(
+            FileResult(self.shown, STATUS_ERROR, format=self.fmt, bytes=self.size, message=message)
+        )
+
+    def skipped(self, message: str | None = None) -> _Done:
+        """The file's content is in the store already (or waits for a complete line)."""
+        return _Done(
+            FileResult(
+                self.shown, STATUS_SKIPPED, format=self.fmt, bytes=self.size, message=message
+            )
+        )
+
+
+def _open_file(
+    path: Path, shown: str, *, fmt: str | None, symlink_ok: bool
+) -> tuple[Source, Parser, int]:
+    """The file, checked by the file policy and opened as a :class:`Source`, its parser (named
+    or sniffed) and its size; raises :class:`_Done` for a refused, empty or unknown file."""
     # The policy check (fs_policy): a regular file, opened once without blocking; every
     # later open must find this very file (Source.identity).
     checked = check_file(path, symlink_ok=symlink_ok)
     if isinstance(checked, str):
-        return FileResult(shown, STATUS_ERROR, message=checked)
+        raise _Done(FileResult(shown, STATUS_ERROR, message=checked))
     size = checked.size
     if size == 0:
-        return FileResult(shown, STATUS_UNKNOWN, message="empty file", bytes=0)
-
+        raise _Done(FileResult(shown, STATUS_UNKNOWN, message="empty file", bytes=0))
     source = Source(checked.real, identity=checked.identity)
     load_all()
     if fmt is not None:
         if fmt not in REGISTRY:
-            return FileResult(
-                shown,
-                STATUS_ERROR,
-                message=f"unknown format {fmt!r} (known: {', '.join(REGISTRY)})",
+            raise _Done(
+                FileResult(
+                    shown,
+                    STATUS_ERROR,
+                    message=f"unknown format {fmt!r} (known: {', '.join(REGISTRY)})",
+                )
             )
-        parser = REGISTRY[fmt]
-    else:
-        found = sniff(source.head(), path)
-        if found is None:
-            return FileResult(
+        return source, REGISTRY[fmt], size
+    found = sniff(source.head(), path)
+    if found is None:
+        raise _Done(
+            FileResult(
                 shown,
                 STATUS_UNKNOWN,
                 bytes=size,
                 message="format not recognised (not a log or trace commscope reads; "
                 "use --format to force one)",
             )
-        parser = found
+        )
+    return source, found, size
 
-    plain = source.compression is None
+
+def _planned(
+    store: Store,
+    source: Source,
+    parser: Parser,
+    run_id: str,
+    *,
+    follow: bool,
+    shown: str,
+    size: int,
+) -> _Plan:
+    """The range to ingest (:func:`_plan`); raises :class:`_Done` when there is nothing new or
+    the file was swapped. Content that fails to read here is planned whole, for the parser to
+    report why."""
+    done = _Outcome(shown, parser.name, size)
     try:
         plan = _plan(
             store,
             source.path,
             parser,
             run_id,
-            plain=plain,
+            plain=source.compression is None,
             follow=follow,
             identity=source.identity,
         )
     except ParseError as exc:  # swapped for a symlink, another file or a non-regular file
-        return FileResult(shown, STATUS_ERROR, format=parser.name, bytes=size, message=exc.message)
+        raise done.error(exc.message) from exc
     except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError):
-        # Unreadable content (a truncated or bomb stream): the parser reports why, below.
+        # Unreadable content (a truncated or bomb stream): the parser reports why, later.
         plan = _Plan(end=size, line_end=size, sha=file_sha256(source.path), unreadable=True)
     if plan.skip is not None:
-        return FileResult(
-            shown, STATUS_SKIPPED, format=parser.name, bytes=size, message=plan.skip or None
-        )
+        raise done.skipped(plan.skip or None)
+    return plan
+
+
+def _parse_batch(
+    store: Store,
+    source: Source,
+    parser: Parser,
+    plan: _Plan,
+    run_id: str,
+    rank: int | None,
+    done: _Outcome,
+) -> _Parsed:
+    """Parse the planned range into a new batch (written, not committed); raises
+    :class:`_Done` when the batch is stored already or the parse fails (batch aborted)."""
     batch_id = batch_id_for(run_id, plan.sha, plan.start, plan.end, parser.name)
     stored = store.index(run_id, refresh=False).by_sha(plan.sha)  # refreshed by _plan
     if store.is_committed(run_id, batch_id) or (
         plan.start == 0 and any(r.get("byte_start") in (0, None) for r in stored)
     ):
-        return FileResult(shown, STATUS_SKIPPED, format=parser.name, bytes=size)
+        raise done.skipped()
     resumable = is_resumable(parser)
     # A resumable parse of a range whose last line is cut runs in two parts: the complete
     # lines (whose end state is stored, so the next ingest continues from there once the line
@@ -683,62 +799,51 @@ def ingest_file(
         state = kept_state
     except ParseError as exc:
         batch.abort()
-        return FileResult(
-            shown,
-            STATUS_ERROR,
-            format=parser.name,
-            bytes=size,
-            message=exc.message + (f" (line {exc.line})" if exc.line is not None else ""),
-        )
+        raise done.error(
+            exc.message + (f" (line {exc.line})" if exc.line is not None else "")
+        ) from exc
     except OSError as exc:
         batch.abort()
         if exc.errno in STORE_FULL_ERRNOS:
-            raise store_write_error(store, shown, exc) from exc
-        return FileResult(
-            shown,
-            STATUS_ERROR,
-            format=parser.name,
-            bytes=size,
-            message=f"read failed: {exc.strerror or exc}",
-        )
+            raise store_write_error(store, done.shown, exc) from exc
+        raise done.error(f"read failed: {exc.strerror or exc}") from exc
     except Exception as exc:  # a parser bug must not stop the other files
         batch.abort()
-        log.exception("parser %s failed on %s", parser.name, shown)
-        return FileResult(
-            shown,
-            STATUS_ERROR,
-            format=parser.name,
-            bytes=size,
-            message=f"internal error in parser {parser.name}: {type(exc).__name__}: {exc}",
-        )
-    if plain and _size_or_zero(source.path) < plan.end:
-        batch.abort()
-        return FileResult(
-            shown,
-            STATUS_ERROR,
-            format=parser.name,
-            bytes=size,
-            message="file shrank while it was read: nothing stored (ingest it again)",
-        )
-    if plan.unreadable:  # its content failed to read before, but not in the parser now
-        batch.abort()
-        return FileResult(
-            shown,
-            STATUS_ERROR,
-            format=parser.name,
-            bytes=size,
-            message="content changed while it was read: nothing stored (ingest it again)",
-        )
-    if not counts.balanced:
-        batch.abort()
-        return FileResult(
-            shown,
-            STATUS_ERROR,
-            format=parser.name,
-            bytes=size,
-            message=f"line accounting does not balance: {counts} (parser bug)",
-        )
+        log.exception("parser %s failed on %s", parser.name, done.shown)
+        raise done.error(
+            f"internal error in parser {parser.name}: {type(exc).__name__}: {exc}"
+        ) from exc
     resume_end = plan.line_end if cut_tail else plan.end
+    return _Parsed(batch, counts, warnings, reasons, state, resume_end)
+
+
+def _check_read(source: Source, plan: _Plan, parsed: _Parsed, done: _Outcome) -> None:
+    """Refuse (batch aborted) a read that cannot be trusted: the file shrank or its content
+    changed while read, or the line accounting does not balance."""
+    reason = None
+    if source.compression is None and _size_or_zero(source.path) < plan.end:
+        reason = "file shrank while it was read: nothing stored (ingest it again)"
+    elif plan.unreadable:  # its content failed to read before, but not in the parser now
+        reason = "content changed while it was read: nothing stored (ingest it again)"
+    elif not parsed.counts.balanced:
+        reason = f"line accounting does not balance: {parsed.counts} (parser bug)"
+    if reason is not None:
+        parsed.batch.abort()
+        raise done.error(reason)
+
+
+def _commit(
+    store: Store,
+    source: Source,
+    parser: Parser,
+    plan: _Plan,
+    parsed: _Parsed,
+    size: int,
+    done: _Outcome,
+) -> None:
+    """Commit the batch with its commit-log row; raises :class:`_Done` when another ingest
+    committed the same content meanwhile, StoreError when the store cannot be written."""
+    counts, batch, state = parsed.counts, parsed.batch, parsed.state
     try:
         committed = batch.commit(
             {
@@ -756,12 +861,12 @@ def ingest_file(
                 "rows_written": sum(batch.rows.values()),
                 "parser_version": parser.version,
                 "schema_version": SCHEMA_VERSION,
-                "warnings": "\n".join(warnings) or None,
+                "warnings": "\n".join(parsed.warnings) or None,
                 "ingested_at": datetime.now(UTC),
                 "parser_state": json.dumps(state, separators=(",", ":")) if state else None,
                 "head_bytes": plan.head_bytes if plan.head_sha else None,
                 "head_sha256": plan.head_sha or None,
-                "resume_end": resume_end,
+                "resume_end": parsed.resume_end,
                 "prev_batch_id": plan.prev["batch_id"] if plan.prev is not None else None,
             },
             seen=plan.seen,
@@ -770,34 +875,10 @@ def ingest_file(
     except OSError as exc:
         batch.abort()
         if exc.errno in STORE_FULL_ERRNOS:
-            raise store_write_error(store, shown, exc) from exc
+            raise store_write_error(store, done.shown, exc) from exc
         raise
     if not committed:
-        return FileResult(
-            shown,
-            STATUS_SKIPPED,
-            format=parser.name,
-            bytes=size,
-            message="committed meanwhile by another ingest",
-        )
-    for w in warnings:
-        log.info("%s: %s", shown, w)
-    message = plan.note
-    if plan.prev is not None:
-        message = f"appended: bytes {plan.start}-{plan.end}, lines from {plan.first_line_no}"
-        if str(plan.prev.get("path")) != str(source.path):
-            message += f" (continues {plan.prev.get('path')})"
-    return FileResult(
-        shown,
-        STATUS_OK,
-        format=parser.name,
-        counts=counts,
-        rows=dict(batch.rows),
-        bytes=size,
-        message=message,
-        warnings=warnings,
-        reject_reasons=reasons,
-    )
+        raise done.skipped("committed meanwhile by another ingest")
 
 
 MAX_REASONS = 20

@@ -1,6 +1,7 @@
 """The relations derive registers beside the canonical tables: the run's configuration
 (``run_config``) and the analytical model's predictions (``predicted_traffic``,
-``predicted_signatures``, ``predicted_matrix``, ``predicted_times``, ``predicted_stage_times``),
+``predicted_signatures``, ``predicted_matrix``, ``predicted_times``, ``predicted_stage_times``,
+``predicted_platform``),
 with their column types.
 
 Why a module of its own: derive computes them, the catalog (:mod:`commscope.pipeline.store`) creates
@@ -135,7 +136,22 @@ PREDICTION_COLUMNS: dict[str, dict[str, pl.DataType]] = {
         "term": pl.Utf8(),
         "value": pl.Float64(),
     },
+    # One row per bandwidth class (TP, PP, DP, EP): the constants the model used for the run
+    # (commscope.model.predict.effective_bandwidths), so the reports read them instead of
+    # evaluating the model. stated: the config gives that class's C (c_tp, ..., or c_intra and
+    # c_inter for all); mu and peak_flops repeat the platform's μ and F on every row.
+    "predicted_platform": {
+        "run_id": pl.Utf8(),
+        "traffic_class": pl.Utf8(),
+        "busbw_Bps": pl.Float64(),
+        "stated": pl.Boolean(),
+        "mu": pl.Float64(),
+        "peak_flops": pl.Float64(),
+    },
 }
+
+BANDWIDTH_CLASSES = ("TP", "PP", "DP", "EP")
+"""The traffic classes whose bus bandwidth (C) the model states (``predicted_platform``)."""
 
 INPUT_COLUMNS: dict[str, dict[str, pl.DataType]] = {
     "run_config": RUN_CONFIG_COLUMNS,
@@ -153,6 +169,9 @@ def predictions(stored: StoredConfig | None, run_id: str) -> dict[str, pl.DataFr
     empty = {name: pl.DataFrame(schema=cols) for name, cols in PREDICTION_COLUMNS.items()}
     if stored is None or "model" not in stored.config:
         return empty
+    # the platform's constants stand on their own: a config whose traffic the model cannot
+    # predict may still state its bandwidths
+    empty["predicted_platform"] = platform_frame(stored.config, run_id)
     try:
         from commscope import model as m
     except ImportError:  # model package not available
@@ -202,6 +221,38 @@ def predictions(stored: StoredConfig | None, run_id: str) -> dict[str, pl.DataFr
             {c: t for c, t in empty[name].schema.items() if c in df.columns}
         )
     return out
+
+
+def platform_frame(config: dict[str, Any], run_id: str) -> pl.DataFrame:
+    """``predicted_platform`` of a config: bus bandwidth per class (bytes/s,
+    :func:`commscope.model.predict.effective_bandwidths`), whether the config states it, μ and
+    F; no rows when the model cannot evaluate the config."""
+    cols = PREDICTION_COLUMNS["predicted_platform"]
+    try:
+        from commscope import model as m
+
+        run = m.config_from_dict(config)
+        bws = m.effective_bandwidths(run)
+    except Exception:  # a config the model cannot evaluate: no model side
+        return pl.DataFrame(schema=cols)
+    plat = config.get("platform", {}) or {}
+    if plat.get("c_intra") and plat.get("c_inter"):
+        stated = set(BANDWIDTH_CLASSES)
+    else:
+        stated = {c for c in BANDWIDTH_CLASSES if plat.get(f"c_{c.lower()}")}
+    rows = [
+        {
+            "run_id": run_id,
+            "traffic_class": c,
+            "busbw_Bps": float(bws[c]),
+            "stated": c in stated,
+            "mu": float(run.platform.mu),
+            "peak_flops": float(run.platform.peak_flops),
+        }
+        for c in BANDWIDTH_CLASSES
+        if c in bws
+    ]
+    return pl.DataFrame(rows, schema=cols)
 
 
 def input_frames(stored: StoredConfig | None, run_id: str) -> dict[str, pl.DataFrame]:

@@ -14,7 +14,7 @@ tables the analytical model writes). Nothing in ``sql/`` reads marts.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -37,6 +37,7 @@ MODEL_INPUTS: frozenset[str] = frozenset(
         "predicted_matrix",
         "predicted_times",
         "predicted_stage_times",
+        "predicted_platform",
     }
 )
 """The run's config and the model's outputs (commscope.pipeline.model_inputs.INPUT_COLUMNS gives their columns)."""
@@ -252,6 +253,8 @@ def apply(
     modules: tuple[SqlModule, ...] | None = None,
     *,
     on_error: Callable[[SqlModuleError], None] | None = None,
+    comments: bool = True,
+    layer_notes: Mapping[str, str] | None = None,
 ) -> None:
     """Create every SQL object on ``con`` in load order, with its comments.
 
@@ -269,8 +272,14 @@ def apply(
         modules: the modules to create (default: all, in load order).
         on_error: if given, a module that fails is reported to it and skipped (its readers
             then fail too and are reported); else the first failure raises SqlModuleError.
+        comments: False leaves the views uncommented: a connection nobody browses (derive's,
+            whose rows go to Parquet) saves the ~1,000 COMMENT statements, about half of the
+            cost of creating the modules.
+        layer_notes: a sentence appended to the comment of every view of a layer (the
+            catalog's note on its live intermediate views).
     """
     mods = modules if modules is not None else discover()
+    notes = layer_notes or {}
     standins: list[SqlModule] = []
     for i, m in enumerate(mods):
         try:
@@ -286,12 +295,13 @@ def apply(
             con.execute(f"DROP VIEW {view}")
             con.execute(f"ALTER TABLE {standin} RENAME TO {view}")
             standins.append(m)
-        else:
-            _comment(con, m)
+        elif comments:
+            _comment(con, m, note=notes.get(m.layer, ""))
     for m in reversed(standins):
         con.execute(f"DROP TABLE {quote_ident(m.name)}")
         _execute(con, m)
-        _comment(con, m)
+        if comments:
+            _comment(con, m, note=notes.get(m.layer, ""))
 
 
 def _execute(con: duckdb.DuckDBPyConnection, m: SqlModule) -> None:

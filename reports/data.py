@@ -64,6 +64,8 @@ class RunData:
             every stage within one common iteration (its bubble by eqs. 5-7 per stage).
         predicted_signatures: the model's calls per iteration per rank and call signature
             (rank, stage, traffic_class, op, group_size, msg_bytes, count).
+        predicted_platform: the constants the model used (bus bandwidth per class, stated,
+            μ, F), as derive published them.
         con: a read-only catalog connection for the canonical tables (data quality, timeline).
         gaps: per view, why it is empty and what to record (commscope.reports.gaps.Gap), set by
             commscope.reports.html.run_sections.
@@ -81,6 +83,7 @@ class RunData:
     predicted_matrix: pl.DataFrame = field(default_factory=pl.DataFrame)
     predicted_stage_times: pl.DataFrame = field(default_factory=pl.DataFrame)
     predicted_signatures: pl.DataFrame = field(default_factory=pl.DataFrame)
+    predicted_platform: pl.DataFrame = field(default_factory=pl.DataFrame)
     con: duckdb.DuckDBPyConnection | None = None
     gaps: dict[str, Any] = field(default_factory=dict)
     paper_rank: int = 0
@@ -209,6 +212,7 @@ def load_run(store: Store, run_id: str) -> RunData:
     data.predicted_matrix = inputs.get("predicted_matrix", pl.DataFrame())
     data.predicted_stage_times = inputs.get("predicted_stage_times", pl.DataFrame())
     data.predicted_signatures = inputs.get("predicted_signatures", pl.DataFrame())
+    data.predicted_platform = inputs.get("predicted_platform", pl.DataFrame())
     data.advice = read_advice(store, run_id)
     data.con = store.connect(read_only=True)
     return data
@@ -248,7 +252,7 @@ def run_headline(data: RunData) -> Headline:
     return compute_headline(
         data.marts,
         data.predicted_times,
-        model_platform(data.stored.config if data.stored else None),
+        model_platform(data.predicted_platform),
     )
 
 

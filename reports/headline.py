@@ -44,6 +44,8 @@ from typing import Any
 
 import polars as pl
 
+from commscope.pipeline.model_inputs import BANDWIDTH_CLASSES as MODEL_BANDWIDTH_CLASSES
+
 CALIBRATION_FACTOR = 10.0
 """A measured/predicted ratio beyond this factor (either way) marks the platform uncalibrated."""
 
@@ -53,8 +55,8 @@ REL_ERROR_BAD = 0.15
 COMM_CLASSES = ("TP", "PP", "DP", "EP", "EmbTableSyn")
 """Classes whose times make up T_comm (the model's classes; 'other' has no model term)."""
 
-BANDWIDTH_CLASSES = ("TP", "PP", "DP", "EP")
-"""Classes with a C_* row."""
+BANDWIDTH_CLASSES = MODEL_BANDWIDTH_CLASSES
+"""Classes with a C_* row (those of ``predicted_platform``)."""
 
 # model_vs_measured term -> (iteration_breakdown column, predicted_times key)
 _TERMS: dict[str, tuple[str, str]] = {
@@ -468,28 +470,17 @@ def _calibration(rows: list[dict[str, Any]], plat: ModelPlatform) -> tuple[bool 
 # ---------------------------------------------------------------------------- run adapter
 
 
-def model_platform(config: Mapping[str, Any] | None) -> ModelPlatform | None:
-    """The constants the model uses for a stored config: bus bandwidth per class (bytes/s,
-    :func:`commscope.model.predict.effective_bandwidths`), the classes whose C the config states
-    (``c_tp``, ``c_pp``, ``c_dp``, ``c_ep``, or ``c_intra`` and ``c_inter`` for all), μ and F.
-    None when there is no model config or the model cannot evaluate it."""
-    if not config or "model" not in config:
+def model_platform(platform: pl.DataFrame | None) -> ModelPlatform | None:
+    """The constants the model used for a run, as derive published them (``predicted_platform``:
+    bus bandwidth per class in bytes/s, the classes whose C the config states, μ and F); None
+    when the run has no model side (no model config, one the model cannot evaluate, or a derive
+    from before the relation existed). Reads only: the model is evaluated by derive."""
+    if platform is None or platform.is_empty():
         return None
-    try:
-        from commscope.model import config_from_dict, effective_bandwidths
-
-        run = config_from_dict(config)
-        bws = effective_bandwidths(run)
-    except Exception:  # a config the model cannot evaluate: no model side
-        return None
-    plat = config.get("platform", {}) or {}
-    if plat.get("c_intra") and plat.get("c_inter"):
-        stated = frozenset(BANDWIDTH_CLASSES)
-    else:
-        stated = frozenset(c for c in BANDWIDTH_CLASSES if plat.get(f"c_{c.lower()}"))
+    first = platform.row(0, named=True)
     return ModelPlatform(
-        {c: float(bws[c]) for c in BANDWIDTH_CLASSES if c in bws},
-        stated,
-        float(run.platform.mu),
-        float(run.platform.peak_flops),
+        {str(r["traffic_class"]): float(r["busbw_Bps"]) for r in platform.iter_rows(named=True)},
+        frozenset(str(r["traffic_class"]) for r in platform.iter_rows(named=True) if r["stated"]),
+        float(first["mu"]) if first["mu"] is not None else None,
+        float(first["peak_flops"]) if first["peak_flops"] is not None else None,
     )

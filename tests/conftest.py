@@ -50,6 +50,26 @@ REAL_RUNS = {"gpu_tp2_dp2": "gpu_nccl_tp2_dp2_1gpu", "ds_pipe_pp2_dp2": "ds_pipe
 """Run id -> the sample_traces/ folder of the real runs in :func:`real_runs_store`."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests of :data:`tests.heavy.HEAVY` ``slow`` (the quick loop leaves them to CI);
+    an entry naming no test of a module collected whole is an error (a renamed test)."""
+    from tests.heavy import HEAVY
+
+    used: set[str] = set()
+    for item in items:
+        node = item.nodeid
+        base = node.split("[", 1)[0]
+        for key in (node, base):
+            if key in HEAVY:
+                item.add_marker(pytest.mark.slow)
+                used.add(key)
+    modules = {item.nodeid.split("::", 1)[0] for item in items}
+    stale = [e for e in HEAVY if e.split("::", 1)[0] in modules and e not in used]
+    if stale and not any("::" in str(a) for a in config.args):
+        raise pytest.UsageError(f"tests/heavy.py names no collected test: {stale}")
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--update-golden",

@@ -19,6 +19,7 @@ Imports are read from the source (module level and inside functions); those unde
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -60,6 +61,7 @@ def package_dirs() -> dict[str, Path]:
     return {name: ROOT / folder for name, folder in mapping.items() if name not in DATA_PACKAGES}
 
 
+@functools.cache
 def modules() -> dict[str, Path]:
     """Every Python module of the package, by its ``commscope.*`` name."""
     out: dict[str, Path] = {}
@@ -92,8 +94,16 @@ def _runtime_imports(tree: ast.AST) -> list[tuple[str, list[str]]]:
     return found
 
 
+@functools.cache
+def _imports_of(path: Path) -> tuple[tuple[str, list[str]], ...]:
+    """:func:`_runtime_imports` of one source file (parsed once per session)."""
+    return tuple(_runtime_imports(ast.parse(path.read_text(), str(path))))
+
+
+@functools.cache
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the package modules it imports at run time."""
+    """Module -> the package modules it imports at run time (read once per session; treat as
+    read-only)."""
     mods = modules()
 
     def resolve(name: str) -> str | None:
@@ -103,7 +113,7 @@ def import_graph() -> dict[str, set[str]]:
 
     graph: dict[str, set[str]] = {m: set() for m in mods}
     for mod, path in mods.items():
-        for module, names in _runtime_imports(ast.parse(path.read_text(), str(path))):
+        for module, names in _imports_of(path):
             targets = [f"{module}.{n}" for n in names] or [module]
             for t in targets:
                 r = resolve(t) if t.startswith("commscope") else None
@@ -186,7 +196,7 @@ def test_no_generic_top_level_import() -> None:
     installed, only ``commscope`` exists."""
     bad = []
     for mod, path in modules().items():
-        for module, _ in _runtime_imports(ast.parse(path.read_text())):
+        for module, _ in _imports_of(path):
             if module.split(".")[0] in {"pipeline", "parsers", "reports", "model", "synthetic"}:
                 bad.append(f"{mod}: import {module}")
     assert bad == []
@@ -208,3 +218,14 @@ def test_the_rules_catch_what_they_should(graph: dict[str, set[str]], expect: in
 
 def test_cycles_are_found() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_store_calls_the_catalog_and_the_api_no_command() -> None:
+    """The store's commits and its DuckDB catalog are two modules, and the catalog imports
+    nothing from the store module (the store calls it; shared errors and folder names live in
+    ``pipeline.store_base``); the Python API uses the library, never a command module."""
+    graph = import_graph()
+    assert "commscope.pipeline.catalog" in graph["commscope.pipeline.store"]
+    assert "commscope.pipeline.store" not in graph["commscope.pipeline.catalog"]
+    api = graph["commscope.api"] | graph["commscope"]
+    assert not {m for m in api if m.startswith("commscope.pipeline.commands")}

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -45,21 +44,8 @@ from pathlib import Path
 import duckdb
 
 from commscope.pipeline.commands._format import sanitize, table
+from commscope.pipeline.read_only import ReadOnlyError, check_read_only, intermediates_named
 from commscope.pipeline.store import Store, StoreError
-
-READ_STATEMENTS = frozenset({duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN})
-"""Statement types a read-only query may run (DESCRIBE, SHOW, SUMMARIZE parse as SELECT)."""
-
-_SKIP = r"(?:\s|--[^\n]*(?:\n|$)|/\*.*?\*/)*"
-_EXPLAIN_PREFIX = re.compile(
-    rf"^{_SKIP}EXPLAIN\b{_SKIP}(?:ANALY[SZ]E\b{_SKIP})?(?:\([^()]*\){_SKIP})?",
-    re.IGNORECASE | re.DOTALL,
-)
-"""``EXPLAIN``, ``EXPLAIN ANALYZE`` and their ``(options)``, with comments between the words."""
-
-
-class ReadOnlyError(Exception):
-    """A statement that needs ``--write`` was given without it."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -85,54 +71,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def check_read_only(con: duckdb.DuckDBPyConnection, sql: str) -> None:
-    """Raise ReadOnlyError if any statement of ``sql`` is not a reading statement.
-
-    Why: DuckDB's read-only mode protects the database file only; ``COPY ... TO`` and
-    ``EXPORT DATABASE`` still write files, ``EXPLAIN ANALYZE`` runs what it explains (so
-    ``EXPLAIN ANALYZE COPY ... TO`` writes), and ATTACH/SET/LOAD change the session itself.
-    """
-    for stmt in con.extract_statements(sql):
-        if stmt.type not in READ_STATEMENTS:
-            _refuse(f"{stmt.type.name} statements are", stmt.query)
-        if stmt.type == duckdb.StatementType.EXPLAIN:
-            _check_explained(con, stmt.query)
-
-
-def _check_explained(con: duckdb.DuckDBPyConnection, text: str) -> None:
-    """Raise ReadOnlyError unless the statement an EXPLAIN explains is one SELECT.
-
-    Fails closed: an EXPLAIN whose prefix is not recognised, whose rest does not parse as
-    exactly one SELECT, or that ``json_serialize_sql`` (SELECTs only) rejects is refused.
-    """
-    m = _EXPLAIN_PREFIX.match(text)
-    inner = text[m.end() :] if m else ""
-    try:
-        stmts = con.extract_statements(inner) if inner.strip() else []
-    except duckdb.Error:
-        stmts = []
-    if len(stmts) != 1:
-        _refuse("EXPLAIN of anything but one SELECT is", text)
-    if stmts[0].type != duckdb.StatementType.SELECT:
-        _refuse(f"EXPLAIN of {stmts[0].type.name} statements is", text)
-    row = con.execute("SELECT json_serialize_sql(?::VARCHAR)", [inner]).fetchone()
-    try:
-        parsed = json.loads(row[0]) if row else None
-    except (TypeError, ValueError):
-        parsed = None
-    if not isinstance(parsed, dict) or parsed.get("error", True):
-        _refuse("EXPLAIN of anything but one SELECT is", text)
-
-
-def _refuse(what: str, query: str) -> None:
-    """Raise the ReadOnlyError saying ``what`` (e.g. "COPY statements are") is not allowed."""
-    raise ReadOnlyError(
-        f"{what.replace('_', ' ')} not allowed in a read-only query "
-        f"({query.strip()[:60]!r}); rerun with --write to change the catalog "
-        "or write files"
-    )
-
-
 def confine(con: duckdb.DuckDBPyConnection, store: Store, *, limited: bool = False) -> Path | None:
     """Cap memory, allow file access only to the store's Parquet folders, lock the settings.
 
@@ -150,18 +88,6 @@ def confine(con: duckdb.DuckDBPyConnection, store: Store, *, limited: bool = Fal
     spill = Path(str(row[0])) if row and row[0] else None
     con.execute("SET lock_configuration = true")
     return spill
-
-
-_STRING_OR_COMMENT = re.compile(r"'(?:[^']|'')*'|--[^\n]*|/\*.*?\*/", re.DOTALL)
-
-
-def intermediates_named(sql: str) -> set[str]:
-    """The intermediate views (``sql/intermediate``) whose names appear as words in ``sql``
-    outside string literals and comments (a name in a quoted identifier counts too)."""
-    from commscope.pipeline.sql_modules import discover
-
-    words = set(re.findall(r"\w+", _STRING_OR_COMMENT.sub(" ", sql).lower()))
-    return {m.name for m in discover() if m.layer == "intermediate" and m.name.lower() in words}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 import pytest
 
+from commscope.pipeline.catalog import Catalog
 from commscope.pipeline.derive import derive_run
 from commscope.pipeline.ingest import ingest_paths
 from commscope.pipeline.store import Store
@@ -83,14 +84,14 @@ def test_derive_extends_the_catalog_as_a_rebuild_would(
     ingested: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rebuilds = 0
-    refresh = Store.refresh_catalog
+    refresh = Catalog.refresh_catalog
 
-    def counting(self: Store) -> None:
+    def counting(self: Catalog) -> None:
         nonlocal rebuilds
         rebuilds += 1
         refresh(self)
 
-    monkeypatch.setattr(Store, "refresh_catalog", counting)
+    monkeypatch.setattr(Catalog, "refresh_catalog", counting)
     before = _dump(ingested.catalog_path)
     res = derive_run(ingested, "r")
     assert rebuilds == 0 and ingested.catalog_current()
@@ -113,10 +114,10 @@ def test_a_catalog_without_the_record_is_rebuilt(ingested: Store) -> None:
     con = duckdb.connect(str(ingested.catalog_path))
     con.execute("CREATE OR REPLACE TABLE _commscope_meta AS SELECT 'old' AS signature")
     con.close()
-    assert not ingested._extend_catalog()
+    assert not ingested.catalog._extend_catalog()
     ingested.ensure_catalog()  # the rebuild
     assert ingested.catalog_current()
-    assert _dump(ingested.catalog_path)["meta"][0][1] == ingested._catalog_base()
+    assert _dump(ingested.catalog_path)["meta"][0][1] == ingested.catalog._catalog_base()
 
 
 def test_a_reader_on_the_catalog_leaves_it_to_the_rebuild(ingested: Store) -> None:
@@ -129,10 +130,10 @@ def test_a_reader_on_the_catalog_leaves_it_to_the_rebuild(ingested: Store) -> No
     (ingested.marts_dir() / "extra_mart" / "r" / src.name).write_bytes(src.read_bytes())
     reader = duckdb.connect(str(ingested.catalog_path), read_only=True)
     try:
-        assert not ingested._extend_catalog()
+        assert not ingested.catalog._extend_catalog()
     finally:
         reader.close()
-    assert ingested._extend_catalog()
+    assert ingested.catalog._extend_catalog()
     assert "extra_mart" in {v[0] for v in _dump(ingested.catalog_path)["views"]}
 
 

@@ -61,3 +61,20 @@ def test_no_config_gives_empty_typed_signatures() -> None:
 
 def test_sql_knows_every_model_input() -> None:
     assert set(INPUT_COLUMNS) == MODEL_INPUTS
+
+
+def test_predicted_platform_states_the_configs_constants() -> None:
+    """Oracle: the config file's own [platform] values (configs/gpt3b_paper.toml: c_tp 6e9,
+    c_pp 2e9, c_dp 4e9, no c_ep so EP uses c_dp, mu 0.3, peak_flops 71e12), read here by hand;
+    the reports read these rows back instead of running the model."""
+    from commscope.reports.headline import model_platform
+
+    plat = predictions(_paper(), "r")["predicted_platform"]
+    assert plat.schema == pl.Schema(PREDICTION_COLUMNS["predicted_platform"])
+    got = {r["traffic_class"]: (r["busbw_Bps"], r["stated"]) for r in plat.iter_rows(named=True)}
+    assert got == {"TP": (6e9, True), "PP": (2e9, True), "DP": (4e9, True), "EP": (4e9, False)}
+    assert set(plat["mu"]) == {0.3} and set(plat["peak_flops"]) == {71e12}
+    mp = model_platform(plat)
+    assert mp is not None and mp.bandwidths == {"TP": 6e9, "PP": 2e9, "DP": 4e9, "EP": 4e9}
+    assert mp.stated == frozenset({"TP", "PP", "DP"}) and mp.mu == 0.3
+    assert model_platform(predictions(None, "r")["predicted_platform"]) is None

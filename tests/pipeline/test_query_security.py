@@ -28,6 +28,7 @@ import duckdb
 import pytest
 
 from commscope.parsers.schema import SCHEMA_VERSION
+from commscope.pipeline.catalog import Catalog
 from commscope.pipeline.cli import main
 from commscope.pipeline.commands.query import confine
 from commscope.pipeline.ingest import STATUS_OK, ingest_file
@@ -424,9 +425,9 @@ def test_catalog_rebuild_reads_only_the_store_data(
     outside = tmp_path / "secret.txt"
     outside.write_text("secret\n")
     seen: list[str] = []
-    original = Store.create_all_views
+    original = Catalog.create_all_views
 
-    def spy(self: Store, con: duckdb.DuckDBPyConnection, **kw: Any) -> None:
+    def spy(self: Catalog, con: duckdb.DuckDBPyConnection, **kw: Any) -> None:
         try:
             con.execute(f"SELECT * FROM read_text('{outside}')").fetchall()
             seen.append("read")
@@ -434,7 +435,7 @@ def test_catalog_rebuild_reads_only_the_store_data(
             seen.append("refused")
         original(self, con, **kw)
 
-    monkeypatch.setattr(Store, "create_all_views", spy)
+    monkeypatch.setattr(Catalog, "create_all_views", spy)
     Store.open(qstore, create=False).refresh_catalog()
     assert seen and set(seen) == {"refused"}  # (a second time when the one-transaction build
     # is aborted by the refused read and the catalog is built statement by statement)
@@ -452,11 +453,11 @@ def test_query_on_a_store_it_cannot_write_uses_the_catalog_there_is(
     runs on the existing catalog with a warning; with no catalog at all it is one error line,
     never an OSError traceback. (Simulated: the tests may run as root, where chmod binds not.)"""
 
-    def read_only_fs(self: Store) -> None:
-        raise PermissionError(13, "Permission denied", str(self.root / ".lock"))
+    def read_only_fs(self: Catalog) -> None:
+        raise PermissionError(13, "Permission denied", str(self.store.root / ".lock"))
 
-    monkeypatch.setattr(Store, "refresh_catalog", read_only_fs)
-    monkeypatch.setattr(Store, "catalog_current", lambda self: False)
+    monkeypatch.setattr(Catalog, "refresh_catalog", read_only_fs)
+    monkeypatch.setattr(Catalog, "catalog_current", lambda self: False)
     assert _count(capsys, qstore, "SELECT count(*) FROM comm_ops") > 0
     (qstore / "catalog.duckdb").unlink()
     rc, _, err = _query(capsys, qstore, "SELECT 1 AS a")

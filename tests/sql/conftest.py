@@ -79,7 +79,7 @@ def materialised(
         c.unregister("_pred")
     if prepare is not None:
         prepare(c)
-    apply(c)
+    apply(c, comments=False)
     materialise_intermediates(c)
     return c
 
@@ -98,5 +98,5 @@ def create_materialised(con: duckdb.DuckDBPyConnection, modules: Iterable[SqlMod
     as derive does: a mart queried afterwards reads each intermediate once instead of
     re-planning the whole chain (minutes and gigabytes for the instance views)."""
     mods = tuple(modules)
-    apply(con, mods)
+    apply(con, mods, comments=False)
     tables_for_views(con, mods)
