@@ -47,6 +47,9 @@ REGISTRY_FULL = (
 )
 
 
+_SCAN_COLUMNS = ("line_no", "msg", "host", "pid", "tid", "pre", "spliced")
+"""Columns of a split line pass 1 reads (as Python lists: no per-row dict)."""
+
 # --------------------------------------------------------------------------------------------
 # Communicator registry (pass 1)
 # --------------------------------------------------------------------------------------------
@@ -160,6 +163,33 @@ class _Registry:
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
     _index: _IncIndex | None = None  # built on the first attribute() call
+    # Lines of *this* parse's range that pass 1 read as lifecycle records (``event_lines``) or
+    # as lifecycle records with a number out of range (``unfit_lines``): pass 2 classifies its
+    # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
+    # (``unsure_from``) pass 2 matches the lines itself.
+    event_lines: set[int] = field(default_factory=set)
+    unfit_lines: set[int] = field(default_factory=set)
+    unsure_from: int | None = None
+
+    def _note_line(self, lines: set[int], line_no: int) -> None:
+        if len(lines) < MAX_LIFECYCLE_EVENTS:
+            lines.add(line_no)
+        elif self.unsure_from is None:
+            self.unsure_from = line_no
+
+    def lifecycle_status(self, line_no: int) -> str | bool | None:
+        """Pass 1's verdict on an INFO Init/Destroy-like line of this range: None (a record it
+        kept), ``"unfit"`` (a number out of range), ``"nofit"`` (no full pattern), or False
+        when pass 1 cannot tell (past a bound: the caller matches the line itself)."""
+        if line_no in self.event_lines:
+            return None
+        if line_no in self.unfit_lines:
+            return "unfit"
+        if (self.full_from is not None and line_no >= self.full_from) or (
+            self.unsure_from is not None and line_no >= self.unsure_from
+        ):
+            return False
+        return "nofit"
 
     # -- pass 1 ------------------------------------------------------------------------------
 
@@ -192,35 +222,39 @@ class _Registry:
             sub.append(text[:-1] if text.endswith("\r") else text)
             nos.append(line_no)
         prefixed, bare = _split_block(sub, nos, self.known_hosts)
-        for row in prefixed.iter_rows(named=True):
-            line_no = row["line_no"]
-            msg: str = row["msg"]
-            if row["level"] != "INFO":
-                continue
-            host, pid = row["host"], row["pid"]
+        info = prefixed.filter(pl.col("level") == "INFO")
+        cols = [info.get_column(c).to_list() for c in _SCAN_COLUMNS]
+        init_match, end_match = _INIT_RE.match, _END_RE.match
+        for line_no, msg, host, pid, tid, pre, spliced in zip(*cols, strict=True):
             if msg.startswith("NCCL version"):
                 vm = _VERSION_RE.match(msg)
                 if vm and len(self.proc_versions) < MAX_PROCESSES:
                     self.proc_versions.setdefault((host, pid), vm.group("ver"))
                 continue
-            tag = _launcher_tag(row["pre"])
-            if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
-                procs = self.tag_procs[tag]
-                if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
-                    procs.add((host, pid))
-            m = _INIT_RE.match(msg)
+            if pre:
+                tag = _launcher_tag(pre)
+                if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
+                    procs = self.tag_procs[tag]
+                    if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
+                        procs.add((host, pid))
+            m = init_match(msg)
             kind = m.group("phase") if m else None
             if m is None:
-                m = _END_RE.match(msg)
+                m = end_match(msg)
                 kind = "END" if m else None
-            if m is None or kind is None or not _init_fits(m.groupdict()):
-                continue  # (numbers out of range: pass 2 rejects the line)
+            if m is None or kind is None:
+                continue
+            groups = m.groupdict()
+            if not _init_fits(groups):  # (numbers out of range: pass 2 rejects the line)
+                self._note_line(self.unfit_lines, line_no)
+                continue
             if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
                 if self.full_from is None:
                     self.full_from = line_no
                 continue
-            fields = {k: v for k, v in m.groupdict().items() if v is not None}
-            self.events.append(_Event(line_no, host, pid, row["tid"], kind, fields, row["spliced"]))
+            fields = {k: v for k, v in groups.items() if v is not None}
+            self.events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
+            self._note_line(self.event_lines, line_no)
         for row in bare.iter_rows(named=True):
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:

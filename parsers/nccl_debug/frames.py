@@ -47,6 +47,10 @@ from commscope.parsers.registry import LineCounts, ParsedChunk
 _MAX_RAW = 4096
 """Characters of a rejected line kept in ``rejects.raw``."""
 _INIT_LIKE_RE = re.compile(_INIT_LIKE)
+_UNFIT = "Init/Destroy line: a rank, count or device number is out of range"
+_NOFIT = "Init/Destroy line does not fit its pattern (truncated or spliced)"
+_OTHER = ("line_no", "raw", "pre", "msg", "host", "pid", "tid")
+"""Columns of a topology line that :meth:`_Pass2._other` reads."""
 _TOPO_MEMO = 20_000
 """Keys remembered by each topology shortcut (distinct messages parsed, (comm, process,
 message) keys turned into rows) before it starts afresh: a few MB at most (a message has at
@@ -180,12 +184,17 @@ class _Pass2:
             pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
             & ~pl.col("msg").str.contains(_COLL_LIKE)
         )
-        for row in others.iter_rows(named=True):
-            why = self._other(row, cut_line)
-            if why is None:
-                n_parsed += 1
-            else:
-                rejects.append((row["line_no"], row["raw"], why))
+        is_init = pl.col("msg").str.contains(_INIT_LIKE)
+        n_parsed += self._lifecycle(others.filter(is_init), cut_line, rejects)
+        topo_lines = others.filter(~is_init)
+        if topo_lines.height:
+            for vals in zip(*(topo_lines.get_column(c).to_list() for c in _OTHER), strict=True):
+                row = dict(zip(_OTHER, vals, strict=True))
+                why = self._other(row, cut_line)
+                if why is None:
+                    n_parsed += 1
+                else:
+                    rejects.append((row["line_no"], row["raw"], why))
 
         decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
         lost = prefixed.filter(pl.col("spliced") & pl.col("frag_kind").is_not_null()).join(
@@ -222,6 +231,31 @@ class _Pass2:
         )
         return ParsedChunk(tables=tables, counts=counts)
 
+    def _lifecycle(
+        self, lines: pl.DataFrame, cut_line: int | None, rejects: list[tuple[int, str, str]]
+    ) -> int:
+        """Classify the block's INFO Init/Destroy-like lines from pass 1's verdicts (pass 1
+        matched each lifecycle line already); return how many are parsed, add the rejects."""
+        parsed = 0
+        status = self.reg.lifecycle_status
+        for line_no, raw, msg, pre in lines.select("line_no", "raw", "msg", "pre").iter_rows():
+            verdict = status(line_no) if line_no != cut_line else False
+            if verdict is None:
+                parsed += 1
+                continue
+            if verdict is False:  # the cut line, or past pass 1's bounds: match it here
+                row = {"line_no": line_no, "raw": raw, "msg": msg, "pre": pre}
+                why = self._other(row, cut_line)
+            elif verdict == "unfit":
+                why = _UNFIT
+            else:
+                why = _NOFIT
+            if why is None:
+                parsed += 1
+            else:
+                rejects.append((line_no, raw, why))
+        return parsed
+
     def _other(self, row: dict[str, Any], cut_line: int | None) -> str | None:
         """Classify an Init/Destroy or topology line; store topology; return status."""
         msg: str = row["msg"]
@@ -231,14 +265,14 @@ class _Pass2:
         if _INIT_LIKE_RE.match(msg):
             m = _INIT_RE.match(msg) or _END_RE.match(msg)
             if m is not None and not _init_fits(m.groupdict()):
-                return "Init/Destroy line: a rank, count or device number is out of range"
+                return _UNFIT
             if m is not None:
                 full_from = self.reg.full_from
                 if full_from is not None and line_no >= full_from:  # pass 1 did not keep it
                     self.n_registry_full += 1
                     return REGISTRY_FULL
                 return None
-            return "Init/Destroy line does not fit its pattern (truncated or spliced)"
+            return _NOFIT
         nccl_len = len(row["raw"]) - len(row["pre"] or "")
         text = (msg, nccl_len >= LINE_LIMIT)
         parsed = self.topo_parsed.get(text, False)
