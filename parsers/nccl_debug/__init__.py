@@ -172,11 +172,12 @@ null. Rows are de-duplicated on (comm, process, rank, kind, channel, peer, direc
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from commscope.parsers._io import Source, iter_byte_blocks, iter_line_blocks
+from commscope.parsers._io import Source, iter_byte_blocks, iter_line_blocks, split_lines
 from commscope.parsers._nccl_rank_infer import infer_ranks
 from commscope.parsers.nccl_debug import communicators, frames, lines, topology
 from commscope.parsers.nccl_debug.communicators import (
@@ -221,6 +222,9 @@ class NcclDebugParser:
     name: ClassVar[str] = "nccl_debug"
     version: ClassVar[str] = "1.1.0"
     resumable: ClassVar[bool] = True
+    one_pass: ClassVar[bool] = True
+    """Read the file once (blocks held until the registry is complete); False: two reads
+    (pass 1, then pass 2 emitting as it reads). Both give the same chunks."""
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head`` is NCCL debug output: share of NCCL-prefixed lines."""
@@ -257,6 +261,84 @@ class NcclDebugParser:
             ParseError: the file is unreadable, or has lines but no NCCL output at all.
         """
         del run_id
+        if self.one_pass:
+            held = self._parse_one_pass(source, rank, resume)
+            if held is not None:
+                yield from held
+                return
+        yield from self._parse_two_passes(source, rank, resume)
+
+    def _parse_one_pass(
+        self, source: Source, rank: int | None, resume: dict[str, Any] | None
+    ) -> list[ParsedChunk] | None:
+        """The parse, reading the file once: each block is scanned for lifecycle lines
+        (pass 1's work) and prepared (pass 2's work that needs no registry) from the same
+        bytes; once the registry is complete, the blocks are emitted in order (COLL ranks,
+        TUNING pairs, topology lines). Blocks wait in memory up to ``frames.HOLD_BYTES``, then
+        in Arrow IPC files of a temporary folder. The chunks equal the two-pass parse's; None
+        when a host repair could differ (a host first seen on a later lifecycle line), and
+        the caller parses in two passes.
+        """
+        reg = _Registry()
+        if resume:
+            reg.restore(resume)
+        state = _Pass2(reg, rank, resume, one_pass=True)
+        held: list[frames._Held] = []
+        held_bytes = 0
+        total = 0
+        with tempfile.TemporaryDirectory(prefix="commscope-nccl-") as spill:
+            for raw in iter_byte_blocks(source):
+                if raw.complete:  # a final line cut mid-way is rejected, not used
+                    reg.scan(raw.data, raw.first_line_no)
+                else:
+                    reg.nccl_lines += b"NCCL " in raw.data
+                total += 1  # only "any line at all" matters here
+                lines = split_lines(raw.data)
+                if raw.complete:  # the text after the final "\n" is no line
+                    lines = lines.head(lines.len() - 1)
+                first, complete, overlong = raw.first_line_no, raw.complete, raw.overlong
+                del raw
+                state.sync_hosts()
+                block = state.prepare(lines, first, complete, overlong)
+                del lines
+                held.append(block)
+                held_bytes += block.size()
+                if held_bytes > frames.HOLD_BYTES:
+                    for n, b in enumerate(held):
+                        b.spill(Path(spill), n)
+                    held_bytes = 0
+            if total and reg.nccl_lines == 0 and source.start_offset == 0:
+                raise ParseError(
+                    source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
+                )
+            if not state.repairs_stable():
+                return None
+            raw_state = self._complete(reg, source, resume)
+            state.ready()
+            chunks = [state.emit(b) for b in held]
+        last = state.finish()
+        last.state = {**raw_state, **state.emitted_state()}
+        return [*chunks, last]
+
+    @staticmethod
+    def _complete(reg: _Registry, source: Source, resume: dict[str, Any] | None) -> dict[str, Any]:
+        """Finish the registry after pass 1; return pass 1's raw state (for resume)."""
+        raw_state = reg.raw_state()
+        reg.finalize()
+        if not reg.incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
+            summary = _coll_summary(source, reg, resume)
+            raw_state["coll_summary"] = summary.state()
+            inferred, notes = infer_ranks(summary)
+            for proc, (r, how) in inferred.items():
+                reg.proc_global[proc], reg.proc_how[proc] = r, how
+            reg.warnings.extend(notes)
+        return raw_state
+
+    def _parse_two_passes(
+        self, source: Source, rank: int | None, resume: dict[str, Any] | None
+    ) -> Iterator[ParsedChunk]:
+        """The parse in two reads of the file: pass 1 builds the registry, pass 2 emits each
+        block as it reads it."""
         reg = _Registry()
         if resume:
             reg.restore(resume)
@@ -271,16 +353,9 @@ class NcclDebugParser:
             raise ParseError(
                 source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
             )
-        raw_state = reg.raw_state()
-        reg.finalize()
-        if not reg.incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
-            summary = _coll_summary(source, reg, resume)
-            raw_state["coll_summary"] = summary.state()
-            inferred, notes = infer_ranks(summary)
-            for proc, (r, how) in inferred.items():
-                reg.proc_global[proc], reg.proc_how[proc] = r, how
-            reg.warnings.extend(notes)
+        raw_state = self._complete(reg, source, resume)
         state = _Pass2(reg, rank, resume)
+        state.ready()
         for block in iter_line_blocks(source):
             yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
         last = state.finish()

@@ -93,6 +93,15 @@ def _dump(parser: Any, source: Source, resume: dict[str, Any] | None = None) -> 
     }
 
 
+def _state_text(state: dict[str, Any] | None) -> str | None:
+    """A resume state as canonical JSON (the lists of ``coll_summary`` are sets: any order)."""
+    if state is None:
+        return None
+    if isinstance(state.get("coll_summary"), dict):
+        state = {**state, "coll_summary": _sorted_lists(state["coll_summary"])}
+    return json.dumps(state, sort_keys=True, default=str)
+
+
 def _sorted_lists(d: dict[str, Any]) -> dict[str, Any]:
     return {
         k: sorted(v, key=lambda x: json.dumps(x, default=str)) if isinstance(v, list) else v
@@ -160,3 +169,116 @@ if __name__ == "__main__":
     else:
         name = sys.argv[2] if len(sys.argv) > 2 else None
         print(json.dumps(res if name is None else res[name], indent=1, sort_keys=True))
+
+
+def _small_blocks(monkeypatch: pytest.MonkeyPatch, block_bytes: int) -> None:
+    """Make the NCCL parser read blocks of ``block_bytes`` (many blocks per sample)."""
+    import functools
+
+    import commscope.parsers.nccl_debug as nd
+    import commscope.parsers.nccl_debug.frames as nd_frames
+    from commscope.parsers import _io
+
+    monkeypatch.setattr(
+        nd, "iter_byte_blocks", functools.partial(_io.iter_byte_blocks, block_bytes=block_bytes)
+    )
+    monkeypatch.setattr(
+        nd, "iter_line_blocks", functools.partial(_io.iter_line_blocks, block_bytes=block_bytes)
+    )
+    monkeypatch.setattr(
+        nd_frames,
+        "iter_line_blocks",
+        functools.partial(_io.iter_line_blocks, block_bytes=block_bytes),
+    )
+
+
+@pytest.mark.parametrize("block_bytes", [2048, 65536])
+def test_one_pass_equals_two_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int
+) -> None:
+    """The one-pass NCCL parse (blocks held, spilled to Arrow IPC here: HOLD_BYTES 0) yields
+    exactly the two-pass parse's chunks, with many blocks per file (host repairs and TUNING
+    pairs near block ends, the registry completed by later blocks); where a later lifecycle
+    line would change a host repair it falls back to the two passes."""
+    import commscope.parsers.nccl_debug as nd
+    import commscope.parsers.nccl_debug.frames as nd_frames
+
+    _small_blocks(monkeypatch, block_bytes)
+    monkeypatch.setattr(nd_frames, "HOLD_BYTES", 0)
+    inputs = {p.name: p for p in _samples("nccl_debug")} | _generated(tmp_path)
+    if not inputs:
+        pytest.skip(f"no samples under {SAMPLES}")
+    fallbacks: list[str] = []
+    two = nd.NcclDebugParser._parse_two_passes
+
+    def spy(self: Any, *a: Any, **k: Any) -> Any:
+        fallbacks.append(str(a[0].path))
+        return two(self, *a, **k)
+
+    for name, path in inputs.items():
+        monkeypatch.setattr(nd.NcclDebugParser, "one_pass", False)
+        want = _chunks(nd.NcclDebugParser(), Source(path))
+        monkeypatch.setattr(nd.NcclDebugParser, "one_pass", True)
+        monkeypatch.setattr(nd.NcclDebugParser, "_parse_two_passes", spy)
+        got = _chunks(nd.NcclDebugParser(), Source(path))
+        monkeypatch.setattr(nd.NcclDebugParser, "_parse_two_passes", two)
+        assert got == want, name
+    assert len(fallbacks) < len(inputs) // 2, fallbacks
+
+
+def _chunks(parser: Any, source: Source) -> list[Any]:
+    """Each chunk of a parse: tables (digests), counts, warnings, state."""
+    out = []
+    for chunk in parser.parse(source, run_id="r"):
+        c = chunk.counts
+        out.append(
+            (
+                {k: _frame_digest(v) for k, v in sorted(chunk.tables.items())},
+                (c.total, c.parsed, c.rejected, c.ignored),
+                chunk.warnings,
+                _state_text(chunk.state),
+            )
+        )
+    return out
+
+
+def test_one_pass_falls_back_when_a_later_host_changes_a_repair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A host glued to foreign text in the first block, logged cleanly only by a lifecycle
+    line of a later block: two passes repair it (pass 1 knew the host), so the one-pass parse
+    must hand over to them; the rows name the repaired host."""
+    import commscope.parsers.nccl_debug as nd
+
+    _small_blocks(monkeypatch, 1024)
+    coll = (
+        "AllReduce: opCount 1 sendbuff 0x7f0000001000 recvbuff 0x7f0000002000 count 8 "
+        "datatype 7 op 0 root 0 comm 0x7f0000000100 [nranks=1] stream 0x55d0c0a0"
+    )
+    lines = [f"progress 37% xyznodeA:11:11 [0] NCCL INFO {coll}"]
+    lines += [f"application output line {i} " + "x" * 60 for i in range(40)]
+    lines.append(
+        "nodeA:11:11 [0] NCCL INFO ncclCommInitRankConfig comm 0x7f0000000100 rank 0 nranks 1 "
+        "cudaDev 0 busId 1000 commId 0x1 - Init START"
+    )
+    lines.append(f"nodeA:11:11 [0] NCCL INFO {coll}")
+    path = tmp_path / "glued.log"
+    path.write_text("\n".join(lines) + "\n")
+    fallbacks: list[str] = []
+    two = nd.NcclDebugParser._parse_two_passes
+
+    def spy(self: Any, *a: Any, **k: Any) -> Any:
+        fallbacks.append(str(a[0].path))
+        return two(self, *a, **k)
+
+    monkeypatch.setattr(nd.NcclDebugParser, "one_pass", False)
+    want = _chunks(nd.NcclDebugParser(), Source(path))
+    monkeypatch.setattr(nd.NcclDebugParser, "one_pass", True)
+    monkeypatch.setattr(nd.NcclDebugParser, "_parse_two_passes", spy)
+    chunks = list(nd.NcclDebugParser().parse(Source(path), run_id="r"))
+    ops = pl.concat([c.tables["comm_ops"] for c in chunks if "comm_ops" in c.tables])
+    assert fallbacks == [str(path)]
+    assert ops["host"].to_list() == ["nodeA", "nodeA"]
+    assert ops["rank"].to_list() == [0, 0]
+    monkeypatch.setattr(nd.NcclDebugParser, "_parse_two_passes", two)
+    assert _chunks(nd.NcclDebugParser(), Source(path)) == want
