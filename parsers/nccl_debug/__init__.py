@@ -288,14 +288,13 @@ class NcclDebugParser:
         total = 0
         with tempfile.TemporaryDirectory(prefix="commscope-nccl-") as spill:
             for raw in iter_byte_blocks(source):
-                if raw.complete:  # a final line cut mid-way is rejected, not used
-                    reg.scan(raw.data, raw.first_line_no)
-                else:
-                    reg.nccl_lines += b"NCCL " in raw.data
                 total += 1  # only "any line at all" matters here
                 lines = split_lines(raw.data)
                 if raw.complete:  # the text after the final "\n" is no line
                     lines = lines.head(lines.len() - 1)
+                    reg.scan_lines(lines, raw.first_line_no)
+                else:  # a final line cut mid-way is rejected, not used
+                    reg.nccl_lines += b"NCCL " in raw.data
                 first, complete, overlong = raw.first_line_no, raw.complete, raw.overlong
                 del raw
                 state.sync_hosts()

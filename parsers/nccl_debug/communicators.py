@@ -18,7 +18,9 @@ from commscope.parsers.nccl_debug.lines import (
     _BARE_VERSION_RE,
     _END_RE,
     _INIT_RE,
+    _LIFECYCLE_HINT,
     _LIFECYCLE_KEYS,
+    _NCCL_LINE_HINT,
     _NCCL_LINE_KEYS,
     _VERSION_RE,
     _fit_ints,
@@ -221,6 +223,20 @@ class _Registry:
             text = data[start : end if end >= 0 else len(data)].decode("utf-8", errors="replace")
             sub.append(text[:-1] if text.endswith("\r") else text)
             nos.append(line_no)
+        self._scan_selected(sub, nos)
+
+    def scan_lines(self, lines: pl.Series, first_line_no: int) -> None:
+        """:meth:`scan` of a block already split into lines (the one-pass parse): the same
+        lines are selected (the hints are ASCII, so a decoded line holds one exactly when its
+        bytes do), by one vectorised match instead of a search per hint."""
+        if not self.nccl_lines:
+            self.nccl_lines += bool(lines.str.contains(_NCCL_LINE_HINT).any())
+        at = lines.str.contains(_LIFECYCLE_HINT).arg_true()
+        if at.len():
+            self._scan_selected(lines.gather(at).to_list(), (at + first_line_no).to_list())
+
+    def _scan_selected(self, sub: list[str], nos: list[int]) -> None:
+        """Pass 1 on the lines holding a lifecycle or version hint (numbers ``nos``)."""
         prefixed, bare = _split_block(sub, nos, self.known_hosts)
         info = prefixed.filter(pl.col("level") == "INFO")
         cols = [info.get_column(c).to_list() for c in _SCAN_COLUMNS]

@@ -356,9 +356,15 @@ class _Pass2:
     ) -> int:
         """Classify the block's INFO Init/Destroy-like lines from pass 1's verdicts (pass 1
         matched each lifecycle line already); return how many are parsed, add the rejects."""
-        parsed = 0
+        if not lines.height:
+            return 0
+        kept = lines.get_column("line_no").is_in(list(self.reg.event_lines))
+        if cut_line is not None:
+            kept = kept & (lines.get_column("line_no") != cut_line)
+        parsed = int(kept.sum())  # records pass 1 kept: nothing more to decide
+        rest = lines.filter(~kept)
         status = self.reg.lifecycle_status
-        for line_no, raw, msg, pre in lines.select("line_no", "raw", "msg", "pre").iter_rows():
+        for line_no, raw, msg, pre in rest.select("line_no", "raw", "msg", "pre").iter_rows():
             verdict = status(line_no) if line_no != cut_line else False
             if verdict is None:
                 parsed += 1
@@ -828,7 +834,11 @@ class _Pass2:
         return df.filter(new)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+"""``json.dumps(row, sort_keys=True, default=str)``, without building an encoder per row."""
+
+
 def _fingerprint(row: dict[str, Any]) -> str:
     """Short stable hash of a row (resume state keeps these, not the rows)."""
-    text = json.dumps(row, sort_keys=True, default=str)
+    text = _ENCODER.encode(row)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

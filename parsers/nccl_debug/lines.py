@@ -63,6 +63,8 @@ _LIFECYCLE_KEYS = (
 """``_LIFECYCLE_HINT`` as byte strings (pass 1 searches raw bytes)."""
 _NCCL_LINE_KEYS = (b"NCCL INFO ", b"NCCL WARN ", b"NCCL TRACE ", b"NCCL CALL ", b"NCCL version")
 """Pass 1 looks for them: none found exactly when no line is NCCL output."""
+_NCCL_LINE_HINT = "|".join(k.decode() for k in _NCCL_LINE_KEYS)  # no regex metacharacters
+"""``_NCCL_LINE_KEYS`` as one pattern (the one-pass scan matches decoded lines)."""
 
 _INIT_RE = re.compile(
     r"^(?:\[Rank \d+\] )?(?:(?P<fn>ncclComm\w+) )?comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) "
