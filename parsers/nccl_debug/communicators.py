@@ -568,6 +568,30 @@ class _Registry:
         if self._index is None:
             self._index = _IncIndex(self.incs)
         idx = self._index
+        # The answer only changes where some incarnation of the process starts, completes,
+        # ends or has its source line: remembered per query key for the interval between two
+        # such lines (consecutive topology lines of one init mostly fall in one interval).
+        key = (host, pid, tid, me_rank, me_dev)
+        got = idx.memo.get(key)
+        if got is not None and got[0] <= line_no < got[1]:
+            return got[2]
+        found = self._attribute(idx, host, pid, tid, line_no, me_rank, me_dev)
+        lo, hi = idx.interval(host, pid, line_no)
+        if len(idx.memo) >= _ATTRIBUTE_MEMO:
+            idx.memo.clear()
+        idx.memo[key] = (lo, hi, found)
+        return found
+
+    @staticmethod
+    def _attribute(
+        idx: _IncIndex,
+        host: str,
+        pid: int,
+        tid: int,
+        line_no: int,
+        me_rank: int | None,
+        me_dev: str | None,
+    ) -> _Inc | None:
         cands = idx.group(host, pid, None, me_rank, me_dev)
         if cands is None or cands.n_live(line_no) == 0:
             return None
@@ -584,6 +608,8 @@ class _Registry:
 
 _NEVER = 1 << 62
 """End line of an incarnation never destroyed (live at every later line)."""
+_ATTRIBUTE_MEMO = 20_000
+"""Query keys whose last answer :meth:`_Registry.attribute` keeps (then it starts afresh)."""
 
 
 def _end_key(inc: _Inc) -> int:
@@ -695,6 +721,30 @@ class _IncIndex:
                 lists[(inc.host, inc.pid, tid, inc.rank)].append(inc)
         self.lists = dict(lists)
         self.groups: dict[tuple[str, int, int | None, int | None, str | None], _IncGroup] = {}
+        self.memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = {}
+        self._breaks: dict[tuple[str, int], list[int]] = {}
+
+    def interval(self, host: str, pid: int, line_no: int) -> tuple[int, int]:
+        """The lines ``[lo, hi)`` around ``line_no`` where no incarnation of the process
+        starts (``first_init_line``, ``source_line``), stops being pending
+        (``complete_line + 1``) or stops being live (``end_line + 1``): every query of
+        :meth:`_Registry.attribute` gives one answer over it."""
+        marks = self._breaks.get((host, pid))
+        if marks is None:
+            points: set[int] = set()
+            for inc in self.lists.get((host, pid, None, None), []):
+                points.add(inc.source_line)
+                if inc.first_init_line is not None:
+                    points.add(inc.first_init_line)
+                if inc.complete_line is not None:
+                    points.add(inc.complete_line + 1)
+                if inc.end_line is not None:
+                    points.add(inc.end_line + 1)
+            marks = self._breaks[(host, pid)] = sorted(points)
+        at = bisect.bisect_right(marks, line_no)
+        lo = marks[at - 1] if at > 0 else -_NEVER
+        hi = marks[at] if at < len(marks) else _NEVER
+        return lo, hi
 
     @property
     def steps(self) -> int:
