@@ -29,10 +29,20 @@ Line prefix: the **last** ``[ts]host:pid:tid [dev] NCCL <LEVEL>`` match of a lin
 A host glued to the tail of a cut fragment (``...80356ljm:803564:...``) is repaired to the
 longest known host (seen on unspliced lines) it ends with. Only ``INFO`` messages are parsed.
 
-Two passes over the file (both streaming, bounded memory): pass 1 reads only the communicator
-lifecycle and version lines and builds the registry of communicator *incarnations*; pass 2 emits
-``comm_ops``, ``topology`` (and ``rejects``) block by block; ``communicators`` come in a last
-chunk. A byte range without ``resume`` state only knows the Init lines inside the range.
+One read of the file (streaming, bounded memory; issue 21): each block of lines is scanned for
+the communicator lifecycle and version lines (pass 1: the registry of communicator
+*incarnations*) and, from the same lines, prepared (pass 2's work that needs no registry: line
+split, classification, COLL fields, TUNING lines, rejects). COLL ranks, TUNING pairs and
+topology lines need the whole file's registry (a COLL line gets the global rank of a world comm
+initialised later in the file), so the prepared blocks are held, in memory up to
+``frames.HOLD_BYTES`` and then in Arrow IPC files of a temporary folder, and emitted in order
+once the file is read: ``comm_ops``, ``topology`` (and ``rejects``) block by block, then
+``communicators`` in a last chunk. The chunks are those of the two-pass parse (pass 1 over the
+whole file, then pass 2 emitting each block as it reads it), which stays as
+``NcclDebugParser._parse_two_passes``: the one-pass parse hands over to it when a host repair
+made while reading could differ with every lifecycle host known (a glued host whose true name
+is first logged by a later lifecycle line; checked at the end), and the tests compare both.
+A byte range without ``resume`` state only knows the Init lines inside the range.
 What a parse keeps grows with bounds, never with the file: lines longer than
 ``commscope.parsers._io.MAX_LINE_BYTES`` are streamed past and rejected, at most
 ``MAX_LIFECYCLE_EVENTS`` lifecycle lines and ``MAX_TOPOLOGY_ROWS`` topology rows are kept
