@@ -282,3 +282,45 @@ def test_one_pass_falls_back_when_a_later_host_changes_a_repair(
     assert ops["rank"].to_list() == [0, 0]
     monkeypatch.setattr(nd.NcclDebugParser, "_parse_two_passes", two)
     assert _chunks(nd.NcclDebugParser(), Source(path)) == want
+
+
+def test_lifecycle_verdicts_past_their_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``MAX_LIFECYCLE_EVENTS`` remembered verdicts (here 3), pass 2 matches the
+    Init/Destroy lines itself: out-of-range numbers, truncated lines, kept and registry-full
+    records get the reasons a full match gives, in one pass as in two."""
+    import commscope.parsers.nccl_debug as nd
+    import commscope.parsers.nccl_debug.communicators as nd_comms
+
+    monkeypatch.setattr(nd_comms, "MAX_LIFECYCLE_EVENTS", 3)
+    pre = "nodeA:11:11 [0] NCCL INFO "
+    lines = []
+    for i in range(6):
+        lines.append(
+            f"{pre}comm 0x7f00000{i}00 rank 99999999999 nranks 2 cudaDev 0 busId 1000 - Init START"
+        )
+    for i in range(5):
+        lines.append(
+            f"{pre}comm 0x7f00001{i}00 rank 0 nranks 2 cudaDev 0 busId 1000 commId 0x{i} - Init START"
+        )
+    lines.append(f"{pre}comm 0x7f0000ff00 rank 0 nranks 2 cudaDev 0 busId 1000 - Init STA")
+    path = tmp_path / "bounds.log"
+    path.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(nd.NcclDebugParser, "one_pass", False)
+    want = _chunks(nd.NcclDebugParser(), Source(path))
+    monkeypatch.setattr(nd.NcclDebugParser, "one_pass", True)
+    chunks = list(nd.NcclDebugParser().parse(Source(path), run_id="r"))
+    assert _chunks(nd.NcclDebugParser(), Source(path)) == want
+    rejects = pl.concat([c.tables["rejects"] for c in chunks if "rejects" in c.tables])
+    reasons = rejects["reason"].to_list()
+    assert reasons[:6] == [nd_frames_unfit()] * 6
+    assert sum("registry full" in r for r in reasons) == 2
+    assert "does not fit its pattern" in reasons[-1]
+    assert sum(c.counts.parsed for c in chunks) == 3
+
+
+def nd_frames_unfit() -> str:
+    from commscope.parsers.nccl_debug import frames
+
+    return frames._UNFIT
