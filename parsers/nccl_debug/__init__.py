@@ -272,22 +272,31 @@ class NcclDebugParser:
         """
         del run_id
         if self.one_pass:
-            held = self._parse_one_pass(source, rank, resume)
-            if held is not None:
-                yield from held
-                return
+            spill = tempfile.TemporaryDirectory(prefix="commscope-nccl-")
+            try:
+                read = self._read_once(source, rank, resume, Path(spill.name))
+                if read is not None:
+                    state, held, raw_state = read
+                    while held:  # emitted in order, each dropped once yielded
+                        yield state.emit(held.pop(0))
+                    last = state.finish()
+                    last.state = {**raw_state, **state.emitted_state()}
+                    yield last
+                    return
+            finally:
+                spill.cleanup()
         yield from self._parse_two_passes(source, rank, resume)
 
-    def _parse_one_pass(
-        self, source: Source, rank: int | None, resume: dict[str, Any] | None
-    ) -> list[ParsedChunk] | None:
-        """The parse, reading the file once: each block is scanned for lifecycle lines
+    def _read_once(
+        self, source: Source, rank: int | None, resume: dict[str, Any] | None, spill: Path
+    ) -> tuple[_Pass2, list[frames._Held], dict[str, Any]] | None:
+        """The one-pass parse up to its emission: each block is scanned for lifecycle lines
         (pass 1's work) and prepared (pass 2's work that needs no registry) from the same
-        bytes; once the registry is complete, the blocks are emitted in order (COLL ranks,
-        TUNING pairs, topology lines). Blocks wait in memory up to ``frames.HOLD_BYTES``, then
-        in Arrow IPC files of a temporary folder. The chunks equal the two-pass parse's; None
-        when a host repair could differ (a host first seen on a later lifecycle line), and
-        the caller parses in two passes.
+        lines; the registry is then completed. Returns the pass-2 state, the prepared blocks
+        (to emit in order: COLL ranks, TUNING pairs, topology lines) and pass 1's raw state.
+        Blocks wait in memory up to ``frames.HOLD_BYTES``, then in Arrow IPC files under
+        ``spill``. None when a host repair could differ (a host first seen on a later
+        lifecycle line): the caller parses in two passes.
         """
         reg = _Registry()
         if resume:
@@ -296,38 +305,34 @@ class NcclDebugParser:
         held: list[frames._Held] = []
         held_bytes = 0
         total = 0
-        with tempfile.TemporaryDirectory(prefix="commscope-nccl-") as spill:
-            for raw in iter_byte_blocks(source):
-                total += 1  # only "any line at all" matters here
-                lines = split_lines(raw.data)
-                if raw.complete:  # the text after the final "\n" is no line
-                    lines = lines.head(lines.len() - 1)
-                    reg.scan_lines(lines, raw.first_line_no)
-                else:  # a final line cut mid-way is rejected, not used
-                    reg.nccl_lines += b"NCCL " in raw.data
-                first, complete, overlong = raw.first_line_no, raw.complete, raw.overlong
-                del raw
-                state.sync_hosts()
-                block = state.prepare(lines, first, complete, overlong)
-                del lines
-                held.append(block)
-                held_bytes += block.size()
-                if held_bytes > frames.HOLD_BYTES:
-                    for n, b in enumerate(held):
-                        b.spill(Path(spill), n)
-                    held_bytes = 0
-            if total and reg.nccl_lines == 0 and source.start_offset == 0:
-                raise ParseError(
-                    source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
-                )
-            if not state.repairs_stable():
-                return None
-            raw_state = self._complete(reg, source, resume)
-            state.ready()
-            chunks = [state.emit(b) for b in held]
-        last = state.finish()
-        last.state = {**raw_state, **state.emitted_state()}
-        return [*chunks, last]
+        for raw in iter_byte_blocks(source):
+            total += 1  # only "any line at all" matters here
+            lines = split_lines(raw.data)
+            if raw.complete:  # the text after the final "\n" is no line
+                lines = lines.head(lines.len() - 1)
+                reg.scan_lines(lines, raw.first_line_no)
+            else:  # a final line cut mid-way is rejected, not used
+                reg.nccl_lines += b"NCCL " in raw.data
+            first, complete, overlong = raw.first_line_no, raw.complete, raw.overlong
+            del raw
+            state.sync_hosts()
+            block = state.prepare(lines, first, complete, overlong)
+            del lines
+            held.append(block)
+            held_bytes += block.size()
+            if held_bytes > frames.HOLD_BYTES:
+                for n, b in enumerate(held):
+                    b.spill(spill, n)
+                held_bytes = 0
+        if total and reg.nccl_lines == 0 and source.start_offset == 0:
+            raise ParseError(
+                source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
+            )
+        if not state.repairs_stable():
+            return None
+        raw_state = self._complete(reg, source, resume)
+        state.ready()
+        return state, held, raw_state
 
     @staticmethod
     def _complete(reg: _Registry, source: Source, resume: dict[str, Any] | None) -> dict[str, Any]:
