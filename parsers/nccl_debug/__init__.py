@@ -43,7 +43,9 @@ whole file, then pass 2 emitting each block as it reads it), which stays as
 made while reading could differ with every lifecycle host known (a glued host whose true name
 is first logged by a later lifecycle line; checked at the end), and the tests compare both.
 A byte range without ``resume`` state only knows the Init lines inside the range.
-What a parse keeps grows with bounds, never with the file: lines longer than
+What a parse keeps in memory grows with bounds, never with the file (the held blocks: up to
+``frames.HOLD_BYTES``, the rest in the temporary folder, LZ4-compressed: about 9 % of the log's
+size on the nccl-tests log, set ``TMPDIR`` to put it elsewhere): lines longer than
 ``commscope.parsers._io.MAX_LINE_BYTES`` are streamed past and rejected, at most
 ``MAX_LIFECYCLE_EVENTS`` lifecycle lines and ``MAX_TOPOLOGY_ROWS`` topology rows are kept
 (later ones are rejected with the reason and a warning), and the host, process, tag and bare
