@@ -192,7 +192,7 @@ def _small_blocks(monkeypatch: pytest.MonkeyPatch, block_bytes: int) -> None:
     )
 
 
-@pytest.mark.parametrize("block_bytes", [2048, 65536])
+@pytest.mark.parametrize("block_bytes", [16384, 65536])
 def test_one_pass_equals_two_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, block_bytes: int
 ) -> None:
