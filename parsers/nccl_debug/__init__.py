@@ -29,11 +29,23 @@ Line prefix: the **last** ``[ts]host:pid:tid [dev] NCCL <LEVEL>`` match of a lin
 A host glued to the tail of a cut fragment (``...80356ljm:803564:...``) is repaired to the
 longest known host (seen on unspliced lines) it ends with. Only ``INFO`` messages are parsed.
 
-Two passes over the file (both streaming, bounded memory): pass 1 reads only the communicator
-lifecycle and version lines and builds the registry of communicator *incarnations*; pass 2 emits
-``comm_ops``, ``topology`` (and ``rejects``) block by block; ``communicators`` come in a last
-chunk. A byte range without ``resume`` state only knows the Init lines inside the range.
-What a parse keeps grows with bounds, never with the file: lines longer than
+One read of the file (streaming, bounded memory; issue 21): each block of lines is scanned for
+the communicator lifecycle and version lines (pass 1: the registry of communicator
+*incarnations*) and, from the same lines, prepared (pass 2's work that needs no registry: line
+split, classification, COLL fields, TUNING lines, rejects). COLL ranks, TUNING pairs and
+topology lines need the whole file's registry (a COLL line gets the global rank of a world comm
+initialised later in the file), so the prepared blocks are held, in memory up to
+``frames.HOLD_BYTES`` and then in Arrow IPC files of a temporary folder, and emitted in order
+once the file is read: ``comm_ops``, ``topology`` (and ``rejects``) block by block, then
+``communicators`` in a last chunk. The chunks are those of the two-pass parse (pass 1 over the
+whole file, then pass 2 emitting each block as it reads it), which stays as
+``NcclDebugParser._parse_two_passes``: the one-pass parse hands over to it when a host repair
+made while reading could differ with every lifecycle host known (a glued host whose true name
+is first logged by a later lifecycle line; checked at the end), and the tests compare both.
+A byte range without ``resume`` state only knows the Init lines inside the range.
+What a parse keeps in memory grows with bounds, never with the file (the held blocks: up to
+``frames.HOLD_BYTES``, the rest in the temporary folder, LZ4-compressed: about 9 % of the log's
+size on the nccl-tests log, set ``TMPDIR`` to put it elsewhere): lines longer than
 ``commscope.parsers._io.MAX_LINE_BYTES`` are streamed past and rejected, at most
 ``MAX_LIFECYCLE_EVENTS`` lifecycle lines and ``MAX_TOPOLOGY_ROWS`` topology rows are kept
 (later ones are rejected with the reason and a warning), and the host, process, tag and bare
@@ -172,11 +184,12 @@ null. Rows are de-duplicated on (comm, process, rank, kind, channel, peer, direc
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
-from commscope.parsers._io import Source, iter_byte_blocks, iter_line_blocks
+from commscope.parsers._io import Source, iter_byte_blocks, iter_line_blocks, split_lines
 from commscope.parsers._nccl_rank_infer import infer_ranks
 from commscope.parsers.nccl_debug import communicators, frames, lines, topology
 from commscope.parsers.nccl_debug.communicators import (
@@ -221,6 +234,9 @@ class NcclDebugParser:
     name: ClassVar[str] = "nccl_debug"
     version: ClassVar[str] = "1.1.0"
     resumable: ClassVar[bool] = True
+    one_pass: ClassVar[bool] = True
+    """Read the file once (blocks held until the registry is complete); False: two reads
+    (pass 1, then pass 2 emitting as it reads). Both give the same chunks."""
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head`` is NCCL debug output: share of NCCL-prefixed lines."""
@@ -257,6 +273,88 @@ class NcclDebugParser:
             ParseError: the file is unreadable, or has lines but no NCCL output at all.
         """
         del run_id
+        if self.one_pass:
+            spill = tempfile.TemporaryDirectory(prefix="commscope-nccl-")
+            try:
+                read = self._read_once(source, rank, resume, Path(spill.name))
+                if read is not None:
+                    state, held, raw_state = read
+                    while held:  # emitted in order, each dropped once yielded
+                        yield state.emit(held.pop(0))
+                    last = state.finish()
+                    last.state = {**raw_state, **state.emitted_state()}
+                    yield last
+                    return
+            finally:
+                spill.cleanup()
+        yield from self._parse_two_passes(source, rank, resume)
+
+    def _read_once(
+        self, source: Source, rank: int | None, resume: dict[str, Any] | None, spill: Path
+    ) -> tuple[_Pass2, list[frames._Held], dict[str, Any]] | None:
+        """The one-pass parse up to its emission: each block is scanned for lifecycle lines
+        (pass 1's work) and prepared (pass 2's work that needs no registry) from the same
+        lines; the registry is then completed. Returns the pass-2 state, the prepared blocks
+        (to emit in order: COLL ranks, TUNING pairs, topology lines) and pass 1's raw state.
+        Blocks wait in memory up to ``frames.HOLD_BYTES``, then in Arrow IPC files under
+        ``spill``. None when a host repair could differ (a host first seen on a later
+        lifecycle line): the caller parses in two passes.
+        """
+        reg = _Registry()
+        if resume:
+            reg.restore(resume)
+        state = _Pass2(reg, rank, resume, one_pass=True)
+        held: list[frames._Held] = []
+        held_bytes = 0
+        total = 0
+        for raw in iter_byte_blocks(source):
+            total += 1  # only "any line at all" matters here
+            lines = split_lines(raw.data)
+            if raw.complete:  # the text after the final "\n" is no line
+                lines = lines.head(lines.len() - 1)
+                reg.scan_lines(lines, raw.first_line_no)
+            else:  # a final line cut mid-way is rejected, not used
+                reg.nccl_lines += b"NCCL " in raw.data
+            first, complete, overlong = raw.first_line_no, raw.complete, raw.overlong
+            del raw
+            state.sync_hosts()
+            block = state.prepare(lines, first, complete, overlong)
+            del lines
+            held.append(block)
+            held_bytes += block.size()
+            if held_bytes > frames.HOLD_BYTES:
+                for n, b in enumerate(held):
+                    b.spill(spill, n)
+                held_bytes = 0
+        if total and reg.nccl_lines == 0 and source.start_offset == 0:
+            raise ParseError(
+                source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
+            )
+        if not state.repairs_stable():
+            return None
+        raw_state = self._complete(reg, source, resume)
+        state.ready()
+        return state, held, raw_state
+
+    @staticmethod
+    def _complete(reg: _Registry, source: Source, resume: dict[str, Any] | None) -> dict[str, Any]:
+        """Finish the registry after pass 1; return pass 1's raw state (for resume)."""
+        raw_state = reg.raw_state()
+        reg.finalize()
+        if not reg.incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
+            summary = _coll_summary(source, reg, resume)
+            raw_state["coll_summary"] = summary.state()
+            inferred, notes = infer_ranks(summary)
+            for proc, (r, how) in inferred.items():
+                reg.proc_global[proc], reg.proc_how[proc] = r, how
+            reg.warnings.extend(notes)
+        return raw_state
+
+    def _parse_two_passes(
+        self, source: Source, rank: int | None, resume: dict[str, Any] | None
+    ) -> Iterator[ParsedChunk]:
+        """The parse in two reads of the file: pass 1 builds the registry, pass 2 emits each
+        block as it reads it."""
         reg = _Registry()
         if resume:
             reg.restore(resume)
@@ -271,16 +369,9 @@ class NcclDebugParser:
             raise ParseError(
                 source.path, "no NCCL debug output (no 'host:pid:tid [dev] NCCL' line)"
             )
-        raw_state = reg.raw_state()
-        reg.finalize()
-        if not reg.incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
-            summary = _coll_summary(source, reg, resume)
-            raw_state["coll_summary"] = summary.state()
-            inferred, notes = infer_ranks(summary)
-            for proc, (r, how) in inferred.items():
-                reg.proc_global[proc], reg.proc_how[proc] = r, how
-            reg.warnings.extend(notes)
+        raw_state = self._complete(reg, source, resume)
         state = _Pass2(reg, rank, resume)
+        state.ready()
         for block in iter_line_blocks(source):
             yield state.block(block.series, block.first_line_no, block.complete, block.overlong)
         last = state.finish()

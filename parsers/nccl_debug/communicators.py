@@ -18,7 +18,9 @@ from commscope.parsers.nccl_debug.lines import (
     _BARE_VERSION_RE,
     _END_RE,
     _INIT_RE,
+    _LIFECYCLE_HINT,
     _LIFECYCLE_KEYS,
+    _NCCL_LINE_HINT,
     _NCCL_LINE_KEYS,
     _VERSION_RE,
     _fit_ints,
@@ -46,6 +48,9 @@ REGISTRY_FULL = (
     "file; this communicator is not stored"
 )
 
+
+_SCAN_COLUMNS = ("line_no", "msg", "host", "pid", "tid", "pre", "spliced")
+"""Columns of a split line pass 1 reads (as Python lists: no per-row dict)."""
 
 # --------------------------------------------------------------------------------------------
 # Communicator registry (pass 1)
@@ -160,6 +165,33 @@ class _Registry:
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
     _index: _IncIndex | None = None  # built on the first attribute() call
+    # Lines of *this* parse's range that pass 1 read as lifecycle records (``event_lines``) or
+    # as lifecycle records with a number out of range (``unfit_lines``): pass 2 classifies its
+    # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
+    # (``unsure_from``) pass 2 matches the lines itself.
+    event_lines: set[int] = field(default_factory=set)
+    unfit_lines: set[int] = field(default_factory=set)
+    unsure_from: int | None = None
+
+    def _note_line(self, lines: set[int], line_no: int) -> None:
+        if len(lines) < MAX_LIFECYCLE_EVENTS:
+            lines.add(line_no)
+        elif self.unsure_from is None:
+            self.unsure_from = line_no
+
+    def lifecycle_status(self, line_no: int) -> str | bool | None:
+        """Pass 1's verdict on an INFO Init/Destroy-like line of this range: None (a record it
+        kept), ``"unfit"`` (a number out of range), ``"nofit"`` (no full pattern), or False
+        when pass 1 cannot tell (past a bound: the caller matches the line itself)."""
+        if line_no in self.event_lines:
+            return None
+        if line_no in self.unfit_lines:
+            return "unfit"
+        if (self.full_from is not None and line_no >= self.full_from) or (
+            self.unsure_from is not None and line_no >= self.unsure_from
+        ):
+            return False
+        return "nofit"
 
     # -- pass 1 ------------------------------------------------------------------------------
 
@@ -191,36 +223,54 @@ class _Registry:
             text = data[start : end if end >= 0 else len(data)].decode("utf-8", errors="replace")
             sub.append(text[:-1] if text.endswith("\r") else text)
             nos.append(line_no)
+        self._scan_selected(sub, nos)
+
+    def scan_lines(self, lines: pl.Series, first_line_no: int) -> None:
+        """:meth:`scan` of a block already split into lines (the one-pass parse): the same
+        lines are selected (the hints are ASCII, so a decoded line holds one exactly when its
+        bytes do), by one vectorised match instead of a search per hint."""
+        if not self.nccl_lines:
+            self.nccl_lines += bool(lines.str.contains(_NCCL_LINE_HINT).any())
+        at = lines.str.contains(_LIFECYCLE_HINT).arg_true()
+        if at.len():
+            self._scan_selected(lines.gather(at).to_list(), (at + first_line_no).to_list())
+
+    def _scan_selected(self, sub: list[str], nos: list[int]) -> None:
+        """Pass 1 on the lines holding a lifecycle or version hint (numbers ``nos``)."""
         prefixed, bare = _split_block(sub, nos, self.known_hosts)
-        for row in prefixed.iter_rows(named=True):
-            line_no = row["line_no"]
-            msg: str = row["msg"]
-            if row["level"] != "INFO":
-                continue
-            host, pid = row["host"], row["pid"]
+        info = prefixed.filter(pl.col("level") == "INFO")
+        cols = [info.get_column(c).to_list() for c in _SCAN_COLUMNS]
+        init_match, end_match = _INIT_RE.match, _END_RE.match
+        for line_no, msg, host, pid, tid, pre, spliced in zip(*cols, strict=True):
             if msg.startswith("NCCL version"):
                 vm = _VERSION_RE.match(msg)
                 if vm and len(self.proc_versions) < MAX_PROCESSES:
                     self.proc_versions.setdefault((host, pid), vm.group("ver"))
                 continue
-            tag = _launcher_tag(row["pre"])
-            if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
-                procs = self.tag_procs[tag]
-                if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
-                    procs.add((host, pid))
-            m = _INIT_RE.match(msg)
+            if pre:
+                tag = _launcher_tag(pre)
+                if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
+                    procs = self.tag_procs[tag]
+                    if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
+                        procs.add((host, pid))
+            m = init_match(msg)
             kind = m.group("phase") if m else None
             if m is None:
-                m = _END_RE.match(msg)
+                m = end_match(msg)
                 kind = "END" if m else None
-            if m is None or kind is None or not _init_fits(m.groupdict()):
-                continue  # (numbers out of range: pass 2 rejects the line)
+            if m is None or kind is None:
+                continue
+            groups = m.groupdict()
+            if not _init_fits(groups):  # (numbers out of range: pass 2 rejects the line)
+                self._note_line(self.unfit_lines, line_no)
+                continue
             if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
                 if self.full_from is None:
                     self.full_from = line_no
                 continue
-            fields = {k: v for k, v in m.groupdict().items() if v is not None}
-            self.events.append(_Event(line_no, host, pid, row["tid"], kind, fields, row["spliced"]))
+            fields = {k: v for k, v in groups.items() if v is not None}
+            self.events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
+            self._note_line(self.event_lines, line_no)
         for row in bare.iter_rows(named=True):
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:
@@ -518,6 +568,30 @@ class _Registry:
         if self._index is None:
             self._index = _IncIndex(self.incs)
         idx = self._index
+        # The answer only changes where some incarnation of the process starts, completes,
+        # ends or has its source line: remembered per query key for the interval between two
+        # such lines (consecutive topology lines of one init mostly fall in one interval).
+        key = (host, pid, tid, me_rank, me_dev)
+        got = idx.memo.get(key)
+        if got is not None and got[0] <= line_no < got[1]:
+            return got[2]
+        found = self._attribute(idx, host, pid, tid, line_no, me_rank, me_dev)
+        lo, hi = idx.interval(host, pid, line_no)
+        if len(idx.memo) >= _ATTRIBUTE_MEMO:
+            idx.memo.clear()
+        idx.memo[key] = (lo, hi, found)
+        return found
+
+    @staticmethod
+    def _attribute(
+        idx: _IncIndex,
+        host: str,
+        pid: int,
+        tid: int,
+        line_no: int,
+        me_rank: int | None,
+        me_dev: str | None,
+    ) -> _Inc | None:
         cands = idx.group(host, pid, None, me_rank, me_dev)
         if cands is None or cands.n_live(line_no) == 0:
             return None
@@ -534,6 +608,8 @@ class _Registry:
 
 _NEVER = 1 << 62
 """End line of an incarnation never destroyed (live at every later line)."""
+_ATTRIBUTE_MEMO = 20_000
+"""Query keys whose last answer :meth:`_Registry.attribute` keeps (then it starts afresh)."""
 
 
 def _end_key(inc: _Inc) -> int:
@@ -645,6 +721,30 @@ class _IncIndex:
                 lists[(inc.host, inc.pid, tid, inc.rank)].append(inc)
         self.lists = dict(lists)
         self.groups: dict[tuple[str, int, int | None, int | None, str | None], _IncGroup] = {}
+        self.memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = {}
+        self._breaks: dict[tuple[str, int], list[int]] = {}
+
+    def interval(self, host: str, pid: int, line_no: int) -> tuple[int, int]:
+        """The lines ``[lo, hi)`` around ``line_no`` where no incarnation of the process
+        starts (``first_init_line``, ``source_line``), stops being pending
+        (``complete_line + 1``) or stops being live (``end_line + 1``): every query of
+        :meth:`_Registry.attribute` gives one answer over it."""
+        marks = self._breaks.get((host, pid))
+        if marks is None:
+            points: set[int] = set()
+            for inc in self.lists.get((host, pid, None, None), []):
+                points.add(inc.source_line)
+                if inc.first_init_line is not None:
+                    points.add(inc.first_init_line)
+                if inc.complete_line is not None:
+                    points.add(inc.complete_line + 1)
+                if inc.end_line is not None:
+                    points.add(inc.end_line + 1)
+            marks = self._breaks[(host, pid)] = sorted(points)
+        at = bisect.bisect_right(marks, line_no)
+        lo = marks[at - 1] if at > 0 else -_NEVER
+        hi = marks[at] if at < len(marks) else _NEVER
+        return lo, hi
 
     @property
     def steps(self) -> int:

@@ -8,8 +8,10 @@ See :mod:`commscope.parsers.nccl_debug` (comm_ops, communicators, line accountin
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -30,6 +32,7 @@ from commscope.parsers.nccl_debug.lines import (
     _TOPO_LIKE,
     _TUNE,
     LINE_LIMIT,
+    MAX_KNOWN_HOSTS,
     _add_hosts,
     _fit_ints,
     _split_block,
@@ -44,9 +47,17 @@ from commscope.parsers.nccl_debug.topology import (
 )
 from commscope.parsers.registry import LineCounts, ParsedChunk
 
+HOLD_BYTES = 256 * 1024 * 1024
+"""Bytes of prepared blocks a one-pass parse keeps in memory; past it they go to Arrow IPC
+files until the registry is complete (peak memory stays flat with the file's size)."""
 _MAX_RAW = 4096
 """Characters of a rejected line kept in ``rejects.raw``."""
+_REJECTS = {"line_no": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8}
 _INIT_LIKE_RE = re.compile(_INIT_LIKE)
+_UNFIT = "Init/Destroy line: a rank, count or device number is out of range"
+_NOFIT = "Init/Destroy line does not fit its pattern (truncated or spliced)"
+_OTHER = ("line_no", "raw", "pre", "msg", "host", "pid", "tid")
+"""Columns of a topology line that :meth:`_Pass2._other` reads."""
 _TOPO_MEMO = 20_000
 """Keys remembered by each topology shortcut (distinct messages parsed, (comm, process,
 message) keys turned into rows) before it starts afresh: a few MB at most (a message has at
@@ -94,17 +105,81 @@ def _coll_summary(source: Source, reg: _Registry, resume: dict[str, Any] | None)
     return summary
 
 
+class _Held:
+    """A prepared block (:meth:`_Pass2.prepare`) waiting for :meth:`_Pass2.emit`.
+
+    Its frames are kept as Arrow IPC bytes, in memory or, once a parse holds more than
+    ``HOLD_BYTES``, in a file. Why bytes and not the frames: a frame cut from a block's lines
+    (a filter, a token of a split) shares the string buffers of the whole block, so holding it
+    held the block (RSS grew by ~70 MB per 32 MB block for ~16 MB of rows); the IPC copy, with
+    contiguous strings (``CompatLevel.oldest()``) and LZ4-compressed, holds only the rows: about
+    9 % of the log's size on the nccl-tests log (84 MB uncompressed for 156 MB).
+    """
+
+    def __init__(
+        self,
+        *,
+        n_lines: int,
+        cut_line: int | None,
+        n_parsed: int,
+        frames: dict[str, pl.DataFrame],
+    ) -> None:
+        self.n_lines = n_lines
+        self.cut_line = cut_line
+        self.n_parsed = n_parsed
+        self.data: dict[str, bytes] | None = {}
+        for name, df in frames.items():
+            buf = io.BytesIO()
+            df.write_ipc(buf, compression="lz4", compat_level=pl.CompatLevel.oldest())
+            self.data[name] = buf.getvalue()
+        self.spilled: dict[str, Path] = {}
+
+    def size(self) -> int:
+        """Bytes held in memory."""
+        return sum(len(b) for b in self.data.values()) if self.data is not None else 0
+
+    def spill(self, folder: Path, n: int) -> None:
+        """Write the frames to ``folder`` and drop them from memory."""
+        if self.data is None:
+            return
+        for name, data in self.data.items():
+            path = folder / f"{n}_{name}.arrow"
+            path.write_bytes(data)
+            self.spilled[name] = path
+        self.data = None
+
+    def load(self) -> dict[str, pl.DataFrame]:
+        """The frames, as prepared (spill files are removed once read)."""
+        if self.data is not None:
+            data, self.data = self.data, None
+            return {name: pl.read_ipc(io.BytesIO(b)) for name, b in data.items()}
+        frames = {name: pl.read_ipc(path) for name, path in self.spilled.items()}
+        for path in self.spilled.values():
+            path.unlink(missing_ok=True)
+        return frames
+
+
 class _Pass2:
     """Row emission, block by block, with what pass 1 learnt."""
 
     def __init__(
-        self, reg: _Registry, rank: int | None, resume: dict[str, Any] | None = None
+        self,
+        reg: _Registry,
+        rank: int | None,
+        resume: dict[str, Any] | None = None,
+        *,
+        one_pass: bool = False,
     ) -> None:
         self.reg = reg
         self.rank = rank
-        self.incs = reg.inc_frame()
-        self.procs = reg.proc_frame()
-        self.known_hosts = set(reg.known_hosts)
+        self.incs: pl.DataFrame | None = None  # the registry's, once it is complete (ready())
+        self.procs: pl.DataFrame | None = None
+        # Two passes: every host of the file's lifecycle lines is known before the first block;
+        # one pass (``one_pass``): those of the lines read so far (sync_hosts), and the hosts
+        # each block repaired are kept to check at the end that no later one changes a repair.
+        self.one_pass = one_pass
+        self.known_hosts = set() if one_pass else set(reg.known_hosts)
+        self.repair_checks: list[tuple[frozenset[str], list[str]]] = []
         prior = resume if resume and resume.get("v") == 1 else {}
         _add_hosts(self.known_hosts, list(prior.get("pass2_hosts", [])))
         self.emitted_comms: dict[str, str] = dict(prior.get("comms", {}))
@@ -125,6 +200,27 @@ class _Pass2:
         self.n_tuning = 0
         self.n_tuned = 0
 
+    def ready(self) -> None:
+        """Take the registry's incarnations and process ranks (after ``reg.finalize()``)."""
+        self.incs = self.reg.inc_frame()
+        self.procs = self.reg.proc_frame()
+
+    def sync_hosts(self) -> None:
+        """One pass: learn the lifecycle hosts pass 1 has seen so far."""
+        _add_hosts(self.known_hosts, list(self.reg.known_hosts - self.known_hosts))
+
+    def repairs_stable(self) -> bool:
+        """One pass: whether every host repair made while reading equals the repair with all
+        the file's lifecycle hosts known (as the two-pass parse makes it)."""
+        final = self.reg.known_hosts
+        if len(final) >= MAX_KNOWN_HOSTS or len(self.known_hosts) >= MAX_KNOWN_HOSTS:
+            return False  # which hosts a capped table keeps depends on the order: not checked
+        for seen, hosts in self.repair_checks:
+            late = final - seen
+            if late and any(h[j:] in late for h in hosts for j in range(len(h))):
+                return False
+        return True
+
     # -- one block ---------------------------------------------------------------------------
 
     def block(
@@ -134,12 +230,25 @@ class _Pass2:
         complete: bool,
         overlong: tuple[LongLine, ...] = (),
     ) -> ParsedChunk:
-        """Rows, rejects and line accounting of one block of lines.
+        """Rows, rejects and line accounting of one block of lines (registry complete)."""
+        return self.emit(self.prepare(lines, first_line_no, complete, overlong))
+
+    def prepare(
+        self,
+        lines: pl.Series,
+        first_line_no: int,
+        complete: bool,
+        overlong: tuple[LongLine, ...] = (),
+    ) -> _Held:
+        """What a block of lines gives without the registry's windows and ranks.
 
         Plain COLL lines (most of a log) are parsed from their tokens
         (:mod:`commscope.parsers._nccl_coll_fields`); only the other lines go through the general path.
         Lines over ``commscope.parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
-        path takes; each is rejected here with its reason.
+        path takes; each is rejected here with its reason. Needs of the registry only pass 1's
+        verdicts on the block's own lifecycle lines (so the one-pass parse calls it right
+        after scanning the block); COLL ranks, TUNING pairs and topology lines wait for
+        :meth:`emit`.
         """
         n_lines = len(lines)
         cut_line = first_line_no + n_lines - 1 if not complete else None
@@ -148,15 +257,18 @@ class _Pass2:
         if cut_line is not None:  # a cut line is rejected by the general path
             mask = mask.scatter(n_lines - 1, False)
         plain: pl.DataFrame | None = None
+        repairs: list[str] = []
         if mask.any():
             plain = plain_coll_rows(lines.filter(mask), numbers.filter(mask))
             _add_hosts(self.known_hosts, plain["host"].unique().to_list())
             rest = ~mask
             prefixed, bare = _split_block(
-                lines.filter(rest), numbers.filter(rest), self.known_hosts
+                lines.filter(rest), numbers.filter(rest), self.known_hosts, repairs
             )
         else:
-            prefixed, bare = _split_block(lines, first_line_no, self.known_hosts)
+            prefixed, bare = _split_block(lines, first_line_no, self.known_hosts, repairs)
+        if repairs and self.one_pass:
+            self.repair_checks.append((frozenset(self.reg.known_hosts), repairs))
         cut = cut_line if cut_line is not None else -1
         self.n_spliced += int(prefixed["spliced"].sum() or 0)
         info = prefixed.filter(pl.col("level") == "INFO")
@@ -180,12 +292,9 @@ class _Pass2:
             pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
             & ~pl.col("msg").str.contains(_COLL_LIKE)
         )
-        for row in others.iter_rows(named=True):
-            why = self._other(row, cut_line)
-            if why is None:
-                n_parsed += 1
-            else:
-                rejects.append((row["line_no"], row["raw"], why))
+        is_init = pl.col("msg").str.contains(_INIT_LIKE)
+        n_parsed += self._lifecycle(others.filter(is_init), cut_line, rejects)
+        topo_lines = others.filter(~is_init).select(_OTHER)
 
         decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
         lost = prefixed.filter(pl.col("spliced") & pl.col("frag_kind").is_not_null()).join(
@@ -200,7 +309,39 @@ class _Pass2:
             rejects.append((line_no, raw, why))
 
         rejects.extend((ln.line_no, ln.raw, ln.reason) for ln in overlong)
-        tables = {"comm_ops": self._comm_ops(good, info, plain)}
+        return _Held(
+            n_lines=n_lines,
+            cut_line=cut_line,
+            n_parsed=n_parsed,
+            frames={
+                # one line is rejected at most once: its number orders them
+                "rejects": pl.DataFrame(
+                    [(ln, raw[:_MAX_RAW], why) for ln, raw, why in rejects],
+                    schema=_REJECTS,
+                    orient="row",
+                ),
+                "fields": self._coll_fields(good, plain),
+                "tune": self._tune_lines(info),
+                "topo_lines": topo_lines,
+            },
+        )
+
+    def emit(self, held: _Held) -> ParsedChunk:
+        """The block's chunk, with what only the whole file's registry decides: topology lines
+        (attributed to incarnations), COLL ranks and TUNING pairs."""
+        frames = held.load()
+        cut_line, n_parsed = held.cut_line, held.n_parsed
+        rejects: list[tuple[int, str, str]] = list(frames["rejects"].iter_rows())
+        topo_lines = frames["topo_lines"]
+        if topo_lines.height:
+            for vals in zip(*(topo_lines.get_column(c).to_list() for c in _OTHER), strict=True):
+                row = dict(zip(_OTHER, vals, strict=True))
+                why = self._other(row, cut_line)
+                if why is None:
+                    n_parsed += 1
+                else:
+                    rejects.append((row["line_no"], row["raw"], why))
+        tables = {"comm_ops": self._comm_ops(frames["fields"], frames["tune"])}
         if self.topo:  # attributed now (the registry is complete): nothing held to the end
             self.topo_frames.append(self._topology())
         if self.topo_frames:
@@ -210,17 +351,48 @@ class _Pass2:
             rejects.sort()
             tables["rejects"] = pl.DataFrame(
                 [(ln, raw[:_MAX_RAW], why) for ln, raw, why in rejects],
-                schema={"line_no": pl.Int64, "raw": pl.Utf8, "reason": pl.Utf8},
+                schema=_REJECTS,
                 orient="row",
             )
         n_rej = len(rejects)
         counts = LineCounts(
-            total=len(lines),
+            total=held.n_lines,
             parsed=n_parsed,
             rejected=n_rej,
-            ignored=len(lines) - n_parsed - n_rej,
+            ignored=held.n_lines - n_parsed - n_rej,
         )
         return ParsedChunk(tables=tables, counts=counts)
+
+    def _lifecycle(
+        self, lines: pl.DataFrame, cut_line: int | None, rejects: list[tuple[int, str, str]]
+    ) -> int:
+        """Classify the block's INFO Init/Destroy-like lines from pass 1's verdicts (pass 1
+        matched each lifecycle line already); return how many are parsed, add the rejects."""
+        if not lines.height:
+            return 0
+        kept = lines.get_column("line_no").is_in(list(self.reg.event_lines))
+        if cut_line is not None:
+            kept = kept & (lines.get_column("line_no") != cut_line)
+        parsed = int(kept.sum())  # records pass 1 kept: nothing more to decide
+        rest = lines.filter(~kept)
+        status = self.reg.lifecycle_status
+        for line_no, raw, msg, pre in rest.select("line_no", "raw", "msg", "pre").iter_rows():
+            verdict = status(line_no) if line_no != cut_line else False
+            if verdict is None:
+                parsed += 1
+                continue
+            if verdict is False:  # the cut line, or past pass 1's bounds: match it here
+                row = {"line_no": line_no, "raw": raw, "msg": msg, "pre": pre}
+                why = self._other(row, cut_line)
+            elif verdict == "unfit":
+                why = _UNFIT
+            else:
+                why = _NOFIT
+            if why is None:
+                parsed += 1
+            else:
+                rejects.append((line_no, raw, why))
+        return parsed
 
     def _other(self, row: dict[str, Any], cut_line: int | None) -> str | None:
         """Classify an Init/Destroy or topology line; store topology; return status."""
@@ -231,14 +403,14 @@ class _Pass2:
         if _INIT_LIKE_RE.match(msg):
             m = _INIT_RE.match(msg) or _END_RE.match(msg)
             if m is not None and not _init_fits(m.groupdict()):
-                return "Init/Destroy line: a rank, count or device number is out of range"
+                return _UNFIT
             if m is not None:
                 full_from = self.reg.full_from
                 if full_from is not None and line_no >= full_from:  # pass 1 did not keep it
                     self.n_registry_full += 1
                     return REGISTRY_FULL
                 return None
-            return "Init/Destroy line does not fit its pattern (truncated or spliced)"
+            return _NOFIT
         nccl_len = len(row["raw"]) - len(row["pre"] or "")
         text = (msg, nccl_len >= LINE_LIMIT)
         parsed = self.topo_parsed.get(text, False)
@@ -284,16 +456,13 @@ class _Pass2:
             self.topo_frames.append(self._topology())
         return None
 
-    def _comm_ops(
-        self, good: pl.DataFrame, info: pl.DataFrame, plain: pl.DataFrame | None
-    ) -> pl.DataFrame:
-        """Build comm_ops rows of a block from its well-formed COLL lines.
+    @staticmethod
+    def _coll_fields(good: pl.DataFrame, plain: pl.DataFrame | None) -> pl.DataFrame:
+        """The typed fields of a block's well-formed COLL lines (nothing from the registry).
 
         ``good`` are the COLL lines of the general path (message in ``msg``), ``plain`` those
         already split into tokens; both map tokens to columns with ``coll_field_exprs``.
         """
-        dt_names = {k: v[0] for k, v in enums.DTYPES.items()}
-        dt_sizes = {k: v[1] for k, v in enums.DTYPES.items()}
         # The full COLL pattern matched, so the fields sit at fixed space-separated positions.
         fields = good.with_columns(f=pl.col("msg").str.split(" ")).select(
             source_line=pl.col("line_no"),
@@ -319,7 +488,15 @@ class _Pass2:
                     ),
                 ]
             )
-        df = fields.with_columns(
+        return fields
+
+    @staticmethod
+    def _with_names(fields: pl.DataFrame) -> pl.DataFrame:
+        """Op, datatype and reduction names, message size and root of the COLL fields (made
+        at emission: the held blocks keep only the fields)."""
+        dt_names = {k: v[0] for k, v in enums.DTYPES.items()}
+        dt_sizes = {k: v[1] for k, v in enums.DTYPES.items()}
+        return fields.with_columns(
             op=pl.col("raw_op").replace_strict(enums.OPS, default="other", return_dtype=pl.Utf8),
             dtype=pl.col("dtype_code")
             .replace_strict(dt_names, default=None, return_dtype=pl.Utf8)
@@ -342,14 +519,24 @@ class _Pass2:
             .then(pl.col("root"))
             .otherwise(None),
         )
-        df = df.sort("source_line").join_asof(
-            self.incs,
-            left_on="source_line",
-            right_on="window_start",
-            by_left=["host", "pid", "comm_id"],
-            by_right=["host", "pid", "comm_key"],
-            strategy="backward",
-            check_sortedness=False,
+
+    def _comm_ops(self, fields: pl.DataFrame, tune: pl.DataFrame) -> pl.DataFrame:
+        """comm_ops rows of a block: its COLL fields with ranks and TUNING pairs."""
+        if self.incs is None or self.procs is None:
+            self.ready()
+        assert self.incs is not None and self.procs is not None
+        df = (
+            self._with_names(fields)
+            .sort("source_line")
+            .join_asof(
+                self.incs,
+                left_on="source_line",
+                right_on="window_start",
+                by_left=["host", "pid", "comm_id"],
+                by_right=["host", "pid", "comm_key"],
+                strategy="backward",
+                check_sortedness=False,
+            )
         )
         in_window = pl.col("window_end").is_null() | (pl.col("source_line") <= pl.col("window_end"))
         matched = pl.col("window_start").is_not_null() & in_window
@@ -374,7 +561,7 @@ class _Pass2:
             .then(pl.lit("option")),
             peer_rank=pl.col("peer_comm"),
         ).sort("source_line")
-        return self._tuning(df, info).select(
+        return self._tuning(df, tune).select(
             "rank",
             "rank_source",
             "host",
@@ -405,7 +592,20 @@ class _Pass2:
             .alias("group_source"),
         )
 
-    def _tuning(self, ops: pl.DataFrame, info: pl.DataFrame) -> pl.DataFrame:
+    @staticmethod
+    def _tune_lines(info: pl.DataFrame) -> pl.DataFrame:
+        """The block's TUNING lines with their fields (``_TUNE``)."""
+        return (
+            info.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
+            .with_columns(g=pl.col("msg").str.extract_groups(_TUNE))
+            .unnest("g")
+            # A size too large for Int64 (a corrupt line) is no size, not a crash.
+            .with_columns(bytes=pl.col("bytes").cast(pl.Int64, strict=False))
+            .filter(pl.col("bytes").is_not_null())
+            .select("line_no", "host", "pid", "tid", "bytes", "func", "algo", "proto")
+        )
+
+    def _tuning(self, ops: pl.DataFrame, tune: pl.DataFrame) -> pl.DataFrame:
         """Pair TUNING lines with COLL rows of the block; return ``ops`` with algorithm/protocol.
 
         Algorithm: first-in-first-out per key (host, pid, tid, bytes, op), like matching
@@ -420,14 +620,6 @@ class _Pass2:
         under ``*`` (2.20-2.22 lines name no op).
         """
         ops = ops.with_row_index("i")
-        tune = (
-            info.filter(pl.col("msg").str.contains(" Bytes -> Algo ", literal=True))
-            .with_columns(g=pl.col("msg").str.extract_groups(_TUNE))
-            .unnest("g")
-            # A size too large for Int64 (a corrupt line) is no size, not a crash.
-            .with_columns(bytes=pl.col("bytes").cast(pl.Int64, strict=False))
-            .filter(pl.col("bytes").is_not_null())
-        )
         self.n_tuning += tune.height
         if tune.height == 0 or ops.height == 0:
             return ops.drop("i").with_columns(
@@ -664,7 +856,11 @@ class _Pass2:
         return df.filter(new)
 
 
+_ENCODER = json.JSONEncoder(sort_keys=True, default=str)
+"""``json.dumps(row, sort_keys=True, default=str)``, without building an encoder per row."""
+
+
 def _fingerprint(row: dict[str, Any]) -> str:
     """Short stable hash of a row (resume state keeps these, not the rows)."""
-    text = json.dumps(row, sort_keys=True, default=str)
+    text = _ENCODER.encode(row)
     return hashlib.sha256(text.encode()).hexdigest()[:16]

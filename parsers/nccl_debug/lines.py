@@ -63,6 +63,8 @@ _LIFECYCLE_KEYS = (
 """``_LIFECYCLE_HINT`` as byte strings (pass 1 searches raw bytes)."""
 _NCCL_LINE_KEYS = (b"NCCL INFO ", b"NCCL WARN ", b"NCCL TRACE ", b"NCCL CALL ", b"NCCL version")
 """Pass 1 looks for them: none found exactly when no line is NCCL output."""
+_NCCL_LINE_HINT = "|".join(k.decode() for k in _NCCL_LINE_KEYS)  # no regex metacharacters
+"""``_NCCL_LINE_KEYS`` as one pattern (the one-pass scan matches decoded lines)."""
 
 _INIT_RE = re.compile(
     r"^(?:\[Rank \d+\] )?(?:(?P<fn>ncclComm\w+) )?comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) "
@@ -193,8 +195,12 @@ def _split_block(
     lines: pl.Series | list[str],
     first_line_no: int | list[int] | pl.Series,
     known_hosts: set[str],
+    repairs: list[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Locate the last NCCL prefix of every line of a block.
+
+    ``repairs``, when given, receives every host that went through the host repair
+    (:func:`_fix_host`), as logged.
 
     Returns:
         ``(prefixed, bare)``: ``prefixed`` has one row per line with an NCCL prefix (columns of
@@ -258,6 +264,8 @@ def _split_block(
     _add_hosts(known_hosts, clean.filter(~pl.col("glued"))["host"].unique().to_list())
     glued_hosts = clean.filter(pl.col("glued"))["host"].unique().to_list()
     fixes = {h: _fix_host(h, known_hosts) for h in glued_hosts}
+    if repairs is not None:
+        repairs.extend(glued_hosts)
     clean = clean.with_columns(
         host=pl.col("host").replace(fixes), frag_kind=pl.lit(None, dtype=pl.Utf8)
     )
@@ -266,6 +274,8 @@ def _split_block(
         matches = list(_PREFIX_RE.finditer(raw))
         last = matches[-1]
         kinds = [_record_kind(raw[a.end() : b.start()]) for a, b in itertools.pairwise(matches)]
+        if repairs is not None:
+            repairs.append(last.group("host"))
         spliced_rows.append(
             {
                 "line_no": line_no,
