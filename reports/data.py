@@ -522,7 +522,7 @@ def message_sizes(data: RunData) -> pl.DataFrame:
     Per-call logs are preferred over DeepSpeed summaries. The message_sizes mart groups sizes
     into power-of-two buckets and keeps each bucket's smallest and largest size: where those
     agree (one size per bucket, the usual case) the size is exact; otherwise the per-call sizes
-    are read from int_comm_ops_classified (counted calls that move data, as the mart counts).
+    are read from the call_signatures mart (the counted calls that move data, per exact size).
     Summary buckets holding several sizes, and mixed buckets of runs above
     :data:`MAX_EXACT_SIZE_CALLS` calls (a bounded report time), keep their mean size
     (``size_exact`` false).
@@ -541,13 +541,12 @@ def message_sizes(data: RunData) -> pl.DataFrame:
             "op", "traffic_class", pl.col("min_bytes").alias("size_bytes"), "calls", "total_bytes"
         ).with_columns(size_exact=pl.lit(True))
     elif src == "comm_ops" and int(sel["calls"].sum()) <= MAX_EXACT_SIZE_CALLS:
-        exact = _query(
-            data,
-            "SELECT op, traffic_class, msg_bytes AS size_bytes, count(*) AS calls, "
-            "sum(msg_bytes) AS total_bytes FROM int_comm_ops_classified "
-            "WHERE run_id = $run_id AND is_traffic AND counted AND msg_bytes IS NOT NULL "
-            "GROUP BY op, traffic_class, msg_bytes",
-        ).with_columns(size_exact=pl.lit(True))
+        exact = (
+            data.mart("call_signatures")
+            .group_by("op", "traffic_class", pl.col("msg_bytes").alias("size_bytes"))
+            .agg(pl.col("calls").sum(), pl.col("total_bytes").sum())
+            .with_columns(size_exact=pl.lit(True))
+        )
     else:  # summaries, or too many calls to re-read: a mixed bucket keeps its mean size
         exact = sel.select(
             "op",

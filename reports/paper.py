@@ -9,8 +9,8 @@ this run: shown, or which input it needs.
 What each item reads (no SQL here writes; marts and predictions are only read):
 
 - **Table 3** (traffic per type at one rank, default rank 0): measured from
-  ``int_comm_ops_classified WHERE counted`` (the one source per rank whose calls count), grouped
-  by (traffic_class, op, msg_bytes) and divided by the rank's iterations with traffic
+  the ``call_signatures`` mart (``int_comm_ops_classified WHERE counted``: the one source per
+  rank whose calls count, by traffic_class, op and msg_bytes) and divided by the rank's iterations with traffic
   (``traffic_matrix``, else ``iterations``); predicted from ``predicted_signatures`` when the
   store has it, else from the pure model (:func:`commscope.model.rank_items`) on the run's config.
   Sizes in MiB (2^20 bytes): the paper's "MB" is DeepSpeed's logger unit, which divides by 1024
@@ -33,7 +33,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
 import polars as pl
 
 from commscope.reports import charts
@@ -102,13 +101,6 @@ class Needs(rd.Unavailable):
 # ---------------------------------------------------------------------------- Table 3
 
 
-def _sql(d: rd.RunData, sql: str, params: dict[str, Any] | None = None) -> pl.DataFrame:
-    """A read-only, parameterised query on the run's catalog connection."""
-    if d.con is None:
-        raise Needs("needs the run's store (no catalog connection)")
-    return d.con.sql(sql, params={"run_id": d.run_id, **(params or {})}).pl()
-
-
 def rank_iterations(d: rd.RunData, rank: int) -> int:
     """Iterations with traffic of ``rank``: the traffic_matrix mart (the counted source's calls
     by iteration), else the iterations mart; 0 when neither has the rank."""
@@ -135,31 +127,19 @@ SIGNATURE_SCHEMA = {
 }
 
 
-MEASURED_SQL = (
-    "SELECT traffic_class, op, max(group_size)::INTEGER AS group_size, msg_bytes, "
-    "count(*) AS calls, {tol} AS tol_bytes FROM int_comm_ops_classified "
-    "WHERE run_id = $run_id AND rank = $rank AND counted AND is_traffic "
-    "AND msg_bytes IS NOT NULL GROUP BY traffic_class, op, msg_bytes"
-)
-
-
 def measured_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFrame:
     """Calls per iteration of ``rank`` per (traffic_class, op, group_size, msg_bytes).
 
-    Counts the calls of ``int_comm_ops_classified WHERE counted`` (one source per rank, so no
-    call is counted twice) that move data, and divides by :func:`rank_iterations`.
-    ``tol_bytes`` is how far the logged size may lie from the true one (the SQL macro
-    ``logged_size_tolerance``: DeepSpeed prints sizes rounded; 0 for exact sources, and 0 in a
-    store without the macro).
+    Reads the ``call_signatures`` mart (the counted calls of ``int_comm_ops_classified``, one
+    source per rank so no call is counted twice, that move data) and divides by
+    :func:`rank_iterations`. ``tol_bytes`` is how far the logged size may lie from the true one
+    (the SQL macro ``logged_size_tolerance``: DeepSpeed prints sizes rounded; 0 for exact
+    sources).
     """
-    try:
-        df = _sql(
-            d,
-            MEASURED_SQL.format(tol="max(logged_size_tolerance(source_format, msg_bytes))"),
-            {"rank": rank},
-        )
-    except duckdb.Error:  # a version without the macro: sizes compare exactly
-        df = _sql(d, MEASURED_SQL.format(tol="0.0"), {"rank": rank})
+    sig = d.marts.get("call_signatures")
+    if sig is None:
+        raise Needs("needs the call_signatures mart (derive the run again)")
+    df = sig.filter(pl.col("rank") == rank)
     if df.is_empty():
         raise Needs(f"needs communication calls of rank {rank} with message sizes")
     n_iter = rank_iterations(d, rank)
