@@ -113,24 +113,14 @@ class RunData:
         return int(gpn) if gpn else None
 
     def world(self) -> int:
-        """Number of ranks: the config's pp*tp*dp, else the largest of the world size the
-        traces state (distributedInfo) and the largest rank seen + 1, so one traced rank of an
-        8-rank job is drawn on an 8-rank axis."""
-        rcfg = self.run_config
-        if rcfg.get("pp") and rcfg.get("tp") and rcfg.get("dp"):
-            return int(rcfg["pp"]) * int(rcfg["tp"]) * int(rcfg["dp"])
+        """Number of ranks: the run_world mart's world_size (int_run_world, the SQL's one
+        definition: the config's pp*tp*dp, else the largest group, communicator, trace-stated
+        world size or rank + 1 the logs show). A run whose frames carry no run_world (built by
+        hand, or derived before the mart existed) is drawn on the ranks its marts show."""
+        rw = self.marts.get("run_world")
+        if rw is not None and rw.height and rw["world_size"][0] is not None:
+            return int(rw["world_size"][0])
         seen = 0
-        if self.con is not None:
-            try:
-                # fetchall, not fetchone: an unfinished result would block the connection's
-                # next query (DuckDB ResourceInUseException)
-                ((w,),) = self.con.execute(
-                    "SELECT max(world_size) FROM trace_meta WHERE run_id = $run_id",
-                    {"run_id": self.run_id},
-                ).fetchall()
-            except duckdb.Error:  # no trace_meta in this store: ranks seen only
-                w = None
-            seen = int(w) if w else 0
         for name, cols in (
             ("on_off", ("rank",)),
             ("iterations", ("rank",)),
@@ -773,23 +763,14 @@ def rejects(data: RunData) -> tuple[pl.DataFrame, int]:
 
 
 def ranks_coverage(data: RunData) -> dict[str, Any]:
-    """Expected ranks (config world size, else the largest world_size logged) and the ranks
-    present in trace_meta or the on/off mart; missing = expected - present."""
-    tm = _query(
-        data,
-        "SELECT DISTINCT rank, world_size FROM trace_meta WHERE run_id = $run_id",
-    )
+    """Expected ranks (the run's world size, :meth:`RunData.world`) and the ranks present in
+    trace_meta or the on/off mart; missing = expected - present."""
+    tm = _query(data, "SELECT DISTINCT rank FROM trace_meta WHERE run_id = $run_id")
     present = {int(r) for r in tm["rank"].drop_nulls()}
     oo = data.marts.get("on_off")
     if oo is not None:
         present |= {int(r) for r in oo["rank"].drop_nulls()}
-    logged_world = tm["world_size"].max() if not tm.is_empty() else None
-    rcfg = data.run_config
-    expected = None
-    if rcfg.get("pp") and rcfg.get("tp") and rcfg.get("dp"):
-        expected = int(rcfg["pp"]) * int(rcfg["tp"]) * int(rcfg["dp"])
-    elif logged_world is not None:
-        expected = int(logged_world)  # type: ignore[arg-type]
+    expected = data.world() or None
     missing = sorted(set(range(expected)) - present) if expected else []
     return {"expected": expected, "present": len(present), "missing": missing}
 

@@ -1,9 +1,9 @@
--- Per run: world size, parallel config and rank-mapping strides, link capacities (from run_config or inferred).
--- One row per run_id seen in comm_ops, communicators or run_config.
+-- Per run: world size, parallel config and rank-mapping strides, link capacities (from run_config or inferred). The one definition of a run's world size (APNet'24 N = p x t x d): every intermediate, mart and the report (mart run_world) read it here.
+-- One row per run_id seen in comm_ops, communicators, trace_meta or run_config. Inputs: stg_store__comm_ops, stg_store__communicators, stg_store__trace_meta, run_config. Without a config the world is the largest of: a call's group size, a communicator's size, the world size a trace file states (Kineto distributedInfo: one traced rank of an 8-rank job has a world of 8), and every rank seen + 1.
 CREATE OR REPLACE VIEW int_run_world(
   -- Training run identifier.
   run_id,
-  -- World size: pp*tp*dp when configured, else the largest communicator / group size or rank+1 seen.
+  -- World size: pp*tp*dp when configured, else the largest group / communicator size, trace-stated world size or rank+1 seen (world_source).
   world_size,
   -- True when run_config gives pp, tp and dp.
   has_config,
@@ -28,15 +28,20 @@ CREATE OR REPLACE VIEW int_run_world(
   -- Intra-node link capacity, bytes/s (config platform.c_intra), else null.
   c_intra_bps,
   -- Inter-node link capacity, bytes/s (config platform.c_inter), else null.
-  c_inter_bps
+  c_inter_bps,
+  -- Where world_size came from: config (pp*tp*dp of run_config), seen (the largest size or rank the logs show; see the header), null when neither.
+  world_source
 ) AS
 WITH
   ops AS MATERIALIZED (SELECT run_id, rank, group_size FROM stg_store__comm_ops),
   comms AS MATERIALIZED (SELECT run_id, nranks, global_rank FROM stg_store__communicators),
+  metas AS MATERIALIZED (SELECT run_id, rank, world_size FROM stg_store__trace_meta),
   runs AS (
     SELECT run_id FROM ops
     UNION
     SELECT run_id FROM comms
+    UNION
+    SELECT run_id FROM metas
     UNION
     SELECT run_id FROM run_config
   ),
@@ -46,6 +51,8 @@ WITH
       SELECT run_id, greatest(max(group_size), max(rank) + 1) AS n FROM ops GROUP BY run_id
       UNION ALL
       SELECT run_id, greatest(max(nranks), max(global_rank) + 1) FROM comms GROUP BY run_id
+      UNION ALL
+      SELECT run_id, greatest(max(world_size), max(rank) + 1) FROM metas GROUP BY run_id
     )
     GROUP BY run_id
   ),
@@ -114,5 +121,9 @@ SELECT
   CASE list_position(ax, 'model') WHEN 1 THEN size2 * size3 WHEN 2 THEN size3 ELSE 1 END
     AS stride_model,
   c_intra_bps,
-  c_inter_bps
+  c_inter_bps,
+  CASE
+    WHEN pp * tp * dp IS NOT NULL THEN 'config'
+    WHEN n_seen IS NOT NULL THEN 'seen'
+  END AS world_source
 FROM sized

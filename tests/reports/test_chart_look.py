@@ -49,8 +49,16 @@ def test_near_uniform_volumes_use_a_linear_colour_scale() -> None:
     assert wide["layer"][0]["encoding"]["color"]["scale"]["type"] == "log"
 
 
-def test_world_is_the_traced_world_size() -> None:
-    # one traced rank of an 8-rank job (distributedInfo.world_size 8): an 8-rank axis
-    d = run_data([call(rank=0)], world=8, marts={"traffic_matrix": None, "iterations": None})
+def test_world_is_the_run_world_mart() -> None:
+    # one traced rank of an 8-rank job: int_run_world gives 8 (its SQL cases: a trace-stated
+    # world size); the report draws the axis the mart names, not the one rank it sees
+    rw = pl.DataFrame({"run_id": ["r"], "world_size": [8], "world_source": ["seen"]})
+    d = run_data([call(rank=0)], marts={"traffic_matrix": None, "run_world": rw})
     assert d.world() == 8
     assert d.con is not None and d.con.execute("SELECT 1").fetchall() == [(1,)]  # not blocked
+
+
+def test_world_without_the_mart_is_the_ranks_the_marts_show() -> None:
+    # frames derived before run_world existed: the ranks the marts show (on_off: rank 0)
+    d = run_data([call(rank=0)], marts={"traffic_matrix": None, "iterations": None})
+    assert d.world() == int(d.marts["on_off"]["rank"].max()) + 1
