@@ -474,9 +474,11 @@ wrote a 40-column copy of every call (256 ranks: 5.2 s CPU of the derive; the ma
 same either way, ``bench/README.md``). With paired records its per-call aggregate is worth
 computing once, so it is materialised."""
 
-_VIEW_ONLY = frozenset({"int_instance_calls", "int_call_lines"})
+_VIEW_ONLY = frozenset({"int_instance_members", "int_instance_calls", "int_call_lines"})
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
-(``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
+(``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
+string per instance that a table would store for each of 18 M calls at 1024 ranks;
+``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
 ``int_call_lines`` is ``int_calls`` with its all-to-all calls joined back to their NCCL lines),
 so each reader computes it inside its own query rather than derive storing a second call-sized
 copy (18 M rows at 1024 ranks)."""
