@@ -369,7 +369,7 @@ def materialise_intermediates(
         seconds: if given, receives object name -> seconds spent computing it.
         free: once no intermediate still to be materialised and no mart reads a table (an
             intermediate's, or a canonical table's copy), empty it (derive only queries the
-            marts afterwards): at 1024 ranks the copied calls, their iterations and instance
+            marts afterwards): at 1024 ranks the copied calls, their iterations and matched instance
             members are 18 M rows each.
     """
     mods = discover()
