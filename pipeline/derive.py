@@ -182,7 +182,7 @@ ON_DISK_ROWS = 2_000_000
 Why: DuckDB compresses the tables of a database file (dictionaries for the repeated strings:
 files, groups, classes; bit-packed integers) as it writes them, and not those of an in-memory
 database. At 1024 ranks (18 M calls) the uncompressed call-sized tables (calls, classified
-calls, iterations, instance members) outgrow a 10 GB cap and spill; in the file they take a
+calls, iterations, lane and matched instance calls) outgrow a 10 GB cap and spill; in the file they take a
 tenth and stay cached. Below the threshold the compression costs more than it saves."""
 
 
@@ -369,8 +369,8 @@ def materialise_intermediates(
         seconds: if given, receives object name -> seconds spent computing it.
         free: once no intermediate still to be materialised and no mart reads a table (an
             intermediate's, or a canonical table's copy), empty it (derive only queries the
-            marts afterwards): at 1024 ranks the copied calls, their iterations and matched instance
-            members are 18 M rows each.
+            marts afterwards): at 1024 ranks the copied calls, their iterations and the
+            matched instance calls are 18 M rows each.
     """
     mods = discover()
     inlined = inlined_intermediates(mods)
