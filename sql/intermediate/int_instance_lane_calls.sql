@@ -110,7 +110,14 @@ WITH
     LEFT JOIN timed AS t
       ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
       AND t.source_line = c.source_line
-    LEFT JOIN int_comm_op_iteration AS ci
+    -- the iteration rows of the lane's ranks only (a superset of what the join keeps): with the
+    -- same filter on both sides DuckDB hashes the narrow iteration rows, not the wide calls
+    LEFT JOIN (
+      SELECT call_key, run_id, rank, source_line, launch_ts_ns, ts_ns, method, period, iteration
+      FROM int_comm_op_iteration
+      SEMI JOIN (SELECT DISTINCT run_id, rank FROM lane) AS lr
+        ON lr.run_id = int_comm_op_iteration.run_id AND lr.rank = int_comm_op_iteration.rank
+    ) AS ci
       ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
       AND ci.source_line = c.source_line
     WHERE c.rank IS NOT NULL
