@@ -182,7 +182,7 @@ ON_DISK_ROWS = 2_000_000
 Why: DuckDB compresses the tables of a database file (dictionaries for the repeated strings:
 files, groups, classes; bit-packed integers) as it writes them, and not those of an in-memory
 database. At 1024 ranks (18 M calls) the uncompressed call-sized tables (calls, classified
-calls, iterations, instance members) outgrow a 10 GB cap and spill; in the file they take a
+calls, iterations, lane and matched instance calls) outgrow a 10 GB cap and spill; in the file they take a
 tenth and stay cached. Below the threshold the compression costs more than it saves."""
 
 
@@ -369,8 +369,8 @@ def materialise_intermediates(
         seconds: if given, receives object name -> seconds spent computing it.
         free: once no intermediate still to be materialised and no mart reads a table (an
             intermediate's, or a canonical table's copy), empty it (derive only queries the
-            marts afterwards): at 1024 ranks the copied calls, their iterations and instance
-            members are 18 M rows each.
+            marts afterwards): at 1024 ranks the copied calls, their iterations and the
+            matched instance calls are 18 M rows each.
     """
     mods = discover()
     inlined = inlined_intermediates(mods)
@@ -474,9 +474,11 @@ wrote a 40-column copy of every call (256 ranks: 5.2 s CPU of the derive; the ma
 same either way, ``bench/README.md``). With paired records its per-call aggregate is worth
 computing once, so it is materialised."""
 
-_VIEW_ONLY = frozenset({"int_instance_calls", "int_call_lines"})
+_VIEW_ONLY = frozenset({"int_instance_members", "int_instance_calls", "int_call_lines"})
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
-(``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
+(``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
+string per instance that a table would store for each of 18 M calls at 1024 ranks;
+``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
 ``int_call_lines`` is ``int_calls`` with its all-to-all calls joined back to their NCCL lines),
 so each reader computes it inside its own query rather than derive storing a second call-sized
 copy (18 M rows at 1024 ranks)."""

@@ -30,7 +30,29 @@ CREATE OR REPLACE VIEW int_instance_lane_calls(
   -- True when the call is on a known group of more than one rank.
   on_group,
   -- send/recv: the peer's global rank (a two-rank group's other member, else the member with the logged group rank, else the logged rank on the world or an unknown group); null otherwise.
-  peer_resolved
+  peer_resolved,
+  -- TP | PP | DP | EP | EmbTableSyn | other (int_comm_ops_classified).
+  traffic_class,
+  -- Message size in bytes (int_comm_ops_classified).
+  msg_bytes,
+  -- Ranks of the call's group (int_comm_ops_classified.group_size).
+  group_size,
+  -- True when the call is a row of int_comm_ops_timed (source comm_ops).
+  timed,
+  -- Clock of the timing (int_comm_ops_timed.timing_source); null when untimed.
+  timing_source,
+  -- Start on the rank's raw clock, ns (int_comm_ops_timed); null when untimed.
+  ts_ns,
+  -- End on the rank's raw clock, ns (int_comm_ops_timed); null when untimed.
+  end_ns,
+  -- Duration, ns (int_comm_ops_timed); null when untimed.
+  dur_ns,
+  -- Host of the rank (the call's host, else int_rank_nodes.host).
+  host,
+  -- File the call came from.
+  source_file,
+  -- Group of global ranks of the call (int_comm_ops_classified.global_group); null when unknown.
+  global_group
 ) AS
 WITH
   timed AS MATERIALIZED (
@@ -65,6 +87,14 @@ WITH
       c.group_size,
       c.seq,
       c.peer_rank,
+      c.host,
+      c.traffic_class,
+      c.msg_bytes,
+      t.rank IS NOT NULL AS timed,
+      t.timing_source,
+      t.ts_ns,
+      t.end_ns,
+      t.dur_ns,
       ci.launch_ts_ns,
       coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
       CASE
@@ -80,7 +110,14 @@ WITH
     LEFT JOIN timed AS t
       ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
       AND t.source_line = c.source_line
-    LEFT JOIN int_comm_op_iteration AS ci
+    -- the iteration rows of the lane's ranks only (a superset of what the join keeps): with the
+    -- same filter on both sides DuckDB hashes the narrow iteration rows, not the wide calls
+    LEFT JOIN (
+      SELECT call_key, run_id, rank, source_line, launch_ts_ns, ts_ns, method, period, iteration
+      FROM int_comm_op_iteration
+      SEMI JOIN (SELECT DISTINCT run_id, rank FROM lane) AS lr
+        ON lr.run_id = int_comm_op_iteration.run_id AND lr.rank = int_comm_op_iteration.rank
+    ) AS ci
       ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
       AND ci.source_line = c.source_line
     WHERE c.rank IS NOT NULL
@@ -120,13 +157,25 @@ WITH
         CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
         g.global_rank,
         CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
-      ) END AS peer_resolved
+      ) END AS peer_resolved,
+      c.traffic_class,
+      c.msg_bytes,
+      c.group_size,
+      c.timed,
+      c.timing_source,
+      c.ts_ns,
+      c.end_ns,
+      c.dur_ns,
+      coalesce(c.host, n.host) AS host,
+      c.source_file,
+      c.global_group
     FROM calls AS c
     JOIN files AS f
       ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
     LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
     LEFT JOIN members AS g
       ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
   )
 SELECT
   run_id,
@@ -143,5 +192,16 @@ SELECT
   fidx,
   gk,
   on_group,
-  peer_resolved
+  peer_resolved,
+  traffic_class,
+  msg_bytes,
+  group_size,
+  timed,
+  timing_source,
+  ts_ns,
+  end_ns,
+  dur_ns,
+  host,
+  source_file,
+  global_group
 FROM resolved

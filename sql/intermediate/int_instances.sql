@@ -55,15 +55,28 @@ CREATE OR REPLACE VIEW int_instances(
   offset_bound_ns
 ) AS
 WITH
-  -- instances are grouped on integer keys: run, instance_seq and a hash of instance_key (the
-  -- long group member list is hashed once per call, never compared or stored per group)
-  calls AS NOT MATERIALIZED (SELECT *, hash(instance_key) AS ik FROM int_instance_calls),
-  inst AS (
+  -- instances are grouped on integer keys: run, instance_seq and ik, a hash of what
+  -- instance_key names besides instance_seq (int_instance_members: a collective's global_group,
+  -- a p2p transfer's src -> dst pair), so no key string is built or compared per call; the
+  -- instance_key string is built once per instance from the same parts
+  calls AS NOT MATERIALIZED (
+    SELECT
+      *,
+      CASE
+        WHEN peer_global IS NULL THEN hash(global_group)
+        ELSE hash(
+          'p2p',
+          CASE WHEN op = 'send' THEN rank ELSE peer_global END,
+          CASE WHEN op = 'send' THEN peer_global ELSE rank END
+        )
+      END AS ik
+    FROM int_instance_calls
+  ),
+  inst_parts AS (
     SELECT
       run_id,
       ik,
       instance_seq,
-      any_value(instance_key) AS instance_key,
       any_value(global_group) AS global_group,
       min(traffic_class) AS traffic_class,
       CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE min(op) END AS op,
@@ -88,6 +101,15 @@ WITH
       bool_or(peer_global IS NOT NULL) AS is_p2p
     FROM calls
     GROUP BY run_id, ik, instance_seq
+  ),
+  inst AS (
+    SELECT
+      *,
+      CASE
+        WHEN is_p2p THEN 'p2p:' || p2p_src || '->' || p2p_dst || '|' || instance_seq
+        ELSE global_group || '|' || instance_seq
+      END AS instance_key
+    FROM inst_parts
   ),
   -- times: only timed calls (the timed columns are output only when every member is timed, so
   -- an instance with an untimed member needs none of this; an untimed run has no rows here)

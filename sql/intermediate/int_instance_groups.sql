@@ -1,0 +1,78 @@
+-- How each group's collective calls are matched across its ranks (issue 18 item 1): per (run, group) of the lane calls int_instance_matched numbers as collectives, the method (seq or order), whether order counts inside iterations, and the seq range the dense numbering uses; rules in int_instance_members' header.
+-- One row per (run_id, gk) of int_instance_lane_calls on a known group of more than one rank (collectives, barriers, and send/recv whose peer cannot be named). A table of its own so that the matching's join of every call with its group's method builds its hash table on these few rows (as a CTE its estimate was larger than the calls', and DuckDB built three 17 M-row hash tables at 1024 ranks).
+CREATE OR REPLACE VIEW int_instance_groups(
+  -- Training run identifier.
+  run_id,
+  -- hash(global_group) (int_instance_lane_calls.gk): the group.
+  gk,
+  -- seq | order: how the group's calls are matched (int_instance_members' header).
+  match_method,
+  -- Every member's calls carry a source or marker iteration (order matching counts inside it).
+  within_iteration,
+  -- No member logs a seq twice on the group.
+  seq_unique,
+  -- The first seq when every member logs the same contiguous range of seqs (instance_seq = seq - seq_first + 1); null otherwise.
+  seq_first
+) AS
+WITH
+  coll_pre AS (
+    SELECT *
+    FROM int_instance_lane_calls
+    -- send/recv whose peer cannot be named (a group whose members are not all known) are
+    -- matched as calls of their group, so a missing partner still shows
+    WHERE on_group AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
+  ),
+  coll_rank AS (
+    -- per (group, rank), from its calls counted per seq first (no DISTINCT aggregate, which
+    -- keeps a hash set per group): seq_usable = every call has a seq and not all the same
+    -- (or one call), seq_unique = no seq twice (a null seq counts as repeated: its group's
+    -- calls are not distinct values)
+    SELECT
+      run_id,
+      gk,
+      rank,
+      any_value(source_format) AS source_format,
+      sum(n) = coalesce(sum(n) FILTER (WHERE seq IS NOT NULL), 0)
+        AND (count(*) > 1 OR sum(n) = 1) AS seq_usable,
+      count(*) FILTER (WHERE seq IS NOT NULL) = sum(n) AS seq_unique,
+      -- every seq of the rank's range [seq_lo, seq_hi] once and no other
+      coalesce(count(*) FILTER (WHERE seq IS NOT NULL) = sum(n) AND max(seq) - min(seq) + 1 = sum(n), FALSE)
+        AS seq_contiguous,
+      min(seq) AS seq_lo,
+      max(seq) AS seq_hi,
+      bool_and(iter_ok) AS iter_usable
+    FROM (
+      SELECT
+        run_id,
+        gk,
+        rank,
+        seq,
+        count(*) AS n,
+        any_value(source_format) AS source_format,
+        bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_ok
+      FROM coll_pre
+      GROUP BY run_id, gk, rank, seq
+    )
+    GROUP BY run_id, gk, rank
+  ),
+  coll_method AS (
+    SELECT
+      run_id,
+      gk,
+      CASE
+        WHEN bool_and(seq_usable) AND count(DISTINCT source_format) = 1 THEN 'seq'
+        ELSE 'order'
+      END AS match_method,
+      bool_and(iter_usable) AS within_iteration,
+      bool_and(seq_unique) AS seq_unique,
+      -- every member logs the same contiguous range of seqs: the dense rank of a seq in the
+      -- group is seq - seq_first + 1 (no window)
+      CASE
+        WHEN bool_and(seq_contiguous) AND min(seq_lo) = max(seq_lo) AND min(seq_hi) = max(seq_hi)
+          THEN min(seq_lo)
+      END AS seq_first
+    FROM coll_rank
+    GROUP BY run_id, gk
+  )
+SELECT run_id, gk, match_method, within_iteration, seq_unique, seq_first
+FROM coll_method
