@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -55,6 +56,10 @@ from commscope.pipeline.sql_names import quote_ident, quote_literal
 from commscope.pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
 
 log = logging.getLogger(__name__)
+
+
+DeriveProgress = Callable[[str, int, int], None]
+"""``derive_run``'s progress hook: (what was just done, relations done, relations in all)."""
 
 
 @dataclass
@@ -211,7 +216,13 @@ def _connect(comm_ops_files: list[str] | None) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> DeriveResult:
+def derive_run(
+    store: Store,
+    run_id: str,
+    *,
+    config: Path | None = None,
+    progress: DeriveProgress | None = None,
+) -> DeriveResult:
     """Materialise every mart for ``run_id`` and publish them together.
 
     Every mart and model input is written as a new generation, then published by one atomic
@@ -222,6 +233,8 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
         store: the store.
         run_id: the run.
         config: a config file that overrides the stored one (and is stored).
+        progress: if given, called after the load and after each intermediate and mart with
+            (what was just done, relations done, relations in all; see :func:`relation_count`).
 
     Raises:
         StoreError: the store cannot be written (disk full, read-only: one line naming the
@@ -250,11 +263,22 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
     steps["prepare"] = t_load - t_start
     con, inputs = connect_for_derive(store, run_id, stored, snap, prune=True)
     result.load_seconds = steps["load"] = time.perf_counter() - t_load
+    total = relation_count()
+    done = 0
+
+    def advance(name: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(name, done, total)
+
+    if progress is not None:
+        progress("load", 0, total)
     dest = store.derived_dir()
     try:
         try:
             t0 = time.perf_counter()
-            materialise_intermediates(con, result.intermediate_seconds, free=True)
+            materialise_intermediates(con, result.intermediate_seconds, free=True, on_done=advance)
             steps["intermediates"] = time.perf_counter() - t0
             t_marts = time.perf_counter()
             for mod in discover():
@@ -274,6 +298,7 @@ def derive_run(store: Store, run_id: str, *, config: Path | None = None) -> Deri
                 ).fetchone()
                 result.marts[mod.name] = int(rows[0]) if rows else 0
                 result.seconds[mod.name] = time.perf_counter() - t0
+                advance(mod.name)
             steps["marts"] = time.perf_counter() - t_marts
         finally:
             t0 = time.perf_counter()
@@ -356,6 +381,7 @@ def materialise_intermediates(
     seconds: dict[str, float] | None = None,
     *,
     free: bool = False,
+    on_done: Callable[[str], None] | None = None,
 ) -> None:
     """Replace each intermediate view by a table holding its rows, in load order.
 
@@ -371,6 +397,8 @@ def materialise_intermediates(
             intermediate's, or a canonical table's copy), empty it (derive only queries the
             marts afterwards): at 1024 ranks the copied calls, their iterations and the
             matched instance calls are 18 M rows each.
+        on_done: if given, called with each intermediate's name once it is handled
+            (materialised, or left a view).
     """
     mods = discover()
     inlined = inlined_intermediates(mods)
@@ -386,6 +414,21 @@ def materialise_intermediates(
             free_unread(con, mods, i, inlined)
         if seconds is not None:
             seconds[mod.name] = time.perf_counter() - t0
+        if on_done is not None:
+            on_done(mod.name)
+
+
+def relation_count() -> int:
+    """Relations a derive computes one by one: the intermediate views it materialises (or
+    keeps as views after checking) and the marts; the denominator of its progress."""
+    mods = discover()
+    inlined = inlined_intermediates(mods)
+    return sum(
+        1
+        for m in mods
+        if m.layer == "marts"
+        or (m.layer == "intermediate" and m.kind.upper() == "VIEW" and m.name not in inlined)
+    )
 
 
 def stays_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:

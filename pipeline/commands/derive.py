@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 import duckdb
 
 from commscope.pipeline import run_config as rc
 from commscope.pipeline.commands._format import table
-from commscope.pipeline.derive import DeriveResult, derive_run
+from commscope.pipeline.derive import DeriveProgress, DeriveResult, derive_run
 from commscope.pipeline.sql_modules import SqlModuleError
 from commscope.pipeline.store import Store, StoreError
 
@@ -56,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
             if run_id not in store.runs():
                 print(f"commscope: error: run {run_id!r} not in {store.root}", file=sys.stderr)
                 return 2
-            res = derive_run(store, run_id, config=args.config)
+            res = derive_run(
+                store, run_id, config=args.config, progress=stderr_derive_progress(run_id)
+            )
             print(
                 f"run {run_id} (config: {res.config_source or 'none, inferred'}; "
                 f"from {res.batches} committed batches)"
@@ -68,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
                     [(k, v, res.seconds[k]) for k, v in res.marts.items()],
                 )
             )
+            print(derive_totals(res))
             if getattr(args, "verbose", False):
                 print(render_steps(res))
     except (StoreError, SqlModuleError, OSError, ValueError) as exc:
@@ -78,6 +84,50 @@ def run(args: argparse.Namespace) -> int:
         print(f"commscope: error: derive failed: {text}", file=sys.stderr)
         return 2
     return 0
+
+
+def stderr_derive_progress(
+    run_id: str,
+    *,
+    stream: TextIO | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> DeriveProgress:
+    """A progress line for a derive on a terminal (no-op otherwise), rewritten in place:
+    relations done of all, the one just done, the rate and the time since the rows were loaded;
+    a newline after the last.
+
+    No ETA: a derive's relations differ in cost by orders of magnitude (at 1024 ranks the
+    first few intermediates take most of the time), so the share done does not predict the
+    rest.
+    """
+    out = stream if stream is not None else sys.stderr
+    show = out.isatty()
+    start = clock()
+
+    def report(name: str, done: int, total: int) -> None:
+        if not show:
+            return
+        elapsed = clock() - start
+        rate = f", {done / elapsed:.1f}/s" if done and elapsed > 0 else ""
+        out.write(
+            f"\r\x1b[K[derive {run_id}: {done}/{total} relations{rate}, "
+            f"{name} done, {elapsed:.1f} s]"
+        )
+        if done >= total:
+            out.write("\n")
+        out.flush()
+
+    return report
+
+
+def derive_totals(res: DeriveResult) -> str:
+    """One line of totals for a derive: marts and their rows, relations computed, wall time."""
+    rows = sum(res.marts.values())
+    relations = len(res.intermediate_seconds) + len(res.marts)
+    return (
+        f"total: {len(res.marts)} marts, {rows:,} rows, {relations} relations computed in "
+        f"{res.wall_seconds:.1f} s (load {res.load_seconds:.1f} s)"
+    )
 
 
 def render_steps(res: DeriveResult) -> str:
