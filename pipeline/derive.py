@@ -403,7 +403,7 @@ def materialise_intermediates(
     mods = discover()
     inlined = inlined_intermediates(mods)
     for i, mod in enumerate(mods):
-        if mod.layer != "intermediate" or mod.kind.upper() != "VIEW" or mod.name in inlined:
+        if not _handled_view(mod, inlined):
             continue
         t0 = time.perf_counter()
         if stays_view(con, mod.name):
@@ -423,12 +423,13 @@ def relation_count() -> int:
     keeps as views after checking) and the marts; the denominator of its progress."""
     mods = discover()
     inlined = inlined_intermediates(mods)
-    return sum(
-        1
-        for m in mods
-        if m.layer == "marts"
-        or (m.layer == "intermediate" and m.kind.upper() == "VIEW" and m.name not in inlined)
-    )
+    return sum(1 for m in mods if m.layer == "marts" or _handled_view(m, inlined))
+
+
+def _handled_view(mod: SqlModule, inlined: frozenset[str]) -> bool:
+    """Whether :func:`materialise_intermediates` handles ``mod``: an intermediate view that is
+    not computed inside its readers."""
+    return mod.layer == "intermediate" and mod.kind.upper() == "VIEW" and mod.name not in inlined
 
 
 def stays_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:

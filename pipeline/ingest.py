@@ -608,11 +608,11 @@ def ingest_file(
     shown = str(path)
     try:
         source, parser, size = _open_file(path, shown, fmt=fmt, symlink_ok=symlink_ok)
-        plan = _planned(store, source, parser, run_id, follow=follow, shown=shown, size=size)
         done = _Outcome(shown, parser.name, size)
+        plan = _planned(store, source, parser, run_id, follow=follow, done=done)
         parsed = _parse_batch(store, source, parser, plan, run_id, rank, done)
         _check_read(source, plan, parsed, done)
-        _commit(store, source, parser, plan, parsed, size, done)
+        _commit(store, source, parser, plan, parsed, done)
     except _Done as outcome:
         return outcome.result
     for w in parsed.warnings:
@@ -704,13 +704,11 @@ def _planned(
     run_id: str,
     *,
     follow: bool,
-    shown: str,
-    size: int,
+    done: _Outcome,
 ) -> _Plan:
     """The range to ingest (:func:`_plan`); raises :class:`_Done` when there is nothing new or
     the file was swapped. Content that fails to read here is planned whole, for the parser to
     report why."""
-    done = _Outcome(shown, parser.name, size)
     try:
         plan = _plan(
             store,
@@ -725,7 +723,9 @@ def _planned(
         raise done.error(exc.message) from exc
     except (OSError, EOFError, lzma.LZMAError, zstandard.ZstdError):
         # Unreadable content (a truncated or bomb stream): the parser reports why, later.
-        plan = _Plan(end=size, line_end=size, sha=file_sha256(source.path), unreadable=True)
+        plan = _Plan(
+            end=done.size, line_end=done.size, sha=file_sha256(source.path), unreadable=True
+        )
     if plan.skip is not None:
         raise done.skipped(plan.skip or None)
     return plan
@@ -838,7 +838,6 @@ def _commit(
     parser: Parser,
     plan: _Plan,
     parsed: _Parsed,
-    size: int,
     done: _Outcome,
 ) -> None:
     """Commit the batch with its commit-log row; raises :class:`_Done` when another ingest
@@ -849,7 +848,7 @@ def _commit(
             {
                 "path": str(source.path),
                 "sha256": plan.sha,
-                "bytes": size,
+                "bytes": done.size,
                 "byte_start": plan.start,
                 "byte_end": plan.end,
                 "first_line_no": plan.first_line_no,

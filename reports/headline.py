@@ -44,7 +44,7 @@ from typing import Any
 
 import polars as pl
 
-from commscope.pipeline.model_inputs import BANDWIDTH_CLASSES as MODEL_BANDWIDTH_CLASSES
+from commscope.pipeline.model_inputs import BANDWIDTH_CLASSES  # the classes with a C_* row
 
 CALIBRATION_FACTOR = 10.0
 """A measured/predicted ratio beyond this factor (either way) marks the platform uncalibrated."""
@@ -54,9 +54,6 @@ REL_ERROR_BAD = 0.15
 
 COMM_CLASSES = ("TP", "PP", "DP", "EP", "EmbTableSyn")
 """Classes whose times make up T_comm (the model's classes; 'other' has no model term)."""
-
-BANDWIDTH_CLASSES = MODEL_BANDWIDTH_CLASSES
-"""Classes with a C_* row (those of ``predicted_platform``)."""
 
 # model_vs_measured term -> (iteration_breakdown column, predicted_times key)
 _TERMS: dict[str, tuple[str, str]] = {

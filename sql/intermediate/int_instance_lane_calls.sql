@@ -1,4 +1,4 @@
--- The calls cross-rank matching works on (int_instance_members): every call of one lane per rank, narrow, with its iteration, issue order and resolved p2p peer (issue 18 item 1).
+-- The calls cross-rank matching works on (int_instance_matched, under int_instance_members): every call of one lane per rank with its iteration, issue order, integer keys, resolved p2p peer and the columns the instance rows carry (issue 18 item 1).
 -- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the classified calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls).
 CREATE OR REPLACE VIEW int_instance_lane_calls(
   -- Training run identifier.
@@ -71,9 +71,8 @@ WITH
       ON t.run_id = p.run_id AND t.rank = p.rank
   ),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- every lane call, narrow: what matching needs (int_instance_members joins the output's other
-  -- columns from int_comm_ops_classified once, on the call's integer keys: call_key hashes (run,
-  -- rank, file, line), stg_store__comm_ops)
+  -- every lane call with the columns matching and the instance rows need (no join back to
+  -- int_comm_ops_classified later: int_instance_matched reads them from here)
   calls AS (
     SELECT
       c.run_id,
@@ -135,73 +134,43 @@ WITH
     SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
     -- every file of the run: the lane files keep their relative order
     FROM (SELECT DISTINCT run_id, source_file FROM int_comm_ops_classified)
-  ),
-  resolved AS (
-    -- narrow: what matching needs, integer keys only
-    SELECT
-      c.run_id,
-      c.rank,
-      c.call_key,
-      c.source_line,
-      c.op,
-      c.source_format,
-      c.seq,
-      c.iteration,
-      c.step_iteration,
-      c.launch_ts_ns,
-      c.order_ts,
-      f.fidx,
-      hash(c.global_group) AS gk,
-      c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
-      CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
-        CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
-        g.global_rank,
-        CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
-      ) END AS peer_resolved,
-      c.traffic_class,
-      c.msg_bytes,
-      c.group_size,
-      c.timed,
-      c.timing_source,
-      c.ts_ns,
-      c.end_ns,
-      c.dur_ns,
-      coalesce(c.host, n.host) AS host,
-      c.source_file,
-      c.global_group
-    FROM calls AS c
-    JOIN files AS f
-      ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
-    LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
-    LEFT JOIN members AS g
-      ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
-    LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank
   )
+-- integer keys for matching (gk, fidx), the p2p peer resolved, the host filled in
 SELECT
-  run_id,
-  rank,
-  call_key,
-  source_line,
-  op,
-  source_format,
-  seq,
-  iteration,
-  step_iteration,
-  launch_ts_ns,
-  order_ts,
-  fidx,
-  gk,
-  on_group,
-  peer_resolved,
-  traffic_class,
-  msg_bytes,
-  group_size,
-  timed,
-  timing_source,
-  ts_ns,
-  end_ns,
-  dur_ns,
-  host,
-  source_file,
-  global_group
-FROM resolved
+  c.run_id,
+  c.rank,
+  c.call_key,
+  c.source_line,
+  c.op,
+  c.source_format,
+  c.seq,
+  c.iteration,
+  c.step_iteration,
+  c.launch_ts_ns,
+  c.order_ts,
+  f.fidx,
+  hash(c.global_group) AS gk,
+  c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
+  CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
+    CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
+    g.global_rank,
+    CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
+  ) END AS peer_resolved,
+  c.traffic_class,
+  c.msg_bytes,
+  c.group_size,
+  c.timed,
+  c.timing_source,
+  c.ts_ns,
+  c.end_ns,
+  c.dur_ns,
+  coalesce(c.host, n.host) AS host,
+  c.source_file,
+  c.global_group
+FROM calls AS c
+JOIN files AS f
+  ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
+LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
+LEFT JOIN members AS g
+  ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
+LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank;

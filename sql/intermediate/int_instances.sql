@@ -1,4 +1,4 @@
--- Every logical collective and p2p transfer of a run matched across its ranks, judged (status, missing ranks) and timed on the aligned clock (last arrival, last rank, skew, transfer, wait, bandwidth): the one per-instance table the cross-rank marts (collective_instances, rank_waits, stragglers) and int_breakdown_calls read (issue 18). Bus bandwidth: comm_bus_factor(op, n) of sql/macros/comm_bus_factor.sql only (nccl-tests busbw factors).
+-- Every logical collective and p2p transfer of a run matched across its ranks, judged (status, missing ranks) and timed on the aligned clock (last arrival, last rank, skew, transfer, wait, bandwidth): the one per-instance table the cross-rank marts (collective_instances, rank_waits, stragglers) and int_breakdown_calls read (issue 18). Bus bandwidth: comm_bus_factor(op, n) of sql/macros/comm_bus_factor.sql only (nccl-tests busbw factors). The instance key is the macro instance_key (sql/macros/instance_key.sql).
 -- One row per (run_id, instance_key) of int_instance_calls. Members missing or disagreeing are flagged, never re-paired: status missing_ranks (fewer ranks seen than the group has), op_mismatch (members log different ops at the matched position), size_mismatch (different msg_bytes; all_to_all sizes may differ), untimed (all present and consistent, only some members timed: times cannot be compared), else complete (all present and consistent; timed columns filled when every member is timed, null when none is, e.g. NCCL debug logs). Times: members' arrival_ns / finish_ns (raw minus int_clock_offsets' offset); skew_ns is known to +- offset_bound_ns.
 CREATE OR REPLACE VIEW int_instances(
   -- Training run identifier.
@@ -105,10 +105,7 @@ WITH
   inst AS (
     SELECT
       *,
-      CASE
-        WHEN is_p2p THEN 'p2p:' || p2p_src || '->' || p2p_dst || '|' || instance_seq
-        ELSE global_group || '|' || instance_seq
-      END AS instance_key
+      instance_key(is_p2p, global_group, p2p_src, p2p_dst, instance_seq) AS instance_key
     FROM inst_parts
   ),
   -- times: only timed calls (the timed columns are output only when every member is timed, so
