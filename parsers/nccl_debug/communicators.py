@@ -23,7 +23,7 @@ from commscope.parsers.nccl_debug.lines import (
     _NCCL_LINE_HINT,
     _NCCL_LINE_KEYS,
     _VERSION_RE,
-    _fit_ints,
+    _fit_columns,
     _fix_host,
     _int,
     _launcher_tag,
@@ -517,21 +517,19 @@ class _Registry:
             "comm_hash": pl.Utf8,
             "identity_world": pl.Boolean,
         }
-        rows = [
-            {
-                "host": i.host,
-                "pid": i.pid,
-                "comm_key": i.comm,
-                "window_start": i.window_start,
-                "window_end": i.end_line,
-                "group_rank": i.rank,
-                "inc_global": i.global_rank,
-                "comm_hash": i.ident,
-                "identity_world": i.identity_world,
-            }
-            for i in self.incs
-        ]
-        return pl.DataFrame(_fit_ints(rows, schema), schema=schema).sort("window_start")
+        incs = self.incs
+        cols: dict[str, list[Any]] = {
+            "host": [i.host for i in incs],
+            "pid": [i.pid for i in incs],
+            "comm_key": [i.comm for i in incs],
+            "window_start": [i.window_start for i in incs],
+            "window_end": [i.end_line for i in incs],
+            "group_rank": [i.rank for i in incs],
+            "inc_global": [i.global_rank for i in incs],
+            "comm_hash": [i.ident for i in incs],
+            "identity_world": [i.identity_world for i in incs],
+        }
+        return pl.DataFrame(_fit_columns(cols, schema), schema=schema).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:
         """Process-level global ranks (single-GPU processes)."""
