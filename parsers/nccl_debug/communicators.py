@@ -654,31 +654,40 @@ class _MaxTree:
 
 class _IncGroup:
     """The incarnations of one (host, pid[, tid][, rank][, device]) sorted three ways, with
-    the trees and sorted ends that answer :meth:`_Registry.attribute`'s queries in O(log n)."""
+    the trees and sorted ends that answer :meth:`_Registry.attribute`'s queries in O(log n).
+
+    Each order and its tree is built on its first query (most groups answer one kind: a line
+    on its init thread needs the START order of its thread's group and the ends of the
+    process's; 10,000 incarnations made 4,000 groups, each building all three)."""
 
     def __init__(self, incs: list[_Inc]) -> None:
-        by_src = sorted(incs, key=lambda i: i.source_line)
-        self.src_keys = [i.source_line for i in by_src]
-        self.by_src = by_src
-        self.src_tree = _MaxTree([_end_key(i) for i in by_src])
-        started = sorted(
-            (i for i in incs if i.has_start and i.first_init_line is not None),
-            key=lambda i: i.first_init_line or 0,
-        )
-        self.start_keys = [i.first_init_line or 0 for i in started]
-        self.started = started
-        self.start_tree = _MaxTree([_end_key(i) for i in started])
-        pending = sorted(
-            (i for i in incs if i.complete_line is not None), key=lambda i: i.complete_line or 0
-        )
-        self.complete_keys = [i.complete_line or 0 for i in pending]
-        self.pending = pending
+        self.incs = incs
         self.ends = sorted(_end_key(i) for i in incs)
         self.last_to_end = max(incs, key=_end_key) if incs else None
+        self._src: tuple[list[int], list[_Inc], _MaxTree] | None = None
+        self._start: tuple[list[int], list[_Inc], _MaxTree] | None = None
+        self._pending: tuple[list[int], list[_Inc]] | None = None
 
     @property
     def steps(self) -> int:
-        return self.src_tree.steps + self.start_tree.steps
+        return sum(t[2].steps for t in (self._src, self._start) if t is not None)
+
+    def _by_src(self) -> tuple[list[int], list[_Inc], _MaxTree]:
+        if self._src is None:
+            by_src = sorted(self.incs, key=lambda i: i.source_line)
+            keys = [i.source_line for i in by_src]
+            self._src = (keys, by_src, _MaxTree([_end_key(i) for i in by_src]))
+        return self._src
+
+    def _started(self) -> tuple[list[int], list[_Inc], _MaxTree]:
+        if self._start is None:
+            started = sorted(
+                (i for i in self.incs if i.has_start and i.first_init_line is not None),
+                key=lambda i: i.first_init_line or 0,
+            )
+            keys = [i.first_init_line or 0 for i in started]
+            self._start = (keys, started, _MaxTree([_end_key(i) for i in started]))
+        return self._start
 
     def n_live(self, line_no: int) -> int:
         """How many are live at ``line_no`` (not destroyed before it)."""
@@ -686,25 +695,33 @@ class _IncGroup:
 
     def latest_started(self, line_no: int) -> _Inc | None:
         """Latest Init START at or before ``line_no`` among those live at it."""
-        hi = bisect.bisect_right(self.start_keys, line_no)
-        at = self.start_tree.rightmost_at_least(hi, line_no)
-        return self.started[at] if at >= 0 else None
+        keys, started, tree = self._started()
+        at = tree.rightmost_at_least(bisect.bisect_right(keys, line_no), line_no)
+        return started[at] if at >= 0 else None
 
     def earliest_pending(self, line_no: int) -> _Inc | None:
         """Earliest Init COMPLETE at or after ``line_no`` (live there: destroyed after it)."""
-        at = bisect.bisect_left(self.complete_keys, line_no)
-        return self.pending[at] if at < len(self.pending) else None
+        if self._pending is None:
+            pending = sorted(
+                (i for i in self.incs if i.complete_line is not None),
+                key=lambda i: i.complete_line or 0,
+            )
+            self._pending = ([i.complete_line or 0 for i in pending], pending)
+        keys, pending = self._pending
+        at = bisect.bisect_left(keys, line_no)
+        return pending[at] if at < len(pending) else None
 
     def latest_before(self, line_no: int) -> _Inc | None:
         """Latest ``source_line`` at or before ``line_no`` among those live at it."""
-        hi = bisect.bisect_right(self.src_keys, line_no)
-        at = self.src_tree.rightmost_at_least(hi, line_no)
-        return self.by_src[at] if at >= 0 else None
+        keys, by_src, tree = self._by_src()
+        at = tree.rightmost_at_least(bisect.bisect_right(keys, line_no), line_no)
+        return by_src[at] if at >= 0 else None
 
     def earliest_after(self, line_no: int) -> _Inc | None:
         """Earliest ``source_line`` after ``line_no`` (live there: it starts later)."""
-        at = bisect.bisect_right(self.src_keys, line_no)
-        return self.by_src[at] if at < len(self.by_src) else None
+        keys, by_src, _ = self._by_src()
+        at = bisect.bisect_right(keys, line_no)
+        return by_src[at] if at < len(by_src) else None
 
 
 class _IncIndex:
