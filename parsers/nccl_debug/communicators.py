@@ -8,6 +8,7 @@ See :mod:`commscope.parsers.nccl_debug` (Communicator incarnations and global ra
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -317,15 +318,31 @@ class _Registry:
 
     def finalize(self) -> None:
         """Build incarnations, world size, global ranks, memberships and versions."""
+        # Events in (host, pid, comm, line) order: bucketed by (host, pid, comm), the keys
+        # sorted once and each bucket by line (already so when read in line order), instead
+        # of sorting every event on the four-part key.
+        buckets: dict[tuple[str, int, str], list[_Event]] = {}
+        known = self.known_hosts
         for ev in self.events:
             if ev.spliced:
-                ev.host = _fix_host(ev.host, self.known_hosts)
-        self.events.sort(key=lambda e: (e.host, e.pid, e.fields["comm"].lower(), e.line_no))
+                ev.host = _fix_host(ev.host, known)
+            key = (ev.host, ev.pid, ev.fields["comm"].lower())
+            got = buckets.get(key)
+            if got is None:
+                buckets[key] = [ev]
+            else:
+                got.append(ev)
+        ordered: list[tuple[tuple[str, int, str], _Event]] = []
+        for key in sorted(buckets):
+            evs = buckets[key]
+            if any(a.line_no > b.line_no for a, b in itertools.pairwise(evs)):
+                evs.sort(key=lambda e: e.line_no)  # stable, as the full sort was
+            ordered.extend((key, ev) for ev in evs)
+        self.events = [ev for _, ev in ordered]
         open_inc: dict[tuple[str, int, str], _Inc] = {}
         last_close: dict[tuple[str, int, str], int] = {}
-        for ev in self.events:
-            comm = ev.fields["comm"].lower()
-            key = (ev.host, ev.pid, comm)
+        for key, ev in ordered:
+            comm = key[2]
             cur = open_inc.get(key)
             if ev.kind == "END":
                 if cur is None:
