@@ -116,3 +116,34 @@ def test_parse_holds_the_collector_off_while_building_and_never_across_a_yield(
         assert gc.isenabled()
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_parse_freezes_its_objects_only_while_it_runs(tmp_path: Path) -> None:
+    path = tmp_path / "nccl.log"
+    path.write_text(_LOG)
+    assert gc.get_freeze_count() == 0
+    counts = [gc.get_freeze_count() for _ in NcclDebugParser().parse(Source(path), run_id="r")]
+    assert counts and all(c > 0 for c in counts)  # frozen between the yields
+    assert gc.get_freeze_count() == 0  # and given back at the end
+    parse = NcclDebugParser().parse(Source(path), run_id="r")
+    next(parse)
+    assert gc.get_freeze_count() > 0
+    parse.close()  # a caller that stops early gives the freeze back too
+    assert gc.get_freeze_count() == 0
+
+
+def test_parse_leaves_a_freeze_of_the_process_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "nccl.log"
+    path.write_text(_LOG)
+    gc.freeze()  # as a pre-fork server does
+    try:
+        calls: list[str] = []
+        monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+        monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze"))
+        chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
+        assert chunks and calls == []
+    finally:
+        monkeypatch.undo()
+        gc.unfreeze()
