@@ -332,43 +332,49 @@ class _Registry:
                 buckets[key] = [ev]
             else:
                 got.append(ev)
-        ordered: list[tuple[tuple[str, int, str], _Event]] = []
+        ordered: list[_Event] = []
+        new_inc = self._new_inc
         for key in sorted(buckets):
             evs = buckets[key]
             if any(a.line_no > b.line_no for a, b in itertools.pairwise(evs)):
                 evs.sort(key=lambda e: e.line_no)  # stable, as the full sort was
-            ordered.extend((key, ev) for ev in evs)
-        self.events = [ev for _, ev in ordered]
-        open_inc: dict[tuple[str, int, str], _Inc] = {}
-        last_close: dict[tuple[str, int, str], int] = {}
-        for key, ev in ordered:
+            ordered.extend(evs)
+            # one (host, pid, comm): its open incarnation and last close are plain locals
             comm = key[2]
-            cur = open_inc.get(key)
-            if ev.kind == "END":
-                if cur is None:
-                    cur = self._new_inc(ev, comm, last_close.get(key, 0) + 1)
-                cur.end_line = ev.line_no
-                open_inc.pop(key, None)
-                last_close[key] = ev.line_no
-                continue
-            same = cur is not None and cur.rank == int(ev.fields["rank"])
-            if ev.kind == "COMPLETE" and cur is not None and same and cur.complete_line is None:
-                cur.complete_line = ev.line_no
-                cur.init_tids.add(ev.tid)
-                cur.comm_hash = cur.comm_hash or _lower(ev.fields.get("commid"))
-                if cur.split_color is None:
-                    cur.split_color = _int(ev.fields.get("color"))
-                    cur.split_key = _int(ev.fields.get("key"))
-                cur.parent = cur.parent or _lower(ev.fields.get("parent"))
-                continue
-            inc = self._new_inc(ev, comm, ev.line_no)
-            inc.first_init_line = ev.line_no
-            inc.init_tids.add(ev.tid)
-            if ev.kind == "START":
-                inc.has_start = True
-            else:
-                inc.complete_line = ev.line_no
-            open_inc[key] = inc
+            cur: _Inc | None = None
+            last_close = 0
+            for ev in evs:
+                if ev.kind == "END":
+                    if cur is None:
+                        cur = new_inc(ev, comm, last_close + 1)
+                    cur.end_line = ev.line_no
+                    cur = None
+                    last_close = ev.line_no
+                    continue
+                f = ev.fields
+                if (
+                    ev.kind == "COMPLETE"
+                    and cur is not None
+                    and cur.rank == int(f["rank"])
+                    and cur.complete_line is None
+                ):
+                    cur.complete_line = ev.line_no
+                    cur.init_tids.add(ev.tid)
+                    cur.comm_hash = cur.comm_hash or _lower(f.get("commid"))
+                    if cur.split_color is None:
+                        cur.split_color = _int(f.get("color"))
+                        cur.split_key = _int(f.get("key"))
+                    cur.parent = cur.parent or _lower(f.get("parent"))
+                    continue
+                inc = new_inc(ev, comm, ev.line_no)
+                inc.first_init_line = ev.line_no
+                inc.init_tids.add(ev.tid)
+                if ev.kind == "START":
+                    inc.has_start = True
+                else:
+                    inc.complete_line = ev.line_no
+                cur = inc
+        self.events = ordered
         self.incs.sort(key=lambda i: (i.host, i.pid, i.window_start, i.comm))
         for inc in self.incs:
             self.by_proc.setdefault((inc.host, inc.pid), []).append(inc)
@@ -382,20 +388,23 @@ class _Registry:
 
     def _new_inc(self, ev: _Event, comm: str, window_start: int) -> _Inc:
         f = ev.fields
-        inc = _Inc(
-            host=ev.host,
-            pid=ev.pid,
-            comm=comm,
-            rank=int(f["rank"]),
-            nranks=int(f["nranks"]),
-            cuda_dev=_int(f.get("cudadev")),
-            nvml_dev=_int(f.get("nvmldev")),
-            bus_id=_lower(f.get("busid")),
-            comm_hash=_lower(f.get("commid")),
-            parent=_lower(f.get("parent")),
-            window_start=window_start,
-            split_color=_int(f.get("color")),
-            split_key=_int(f.get("key")),
+        get = f.get
+        cuda_dev, nvml_dev, bus_id = get("cudadev"), get("nvmldev"), get("busid")
+        comm_hash, parent, color, key = get("commid"), get("parent"), get("color"), get("key")
+        inc = _Inc(  # positional, in field order: the same values as _int/_lower give
+            ev.host,
+            ev.pid,
+            comm,
+            int(f["rank"]),
+            int(f["nranks"]),
+            None if cuda_dev is None else _int(cuda_dev),
+            None if nvml_dev is None else _int(nvml_dev),
+            None if bus_id is None else bus_id.lower(),
+            None if comm_hash is None else comm_hash.lower(),
+            None if parent is None else parent.lower(),
+            window_start,
+            None if color is None else _int(color),
+            None if key is None else _int(key),
         )
         self.incs.append(inc)
         return inc
