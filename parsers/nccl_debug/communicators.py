@@ -242,6 +242,7 @@ class _Registry:
         info = prefixed.filter(pl.col("level") == "INFO")
         cols = [info.get_column(c).to_list() for c in _SCAN_COLUMNS]
         init_match, end_match = _INIT_RE.match, _END_RE.match
+        events, event_lines = self.events, self.event_lines
         for line_no, msg, host, pid, tid, pre, spliced in zip(*cols, strict=True):
             if msg.startswith("NCCL version"):
                 vm = _VERSION_RE.match(msg)
@@ -265,13 +266,16 @@ class _Registry:
             if not _init_fits(groups):  # (numbers out of range: pass 2 rejects the line)
                 self._note_line(self.unfit_lines, line_no)
                 continue
-            if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
+            if len(events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
                 if self.full_from is None:
                     self.full_from = line_no
                 continue
             fields = {k: v for k, v in groups.items() if v is not None}
-            self.events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
-            self._note_line(self.event_lines, line_no)
+            events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
+            if len(event_lines) < MAX_LIFECYCLE_EVENTS:  # self._note_line, inlined
+                event_lines.add(line_no)
+            elif self.unsure_from is None:
+                self.unsure_from = line_no
         for row in bare.iter_rows(named=True):
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:
