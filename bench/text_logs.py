@@ -130,6 +130,8 @@ def run(ctx: Context) -> list[Row]:
                 "commscope_wall_s": round(ing.wall_s, 2),
                 "regex_wall_s": round(rx.wall_s, 2),
                 "wc_wall_s": round(wc.wall_s, 2),
+                "commscope_cpu_s": round(ing.cpu_s, 2),
+                "regex_cpu_s": round(rx.cpu_s, 2),
                 "accounted": accounted,
                 "bytes": size,
                 "ingest": o,
@@ -161,7 +163,11 @@ def run(ctx: Context) -> list[Row]:
             "floor_polars.py: every line cut into string fields by Polars' CSV reader and nothing "
             "else (no matching, typing or Parquet); a Polars-based ingest cannot beat it, so "
             "this ratio bounds the commscope / regex-script ratio",
-            {"floor_wall_s": round(floor.wall_s, 2), "floor": floor.out},
+            {
+                "floor_wall_s": round(floor.wall_s, 2),
+                "floor_cpu_s": round(floor.cpu_s, 2),
+                "floor": floor.out,
+            },
         ),
         Row(
             NAME,
@@ -195,7 +201,7 @@ def run(ctx: Context) -> list[Row]:
             "",
             None,
             "2 worker processes on the 2 cores; regex script is single-process",
-            {"commscope_wall_s": round(ing2.wall_s, 2)},
+            {"commscope_wall_s": round(ing2.wall_s, 2), "commscope_cpu_s": round(ing2.cpu_s, 2)},
         ),
         Row(
             NAME,
