@@ -4,13 +4,21 @@ The regex script (``bench/baseline_regex.py``) pulls the fields of NCCL ``COLL``
 DeepSpeed comms-logger lines. This script does the same work the fastest way this stack offers,
 plus the least commscope must add (every line counted by class, the fields typed, one Parquet
 file), and nothing else: no communicators, ranks, topology, TUNING pairs, warnings, resume
-state or store. The file's lines are cut at ``\n`` in Rust (blocks of 16 MiB, two threads); one
-Polars context over both cores classes each line (a literal search, then the whole line
-grammar as one capture-free regex, Rust's DFA, on the candidates only; the NCCL prefix on
-every line); the COLL and comm-op lines are cut by position (``split_exact``), their numbers
-cast, and written to one Parquet file; every line is counted by class (COLL, comm op, other
-NCCL-prefixed, the rest). Any commscope parser that extracts the same
-fields from the same lines does at least this much work, so this bounds its speed from above.
+state or store. Polars' CSV reader reads the file's lines (one string column); one Polars
+context over both cores classes each line (a literal search, then the whole line grammar as one
+capture-free regex, Rust's DFA, on the candidates only; the NCCL prefix on every line); the
+COLL and comm-op lines are cut by position (``split_exact``), their numbers cast, and written to
+one Parquet file; every line is counted by class (COLL, comm op, other NCCL-prefixed, the
+rest). Any commscope parser that extracts the same fields from the same lines does at least this
+much work, so this bounds its speed from above.
+
+Alternatives measured on the 156 MB nccl-tests log and kept out because they cost more CPU:
+capture groups (Polars ``str.extract_groups`` 0.4-0.8 s, pyarrow's RE2 ``extract_regex`` 0.7 s,
+DuckDB ``regexp_extract`` with names 1.4 s, against 0.4 s here for grammar and fields), DuckDB's
+``read_csv`` for the lines (0.43 s), Polars' streaming engine (1.3-1.5 s in all, against 1.05),
+cutting every line into tokens with the CSV reader (separator ``" "``: 0.86 s for the tokens
+alone on this log's long topology lines; on the generated COLL-only logs about as cheap as
+this script).
 
 Usage: python bench/floor_native.py [--stages] FILE [FILE ...]   (prints one JSON line)
 
@@ -21,12 +29,9 @@ process CPU (``stages``: all threads; the eager steps mostly run on one thread).
 from __future__ import annotations
 
 import json
-import mmap
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import polars as pl
@@ -60,44 +65,23 @@ _COLL_FIELDS = {  # split_exact(" ") token -> column, for a line ``COLL_FULL`` m
 }
 
 
-def _split(body: bytes) -> pl.Series:
-    """``body`` cut at every ``\n`` in Rust (as ``commscope.parsers._io.split_lines``)."""
-    try:
-        one = pl.Series("line", [body], dtype=pl.Binary).cast(pl.Utf8)
-    except pl.exceptions.ComputeError:
-        one = pl.Series("line", [body.decode("utf-8", errors="replace")], dtype=pl.Utf8)
-    return one.str.split("\n").explode()
-
-
-BLOCK_BYTES = 16 << 20
-"""The file is split into lines in blocks of about this size (cut at a newline), two at a
-time: fewer and smaller copies than one whole-file split."""
-
-
-def _blocks(path: Path) -> Iterator[bytes]:
-    """``path`` in pieces of about ``BLOCK_BYTES`` cut after a newline (mapped, not read
-    whole: each piece is one copy), the last newline of the file dropped."""
-    with path.open("rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        size = len(mm) - (len(mm) > 0 and mm[-1] == 0x0A)
-        start = 0
-        while start < size:
-            cut = mm.find(b"\n", start + BLOCK_BYTES, size)
-            end = size if cut < 0 else cut
-            yield mm[start:end]
-            start = end + 1
-
-
-def _lines(path: Path, threads: int = 2) -> pl.LazyFrame:
-    """Every line of ``path`` (blank ones too: Polars' CSV reader skips those and would
-    number the rest wrongly), numbered from 1; blocks split on ``threads`` threads (Polars
-    releases the GIL; two threads take more CPU than one, 0.33 against 0.2 s on 156 MB, for
-    less wall on an idle machine)."""
-    if path.stat().st_size == 0:
-        return pl.LazyFrame(schema={"line_no": pl.UInt32, "line": pl.Utf8})
-    with ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(_split, _blocks(path)))
-    frames = [p.to_frame() for p in parts]
-    return pl.concat(frames, rechunk=False).lazy().with_row_index("line_no", offset=1)
+def _lines(path: Path) -> pl.LazyFrame:
+    """Every line of ``path`` as one string column, numbered from 1: Polars' CSV reader
+    (memory-mapped, multi-threaded) with a separator and no quote that never occur. It keeps
+    blank lines (as nulls) and cuts at ``\n`` only, as the parsers number lines; a cheaper
+    line split than cutting the bytes at ``\n`` in Rust ourselves (0.11-0.18 against
+    0.14-0.30 s CPU for 156 MB, blocks of 16 MiB, load 4-7)."""
+    return pl.scan_csv(
+        path,
+        has_header=False,
+        separator="\x1f",
+        quote_char=None,
+        comment_prefix=None,
+        new_columns=["line"],
+        schema={"line": pl.Utf8},
+        truncate_ragged_lines=True,
+        encoding="utf8-lossy",
+    ).with_row_index("line_no", offset=1)
 
 
 def _coll(lf: pl.LazyFrame) -> pl.LazyFrame:
@@ -177,8 +161,8 @@ def stages(path: Path) -> dict[str, float]:
         out[name] = round(c - c0, 3)
         c0 = c
 
-    df = _lines(path, threads=1).collect()
-    lap("read lines (one thread)")
+    df = _lines(path).collect()
+    lap("read lines")
     line = pl.col("line")
     coll_like = df.filter(line.str.contains(" opCount ", literal=True))
     lap("literal COLL search")
