@@ -147,3 +147,38 @@ def test_parse_leaves_a_freeze_of_the_process_alone(
     finally:
         monkeypatch.undo()
         gc.unfreeze()
+
+
+def test_parse_leaves_no_cyclic_garbage(tmp_path: Path) -> None:
+    """Why holding the collector off is safe: a parse builds no reference cycles, so all it
+    allocates is freed by reference counting (a cycle per block would pile up unfreed while
+    the collector waits)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench.ingest_scale import interleaved_log
+
+    path = interleaved_log(
+        tmp_path / "incs.log", ranks=20, per_process=4, topo_per_inc=3, colls_per_inc=5
+    )
+    was, flags = gc.isenabled(), gc.get_debug()
+    gc.collect()
+    gc.disable()
+    try:
+        chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
+        assert sum(c.tables["communicators"].height for c in chunks if "communicators" in c.tables)
+        del chunks
+        gc.set_debug(gc.DEBUG_SAVEALL)  # what a collection finds unreachable stays readable
+        gc.collect()
+        # objects of the parser's or Polars' types in a cycle (another thread's garbage, if
+        # any, is of other types)
+        cyclic = [
+            type(o).__qualname__
+            for o in gc.garbage
+            if type(o).__module__.startswith(("commscope", "polars"))
+        ]
+        assert cyclic == []
+    finally:
+        gc.set_debug(flags)
+        gc.garbage.clear()
+        (gc.enable if was else gc.disable)()
