@@ -78,7 +78,9 @@ Tables written:
   per-rank send buffer (NCCL sendcount × element size, = ``In msg nelems``, = the range's
   input); reduce_scatter: the per-rank receive buffer, the shard (NCCL recvcount, = ``Out msg
   nelems``); all_to_all: the full per-rank send buffer (= ``In msg nelems``, = the range's
-  input). ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
+  input); gather: the per-rank send buffer (``In msg nelems``); scatter (parser 1.3.0): the
+  per-rank receive buffer (``Out msg nelems``; ProcessGroupNCCL records ``In msg nelems`` = n x
+  that), as NCCL's and the Flight Recorder's. ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
   does not record stays null. An uneven all_to_all (``all_to_all_single`` with splits) also
   gets ``split_bytes``: the bytes sent to each member in group-rank order, from ``In split
   size`` (rows along dim 0 per member) x the row's bytes (``In msg nelems`` / Σ splits x
@@ -1283,7 +1285,7 @@ class KinetoParser:
     @staticmethod
     def _coll_bytes(args: Args, op: str | None) -> tuple[int | None, str | None, int | None]:
         """(count, dtype, msg_bytes) from collective args; count has NCCL per-op meaning."""
-        count = args.out_nelems if op == "reduce_scatter" else args.in_nelems
+        count = args.out_nelems if op in ("reduce_scatter", "scatter") else args.in_nelems
         if type(count) is not int:
             count = None
         dtype, size = norm_dtype(args.dtype)
