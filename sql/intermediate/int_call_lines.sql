@@ -54,7 +54,7 @@ WITH
   ),
   grouped AS (SELECT * FROM int_p2p_groups),
   -- records of an all_to_all that give its per-member sizes
-  split_records AS (
+  split_records AS MATERIALIZED (
     SELECT run_id, call_key, split_bytes, source_format
     FROM stg_store__comm_ops
     WHERE split_bytes IS NOT NULL AND op = 'all_to_all'
