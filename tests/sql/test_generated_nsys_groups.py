@@ -13,6 +13,7 @@ never the export's payload schema tables that the parser uses.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import struct
@@ -293,3 +294,62 @@ def test_all_to_all_traffic_and_sizes_equal_the_nccl_twin_and_truth(
     have = dict(zip(zip(ep["src_rank"], ep["dst_rank"], strict=True), ep["bytes"], strict=True))
     assert have.keys() == want.keys()
     assert all(abs(have[k] - want[k]) <= 0.5 for k in want)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
+    """MoE EP 8 over 2 iterations, NCCL logs of both and nsys exports of the 2nd (NCCL 2.27),
+    ingested together. (Over one iteration the NCCL log's period detector takes one all-to-all
+    group of lines for the period, and pairing by iteration pairs one call per rank.)"""
+    tmp = tmp_path_factory.mktemp("nsys_groups_both")
+    gen = generate_run(
+        tmp,
+        "synthetic_moe_ep8.toml",
+        iterations=2,
+        profile_iterations=(1,),
+        formats=("nccl", "nsys"),
+        nccl_version="2.27.3",
+    )
+    return ingest_and_derive(gen, tmp / "store", "b", paths=[gen])
+
+
+SEND_LINE = re.compile(r"NCCL INFO Send: opCount (\S+) ")
+
+
+def test_folded_all_to_all_pairs_with_the_nccl_group_once(both: GeneratedRun) -> None:
+    """With the NCCL log counted, each folded nsys all_to_all is a record of the log's grouped
+    Send/Recv call (no size conflict, timed by its kernel): one call, counted once."""
+    prim = both.query("SELECT DISTINCT source_format FROM int_rank_primary_source WHERE run_id = ?")
+    assert prim["source_format"].to_list() == ["nccl_debug"]
+    folded = 0
+    for path in sorted((both.gen / "nsys").glob("*.sqlite")):
+        inits, raw = _raw(path)
+        sizes = {i["comm"]: i["nranks"] for i in inits}
+        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
+    groups = 0  # the logs' all-to-all groups: the distinct opCounts of their Send lines
+    for log in sorted((both.gen / "nccl").glob("*.log")):
+        groups += len(set(SEND_LINE.findall(log.read_text())))
+    src = both.query(
+        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
+        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
+    )
+    assert src.rows() == [("paired", "iteration", folded)]
+    calls = both.query(
+        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
+        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
+    )
+    assert calls.rows() == [
+        ("nccl_debug", None, False, groups - folded),
+        ("nccl_debug,nsys", "nsys", False, folded),
+    ]
+    truth = pl.read_parquet(both.gen / "truth" / "traffic.parquet").filter(pl.col("cls") == "EP")
+    tm = pl.read_parquet(both.store.mart_files(both.run_id)["traffic_matrix"])
+    ep = (
+        tm.filter(pl.col("traffic_class") == "EP", pl.col("src_rank") != pl.col("dst_rank"))
+        .group_by("src_rank", "dst_rank")
+        .agg(pl.col("bytes").sum())
+    )
+    want = truth.group_by("src", "dst").agg(pl.col("bytes").sum())
+    have = dict(zip(zip(ep["src_rank"], ep["dst_rank"], strict=True), ep["bytes"], strict=True))
+    exp = dict(zip(zip(want["src"], want["dst"], strict=True), want["bytes"], strict=True))
+    assert have.keys() == exp.keys() and all(abs(have[k] - exp[k]) <= 0.5 for k in exp)
