@@ -353,3 +353,48 @@ def test_folded_all_to_all_pairs_with_the_nccl_group_once(both: GeneratedRun) ->
     have = dict(zip(zip(ep["src_rank"], ep["dst_rank"], strict=True), ep["bytes"], strict=True))
     exp = dict(zip(zip(want["src"], want["dst"], strict=True), want["bytes"], strict=True))
     assert have.keys() == exp.keys() and all(abs(have[k] - exp[k]) <= 0.5 for k in exp)
+
+
+@pytest.fixture(scope="module")
+def both_one_iteration(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
+    """MoE EP 8 over ONE iteration, NCCL logs and nsys exports of it (NCCL 2.27), ingested
+    together: the NCCL log's period detector takes one grouped all-to-all for the period, so
+    its 'iterations' are single calls while the exports' step holds them all."""
+    tmp = tmp_path_factory.mktemp("nsys_groups_both_one")
+    gen = generate_run(
+        tmp,
+        "synthetic_moe_ep8.toml",
+        iterations=1,
+        profile_iterations=(0,),
+        formats=("nccl", "nsys"),
+        nccl_version="2.27.3",
+    )
+    return ingest_and_derive(gen, tmp / "store", "b1", paths=[gen])
+
+
+def test_iteration_numberings_that_disagree_fall_back_to_order(
+    both_one_iteration: GeneratedRun,
+) -> None:
+    """Where the exports' step holds more all-to-alls than the log's detected 'iteration' of
+    the same number, pairing by iteration would pair one call per rank; every folded nsys
+    all_to_all pairs by order instead, with the log's k-th grouped call (the raw files count)."""
+    run = both_one_iteration
+    folded = 0
+    for path in sorted((run.gen / "nsys").glob("*.sqlite")):
+        inits, raw = _raw(path)
+        sizes = {i["comm"]: i["nranks"] for i in inits}
+        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
+    groups = 0
+    for log in sorted((run.gen / "nccl").glob("*.log")):
+        groups += len(set(SEND_LINE.findall(log.read_text())))
+    assert folded == groups > 0  # one iteration, profiled whole: every log call is in a trace
+    src = run.query(
+        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
+        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
+    )
+    assert src.rows() == [("paired", "order", folded)]
+    calls = run.query(
+        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
+        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
+    )
+    assert calls.rows() == [("nccl_debug,nsys", "nsys", False, folded)]
