@@ -299,8 +299,8 @@ def test_all_to_all_traffic_and_sizes_equal_the_nccl_twin_and_truth(
 @pytest.fixture(scope="module")
 def both(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8 over 2 iterations, NCCL logs of both and nsys exports of the 2nd (NCCL 2.27),
-    ingested together. (Over one iteration the NCCL log's period detector takes one all-to-all
-    group of lines for the period, and pairing by iteration pairs one call per rank.)"""
+    ingested together: the exports' records pair with the log's calls by iteration (one
+    iteration: see ``both_one_iteration``)."""
     tmp = tmp_path_factory.mktemp("nsys_groups_both")
     gen = generate_run(
         tmp,
