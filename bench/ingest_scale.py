@@ -16,16 +16,20 @@ disturbs far less than wall time:
 * ``speed``: the 400-copy nccl-tests log (~156 MB) and a real DeepSpeed verbose log
   (``deepspeed_comms/mlprof_thetagpu_2node_16gpu_verbose_run1.log``) repeated to ~150 MB:
   ingest wall against ``bench/baseline_regex.py`` (one ``re.search`` per line pulling the
-  COLL / comm-op fields) and ``wc -l``, same run. Target 2x the regex scan.
+  COLL / comm-op fields), ``bench/floor_native.py`` (the same fields by one vectorised native
+  pass: the bound of a Polars-based parser) and ``wc -l``, in ``SPEED_ROUNDS`` alternating
+  rounds. Target 2x the regex scan.
 
 Usage: ``python -m bench --only ingest_scale`` (``--quick``: 10 / 40 copies, 1,000 / 10
-incarnations, 15 MB speed inputs), or ``python bench/ingest_scale.py [--quick]`` alone.
+incarnations, 15 MB speed inputs), or ``python bench/ingest_scale.py [--quick] [--speed]``
+alone (``--speed``: the speed rows only).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -39,6 +43,8 @@ NAME = "ingest_scale"
 SHARED = ROOT.parent / "shared" / "samples"
 NCCLTESTS = SHARED / "nccl_debug" / "nccltests_2.27.7_1proc_2gpu_allreduce.log"
 DEEPSPEED = SHARED / "deepspeed_comms" / "mlprof_thetagpu_2node_16gpu_verbose_run1.log"
+SPEED_ROUNDS = 3
+"""Rounds of the speed rows (the machine is shared: a ratio with its spread)."""
 
 
 def repeated(src: Path, copies: int, out: Path) -> Path:
@@ -183,48 +189,92 @@ def run(ctx: Context) -> list[Row]:
         )
     )
 
-    # -- speed: real logs vs a regex scan and wc -l -------------------------------------------
+    rows += speed_rows(ctx, big)
+    if not ctx.keep:
+        shutil.rmtree(ctx.workdir / "scratch", ignore_errors=True)
+    return rows
+
+
+def _spread(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:.2f}" if len(values) == 1 or lo == hi else f"{lo:.2f}-{hi:.2f}"
+
+
+def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
+    """Real logs: ingest against the regex scan, the native floor and ``wc -l``.
+
+    ``SPEED_ROUNDS`` rounds (one when quick), each running ``wc -l``, the regex script, the
+    native floor (``bench/floor_native.py``) and the ingest one after the other, so that each
+    round's ratios compare runs under the same load; the row gives the median round's ratio and
+    every figure's spread over the rounds."""
+    data = ctx.workdir / "ingest_scale"
+    hi = 40 if ctx.quick else 400
     ds_copies = 20 if ctx.quick else 200
     inputs = {
-        "nccl-tests": big,
+        "nccl-tests": nccl_log or repeated(NCCLTESTS, hi, data / f"nccltests_x{hi}.log"),
         "DeepSpeed verbose": repeated(DEEPSPEED, ds_copies, data / f"deepspeed_x{ds_copies}.log"),
     }
+    rounds = 1 if ctx.quick else SPEED_ROUNDS
+    rows: list[Row] = []
     for label, path in inputs.items():
-        measure(["sh", "-c", f'cat "{path}" > /dev/null'])
-        wc = measure(["wc", "-l", str(path)])
-        rx = measure([PY, str(ROOT / "bench" / "baseline_regex.py"), str(path)])
-        ing = _ingest(ctx, "speed", path)
         mb = _mb(path)
-        speed = ratio(rx.wall_s, ing.wall_s)
-        o = ing.out
+        measure(["sh", "-c", f'cat "{path}" > /dev/null'])
+        runs: list[dict[str, Measurement]] = []
+        for _ in range(rounds):
+            runs.append(
+                {
+                    "wc": measure(["wc", "-l", str(path)]),
+                    "rx": measure([PY, str(ROOT / "bench" / "baseline_regex.py"), str(path)]),
+                    "floor": measure([PY, str(ROOT / "bench" / "floor_native.py"), str(path)]),
+                    "ing": _ingest(ctx, "speed", path),
+                }
+            )
+        speeds = [r["rx"].wall_s / r["ing"].wall_s for r in runs]
+        mid = runs[sorted(range(rounds), key=speeds.__getitem__)[rounds // 2]]
+        speed = ratio(mid["rx"].wall_s, mid["ing"].wall_s)
+
+        def fig(key: str, what: str, runs: list[dict[str, Measurement]] = runs) -> list[float]:
+            return [getattr(r[key], what) for r in runs]
+
+        o, fl = mid["ing"].out, mid["floor"].out
         rows.append(
             Row(
                 NAME,
                 f"real {label} log repeated ({mb:.0f} MB, 1 file)",
                 "ingest MB/s",
-                round(mb / ing.wall_s, 1),
+                round(mb / mid["ing"].wall_s, 1),
                 "regex script MB/s",
-                round(mb / rx.wall_s, 1),
+                round(mb / mid["rx"].wall_s, 1),
                 speed,
                 ">= 2x the regex script",
                 bool(speed is not None and speed >= 2),
-                f"ratio = regex wall / ingest wall; CPU {ing.cpu_s:.2f} s vs {rx.cpu_s:.2f} s; "
-                f"wc -l {mb / wc.wall_s:.0f} MB/s; {o.get('lines_total')} lines = "
+                f"ratio = regex wall / ingest wall, median of {rounds} rounds "
+                f"(spread {_spread(speeds)}); by CPU "
+                f"{_spread([r['rx'].cpu_s / r['ing'].cpu_s for r in runs])}; "
+                f"ingest CPU {_spread(fig('ing', 'cpu_s'))} s vs regex "
+                f"{_spread(fig('rx', 'cpu_s'))} s; native floor (floor_native.py) CPU "
+                f"{_spread(fig('floor', 'cpu_s'))} s, wall {_spread(fig('floor', 'wall_s'))} s "
+                f"= {_spread([r['rx'].wall_s / r['floor'].wall_s for r in runs])}x the regex; "
+                f"wc -l {mb / mid['wc'].wall_s:.0f} MB/s, ingest wall / wc -l wall "
+                f"{_spread([r['ing'].wall_s / r['wc'].wall_s for r in runs])}; "
+                f"{o.get('lines_total')} lines = "
                 f"{o.get('lines_parsed')} parsed + {o.get('lines_ignored')} ignored + "
                 f"{o.get('lines_rejected')} rejected; {o.get('rows')} rows; regex matched "
-                f"{rx.out.get('matches')}",
+                f"{mid['rx'].out.get('matches')}; floor rows {fl.get('rows')}",
                 {
-                    "ingest_wall_s": round(ing.wall_s, 2),
-                    "ingest_cpu_s": round(ing.cpu_s, 2),
-                    "regex_wall_s": round(rx.wall_s, 2),
-                    "regex_cpu_s": round(rx.cpu_s, 2),
-                    "wc_wall_s": round(wc.wall_s, 3),
+                    "rounds": rounds,
+                    "speed_ratios": [round(x, 3) for x in speeds],
+                    "load_avg": [round(x, 2) for x in os.getloadavg()],
+                    **{
+                        f"{k}_{w}": [round(x, 3) for x in fig(k, w)]
+                        for k in ("ing", "rx", "floor", "wc")
+                        for w in ("wall_s", "cpu_s")
+                    },
                     "ingest": o,
+                    "floor": fl,
                 },
             )
         )
-    if not ctx.keep:
-        shutil.rmtree(ctx.workdir / "scratch", ignore_errors=True)
     return rows
 
 
@@ -234,8 +284,10 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/commscope-bench"))
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--speed", action="store_true", help="only the real-log speed rows")
     a = ap.parse_args(argv)
-    for row in run(Context(workdir=a.workdir, quick=a.quick, keep=a.keep)):
+    ctx = Context(workdir=a.workdir, quick=a.quick, keep=a.keep)
+    for row in speed_rows(ctx) if a.speed else run(ctx):
         print(json.dumps(row.as_dict(), default=str))
     return 0
 

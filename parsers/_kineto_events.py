@@ -77,6 +77,7 @@ class Args(msgspec.Struct, gc=False):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     in_split: Any = msgspec.field(default=None, name="In split size")
+    out_split: Any = msgspec.field(default=None, name="Out split size")
     dtype: Any = None
     external_id: Any = msgspec.field(default=None, name="External id")
     seq: Any = msgspec.field(default=None, name="Seq")

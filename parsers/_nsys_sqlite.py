@@ -56,6 +56,7 @@ from commscope.parsers._nsys_common import (
     resolve_rank,
     trace_meta_frame,
 )
+from commscope.parsers._nsys_groups import fold_groups
 from commscope.parsers._nsys_launch import (
     CallLinks,
     _text_filter,
@@ -176,6 +177,7 @@ class _Export:
     calls_unlaunched: int = 0
     comm_nranks: dict[str, int] = field(default_factory=dict)
     comm_inits: list[_CommInit] = field(default_factory=list)
+    grouped_p2p: list[pl.DataFrame] = field(default_factory=list)
 
 
 RANK_INFERRED = "inferred_largest_comm"
@@ -795,7 +797,15 @@ def _nccl_rows(good: pl.DataFrame, ex: _Export) -> pl.DataFrame | None:
         "kernel_count",
         "iteration",
         "rank_source",
+        "group_end",
     )
+    # the Send/Recv ranges of a group wait for the whole export (a group may straddle NVTX
+    # batches): fold_groups makes an all-to-all of each that is one (op_source nvtx_group)
+    grouped = pl.col("group_end").is_not_null() & pl.col("op").is_in(["send", "recv"])
+    held = ops.filter(grouped)
+    if held.height:
+        ex.grouped_p2p.append(held)
+    ops = ops.filter(~grouped).drop("group_end")
     return ops if ops.height else None
 
 
@@ -964,6 +974,8 @@ def _read(
                 yield _nvtx_batch(rows, ex)
             n_other = con.execute(others_sql).fetchone()[0]
             yield _chunk({}, LineCounts(total=n_other, ignored=n_other))
+            yield _chunk({"comm_ops": fold_groups(ex.grouped_p2p)}, LineCounts())
+            ex.grouped_p2p = []
 
     final_warnings: list[str] = []
     if ex.calls_unlaunched and ex.kernels_traced:

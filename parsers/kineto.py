@@ -78,11 +78,15 @@ Tables written:
   per-rank send buffer (NCCL sendcount × element size, = ``In msg nelems``, = the range's
   input); reduce_scatter: the per-rank receive buffer, the shard (NCCL recvcount, = ``Out msg
   nelems``); all_to_all: the full per-rank send buffer (= ``In msg nelems``, = the range's
-  input). ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
+  input); gather: the per-rank send buffer (``In msg nelems``); scatter (parser 1.3.0): the
+  per-rank receive buffer (``Out msg nelems``; ProcessGroupNCCL records ``In msg nelems`` = n x
+  that), as NCCL's and the Flight Recorder's. ``count`` has the same meaning in elements. Sizes are never guessed: what the trace
   does not record stays null. An uneven all_to_all (``all_to_all_single`` with splits) also
   gets ``split_bytes``: the bytes sent to each member in group-rank order, from ``In split
   size`` (rows along dim 0 per member) x the row's bytes (``In msg nelems`` / Σ splits x
   element size), only when that is exact (:func:`split_bytes`); ``"[]"`` (even) leaves it null.
+  The receive side likewise (parser 1.3.0, schema 1.9.0): ``recv_split_bytes`` from ``Out split
+  size`` over ``Out msg nelems``.
 
   Timing (``timing_source``): a call's interval is that of the GPU kernel(s) it launched,
   first kernel start to last kernel end (``kernel``; ``kernel_count`` kernels; ``stream`` and
@@ -317,6 +321,7 @@ _COMM_SCHEMA: dict[str, pl.DataType] = {
     "kernel_count": pl.Int32(),
     "group_source": pl.Utf8(),
     "split_bytes": pl.Utf8(),
+    "recv_split_bytes": pl.Utf8(),
 }
 
 
@@ -560,7 +565,9 @@ _CommKernel = tuple[
 # A record_param_comms op with a collective name (not wait): (source_line, pid, ts, dur,
 # Collective name, op, count, dtype, msg_bytes, Rank, Dst/Src Rank (p2p), process group,
 # Group size, Seq, External id, tid).
-_RpcOp = tuple[int, Any, float, float, str, str, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any]
+_RpcOp = tuple[
+    int, Any, float, float, str, str, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any
+]
 
 _Launch = tuple[float, int | None, Any]
 """A runtime launch event: (ts µs, pid, tid)."""
@@ -778,7 +785,7 @@ class KinetoParser:
     """PyTorch profiler / Kineto Chrome-trace JSON (``.json``, ``.json.gz``, bare arrays)."""
 
     name: ClassVar[str] = "kineto"
-    version: ClassVar[str] = "1.2.0"
+    version: ClassVar[str] = "1.3.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Recognise a Kineto trace by its top-level keys or its event shape."""
@@ -1250,11 +1257,25 @@ class KinetoParser:
                 args.seq,
                 args.external_id,
                 _thread(ev.tid),
-                split_bytes(args.in_split, count, msg, args.group_size)
-                if op == "all_to_all"
-                else None,
+                *(self._splits(args, count, msg) if op == "all_to_all" else (None, None)),
             )
         )
+
+    @staticmethod
+    def _splits(args: Args, count: int | None, msg: int | None) -> tuple[str | None, str | None]:
+        """(split_bytes, recv_split_bytes) of an all_to_all: ``In split size`` over the send
+        buffer (``In msg nelems``), ``Out split size`` over the receive buffer (``Out msg
+        nelems``), each exact or None (:func:`split_bytes`)."""
+        send = split_bytes(args.in_split, count, msg, args.group_size)
+        out = args.out_nelems if type(args.out_nelems) is int else None
+        elem = msg // count if count and msg is not None and msg % count == 0 else None
+        recv = split_bytes(
+            args.out_split,
+            out,
+            None if out is None or elem is None else out * elem,
+            args.group_size,
+        )
+        return send, recv
 
     @staticmethod
     def _in_range(st: _State, ts: float, dur: float) -> bool:
@@ -1264,7 +1285,7 @@ class KinetoParser:
     @staticmethod
     def _coll_bytes(args: Args, op: str | None) -> tuple[int | None, str | None, int | None]:
         """(count, dtype, msg_bytes) from collective args; count has NCCL per-op meaning."""
-        count = args.out_nelems if op == "reduce_scatter" else args.in_nelems
+        count = args.out_nelems if op in ("reduce_scatter", "scatter") else args.in_nelems
         if type(count) is not int:
             count = None
         dtype, size = norm_dtype(args.dtype)
@@ -1443,6 +1464,7 @@ class KinetoParser:
                 "group_source",
                 "kernel_count",
                 "split_bytes",
+                "recv_split_bytes",
             )
         # record_param_comms events were left out of the running counts; settle them now.
         chunk.counts.total += st.rpc_seen
@@ -1603,6 +1625,7 @@ class KinetoParser:
             _ext,
             _tid,
             split,
+            recv_split,
         ) in enumerate(st.rpc_ops):
             rank_arg = _int(rank)
             peer = None
@@ -1653,6 +1676,7 @@ class KinetoParser:
                     n_kernels,
                     group_source,
                     split,
+                    recv_split,
                 )
             )
         return rows
@@ -1760,6 +1784,7 @@ class KinetoParser:
                     n_kernels,
                     group_source,
                     None,  # split_bytes
+                    None,  # recv_split_bytes
                 )
             )
         return rows
@@ -1848,6 +1873,7 @@ class KinetoParser:
                     len(kernels),
                     group_source,
                     None,  # split_bytes
+                    None,  # recv_split_bytes
                 )
             )
         return rows

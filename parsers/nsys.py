@@ -19,6 +19,12 @@ Inputs, recognised by content (magic bytes and table/column names), never by ext
   null); the CommInit/CommSplit payloads (read before any row, whatever their place in the
   export) → ``communicators`` (``comm_hash`` = ``comm_id``; a split's parent hash, color and
   key).
+  **Grouped all-to-all (parser 1.3.0)**: the ``ncclSend``/``ncclRecv`` ranges NCCL writes
+  between one ``ncclGroupStart`` and the ``ncclGroupEnd`` closing it on one thread, one Send to
+  and one Recv from every member of one communicator (PyTorch's all_to_all), are ONE
+  ``comm_ops`` row: op ``all_to_all``, ``op_source`` ``nvtx_group``, ``source_line`` the
+  ``ncclGroupEnd`` range, ``msg_bytes`` the Send bytes, ``split_bytes``/``recv_split_bytes`` per
+  member (:mod:`commscope.parsers._nsys_groups`); other grouped p2p stays one row per range.
   **Records** = rows of the KERNEL, MEMCPY, MEMSET and NVTX_EVENTS tables.
 * **SQLite timing (issue 16)**, by :mod:`commscope.parsers._nsys_launch`: a call's ``ts_ns``/``dur_ns``
   are those of the GPU kernel(s) it launched (NCCL range → ``CUPTI_ACTIVITY_KIND_RUNTIME``
@@ -125,7 +131,7 @@ class NsysParser:
     """Nsight Systems SQLite exports, ``nsys stats`` CSV reports and ``nsys recipe`` Parquet."""
 
     name: ClassVar[str] = "nsys"
-    version: ClassVar[str] = "1.2.0"
+    version: ClassVar[str] = "1.3.0"
 
     def sniff(self, head: bytes, path: Path) -> int:
         """Confidence that ``head``/``path`` is an nsys output (0 = not mine).

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import polars as pl
 import pyarrow as pa
 
-SCHEMA_VERSION = "1.8.0"
+SCHEMA_VERSION = "1.9.0"
 
 
 @dataclass(frozen=True)
@@ -242,6 +242,27 @@ COMM_OPS = Table(
             "even all_to_all (msg_bytes / n to each member), for sources that log no split, "
             "and in stores written before 1.8.0.",
             aliases="kineto: In split size",
+        ),
+        Column(
+            "recv_split_bytes",
+            STR,
+            "all_to_all with per-member sizes (schema 1.9.0): the bytes the caller receives from "
+            "each member of its group, in group-rank order, comma-separated (the receive side of "
+            "split_bytes). Kineto: record_param_comms 'Out split size' (rows along dim 0 of the "
+            "receive tensor) x the row's bytes (Out msg nelems / sum of the splits x element "
+            "size); nsys: the Recv sizes of a folded group (op_source). Null where split_bytes "
+            "is, and in stores written before 1.9.0.",
+            aliases="kineto: Out split size",
+        ),
+        Column(
+            "op_source",
+            STR,
+            "How op is known (schema 1.9.0): null, the record names it (every source); "
+            "nvtx_group (nsys: an all_to_all folded from the ncclSend/ncclRecv ranges NCCL "
+            "writes between one ncclGroupStart and the ncclGroupEnd closing it on one thread "
+            "(globalTid), one Send to and one Recv from every member of one communicator: the "
+            "row is the group, source_line its ncclGroupEnd, msg_bytes the Send bytes, "
+            "split_bytes/recv_split_bytes per member). Null in stores written before 1.9.0.",
         ),
     ),
 )

@@ -6,6 +6,13 @@ lines: line 1 a one-sentence description, line 2 the grain. A ``-- comment`` lin
 above each name in the view's column list documents that column; both are applied as DuckDB
 ``COMMENT ON`` so ad-hoc users can read them from ``duckdb_views()``/``duckdb_columns()``.
 
+A mart that publishes an intermediate unchanged (all its columns, or some of them in a chosen
+order) is written without a column list: ``CREATE OR REPLACE VIEW m AS SELECT * FROM int_x``
+(or ``SELECT a, b FROM int_x``). Its columns and their documentation are the intermediate's,
+stated once there (``SqlModule.publishes`` names it); the mart keeps its own description and
+grain. Why: a mart that re-listed an intermediate's columns with its own comments was a second
+definition of the same relation that drifted from the first.
+
 Direction (checked by tests): staging reads canonical tables only; intermediate reads staging,
 intermediate and macros; marts read intermediate, staging and macros (and the ``predicted_*``
 tables the analytical model writes). Nothing in ``sql/`` reads marts.
@@ -15,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -51,6 +58,10 @@ _CREATE = re.compile(
 )
 _REF = re.compile(r"\b(?:FROM|JOIN)\s+(?P<name>[A-Za-z_]\w*)\b(?!\s*\()", re.IGNORECASE)
 _MACRO_CALL = re.compile(r"\b(?P<name>[A-Za-z_]\w*)\s*\(", re.IGNORECASE)
+_PASS_THROUGH = re.compile(
+    r"\s*AS\s+SELECT\s+(?P<cols>\*|\w+(?:\s*,\s*\w+)*)\s+FROM\s+(?P<src>[A-Za-z_]\w*)\s*;?\s*",
+    re.IGNORECASE,
+)
 
 
 class SqlModuleError(ValueError):
@@ -69,6 +80,11 @@ class SqlModule:
     grain: str
     column_docs: dict[str, str] = field(hash=False, compare=False)
     references: frozenset[str] = frozenset()
+    publishes: str | None = None
+    """The intermediate a pass-through mart publishes (its columns and their documentation come
+    from there); None for every other module."""
+    published_columns: tuple[str, ...] | None = None
+    """The columns a pass-through mart selects, in order; None for ``SELECT *``."""
 
     @property
     def text(self) -> str:
@@ -134,6 +150,15 @@ def parse_module(path: Path, layer: str) -> SqlModule:
                     docs[col] = " ".join(pending)
                 pending = []
     code = strip_comments(text)
+    publishes: str | None = None
+    published_columns: tuple[str, ...] | None = None
+    if m.group("kind").upper() == "VIEW" and not docs:
+        plain = _PASS_THROUGH.fullmatch(strip_comments(text[m.end() :]))
+        if plain is not None:
+            publishes = plain.group("src")
+            cols = plain.group("cols")
+            if cols != "*":
+                published_columns = tuple(c.strip() for c in cols.split(","))
     ctes = _ctes(code)
     refs = {r.group("name").lower() for r in _REF.finditer(code)} - ctes - {name.lower()}
     refs |= {
@@ -150,7 +175,39 @@ def parse_module(path: Path, layer: str) -> SqlModule:
         grain=header[1],
         column_docs=docs,
         references=frozenset(refs),
+        publishes=publishes,
+        published_columns=published_columns,
     )
+
+
+def _with_published_docs(modules: list[SqlModule]) -> list[SqlModule]:
+    """Give each pass-through mart its intermediate's columns and their documentation.
+
+    Raises:
+        SqlModuleError: a pass-through outside the marts layer, of a relation that is not an
+            intermediate, or selecting a column the intermediate does not document.
+    """
+    by_name = {m.name.lower(): m for m in modules}
+    out: list[SqlModule] = []
+    for m in modules:
+        if m.publishes is None:
+            out.append(m)
+            continue
+        src = by_name.get(m.publishes.lower())
+        if m.layer != "marts" or src is None or src.layer != "intermediate":
+            raise SqlModuleError(
+                f"{m.path}: a view without a column list must be a mart publishing an "
+                f"intermediate ('AS SELECT * FROM int_x'); {m.publishes!r} is not one"
+            )
+        if m.published_columns is None:
+            docs = dict(src.column_docs)
+        else:
+            absent = [c for c in m.published_columns if c not in src.column_docs]
+            if absent:
+                raise SqlModuleError(f"{m.path}: {src.name} documents no column {absent}")
+            docs = {c: src.column_docs[c] for c in m.published_columns}
+        out.append(replace(m, column_docs=docs))
+    return out
 
 
 @cache
@@ -160,6 +217,7 @@ def discover(sql_dir: Path = SQL_DIR) -> tuple[SqlModule, ...]:
     for layer in LAYERS:
         for path in sorted((sql_dir / layer).glob("*.sql")):
             modules.append(parse_module(path, layer))
+    modules = _with_published_docs(modules)
     names = [m.name for m in modules]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -367,6 +425,8 @@ def describe_modules(name: str | None = None) -> str:
     m = mods[name]
     lines = [f"{m.name}  ({m.layer} view, sql/{m.layer}/{m.name}.sql; grain: {m.grain})"]
     lines.append(f"  {m.description}")
+    if m.publishes is not None:
+        lines.append(f"  Published from {m.publishes} (its columns, documented there).")
     lines += [f"  {col:<28} {doc}" for col, doc in m.column_docs.items()]
     return "\n".join(lines) + "\n"
 

@@ -8,6 +8,7 @@ See :mod:`commscope.parsers.nccl_debug` (Communicator incarnations and global ra
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from commscope.parsers.nccl_debug.lines import (
     _NCCL_LINE_HINT,
     _NCCL_LINE_KEYS,
     _VERSION_RE,
-    _fit_ints,
+    _fit_columns,
     _fix_host,
     _int,
     _launcher_tag,
@@ -241,6 +242,7 @@ class _Registry:
         info = prefixed.filter(pl.col("level") == "INFO")
         cols = [info.get_column(c).to_list() for c in _SCAN_COLUMNS]
         init_match, end_match = _INIT_RE.match, _END_RE.match
+        events, event_lines = self.events, self.event_lines
         for line_no, msg, host, pid, tid, pre, spliced in zip(*cols, strict=True):
             if msg.startswith("NCCL version"):
                 vm = _VERSION_RE.match(msg)
@@ -264,13 +266,16 @@ class _Registry:
             if not _init_fits(groups):  # (numbers out of range: pass 2 rejects the line)
                 self._note_line(self.unfit_lines, line_no)
                 continue
-            if len(self.events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
+            if len(events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
                 if self.full_from is None:
                     self.full_from = line_no
                 continue
             fields = {k: v for k, v in groups.items() if v is not None}
-            self.events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
-            self._note_line(self.event_lines, line_no)
+            events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
+            if len(event_lines) < MAX_LIFECYCLE_EVENTS:  # self._note_line, inlined
+                event_lines.add(line_no)
+            elif self.unsure_from is None:
+                self.unsure_from = line_no
         for row in bare.iter_rows(named=True):
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:
@@ -317,41 +322,63 @@ class _Registry:
 
     def finalize(self) -> None:
         """Build incarnations, world size, global ranks, memberships and versions."""
+        # Events in (host, pid, comm, line) order: bucketed by (host, pid, comm), the keys
+        # sorted once and each bucket by line (already so when read in line order), instead
+        # of sorting every event on the four-part key.
+        buckets: dict[tuple[str, int, str], list[_Event]] = {}
+        known = self.known_hosts
         for ev in self.events:
             if ev.spliced:
-                ev.host = _fix_host(ev.host, self.known_hosts)
-        self.events.sort(key=lambda e: (e.host, e.pid, e.fields["comm"].lower(), e.line_no))
-        open_inc: dict[tuple[str, int, str], _Inc] = {}
-        last_close: dict[tuple[str, int, str], int] = {}
-        for ev in self.events:
-            comm = ev.fields["comm"].lower()
-            key = (ev.host, ev.pid, comm)
-            cur = open_inc.get(key)
-            if ev.kind == "END":
-                if cur is None:
-                    cur = self._new_inc(ev, comm, last_close.get(key, 0) + 1)
-                cur.end_line = ev.line_no
-                open_inc.pop(key, None)
-                last_close[key] = ev.line_no
-                continue
-            same = cur is not None and cur.rank == int(ev.fields["rank"])
-            if ev.kind == "COMPLETE" and cur is not None and same and cur.complete_line is None:
-                cur.complete_line = ev.line_no
-                cur.init_tids.add(ev.tid)
-                cur.comm_hash = cur.comm_hash or _lower(ev.fields.get("commid"))
-                if cur.split_color is None:
-                    cur.split_color = _int(ev.fields.get("color"))
-                    cur.split_key = _int(ev.fields.get("key"))
-                cur.parent = cur.parent or _lower(ev.fields.get("parent"))
-                continue
-            inc = self._new_inc(ev, comm, ev.line_no)
-            inc.first_init_line = ev.line_no
-            inc.init_tids.add(ev.tid)
-            if ev.kind == "START":
-                inc.has_start = True
+                ev.host = _fix_host(ev.host, known)
+            key = (ev.host, ev.pid, ev.fields["comm"].lower())
+            got = buckets.get(key)
+            if got is None:
+                buckets[key] = [ev]
             else:
-                inc.complete_line = ev.line_no
-            open_inc[key] = inc
+                got.append(ev)
+        ordered: list[_Event] = []
+        new_inc = self._new_inc
+        for key in sorted(buckets):
+            evs = buckets[key]
+            if any(a.line_no > b.line_no for a, b in itertools.pairwise(evs)):
+                evs.sort(key=lambda e: e.line_no)  # stable, as the full sort was
+            ordered.extend(evs)
+            # one (host, pid, comm): its open incarnation and last close are plain locals
+            comm = key[2]
+            cur: _Inc | None = None
+            last_close = 0
+            for ev in evs:
+                if ev.kind == "END":
+                    if cur is None:
+                        cur = new_inc(ev, comm, last_close + 1)
+                    cur.end_line = ev.line_no
+                    cur = None
+                    last_close = ev.line_no
+                    continue
+                f = ev.fields
+                if (
+                    ev.kind == "COMPLETE"
+                    and cur is not None
+                    and cur.rank == int(f["rank"])
+                    and cur.complete_line is None
+                ):
+                    cur.complete_line = ev.line_no
+                    cur.init_tids.add(ev.tid)
+                    cur.comm_hash = cur.comm_hash or _lower(f.get("commid"))
+                    if cur.split_color is None:
+                        cur.split_color = _int(f.get("color"))
+                        cur.split_key = _int(f.get("key"))
+                    cur.parent = cur.parent or _lower(f.get("parent"))
+                    continue
+                inc = new_inc(ev, comm, ev.line_no)
+                inc.first_init_line = ev.line_no
+                inc.init_tids.add(ev.tid)
+                if ev.kind == "START":
+                    inc.has_start = True
+                else:
+                    inc.complete_line = ev.line_no
+                cur = inc
+        self.events = ordered
         self.incs.sort(key=lambda i: (i.host, i.pid, i.window_start, i.comm))
         for inc in self.incs:
             self.by_proc.setdefault((inc.host, inc.pid), []).append(inc)
@@ -365,20 +392,23 @@ class _Registry:
 
     def _new_inc(self, ev: _Event, comm: str, window_start: int) -> _Inc:
         f = ev.fields
-        inc = _Inc(
-            host=ev.host,
-            pid=ev.pid,
-            comm=comm,
-            rank=int(f["rank"]),
-            nranks=int(f["nranks"]),
-            cuda_dev=_int(f.get("cudadev")),
-            nvml_dev=_int(f.get("nvmldev")),
-            bus_id=_lower(f.get("busid")),
-            comm_hash=_lower(f.get("commid")),
-            parent=_lower(f.get("parent")),
-            window_start=window_start,
-            split_color=_int(f.get("color")),
-            split_key=_int(f.get("key")),
+        get = f.get
+        cuda_dev, nvml_dev, bus_id = get("cudadev"), get("nvmldev"), get("busid")
+        comm_hash, parent, color, key = get("commid"), get("parent"), get("color"), get("key")
+        inc = _Inc(  # positional, in field order: the same values as _int/_lower give
+            ev.host,
+            ev.pid,
+            comm,
+            int(f["rank"]),
+            int(f["nranks"]),
+            None if cuda_dev is None else _int(cuda_dev),
+            None if nvml_dev is None else _int(nvml_dev),
+            None if bus_id is None else bus_id.lower(),
+            None if comm_hash is None else comm_hash.lower(),
+            None if parent is None else parent.lower(),
+            window_start,
+            None if color is None else _int(color),
+            None if key is None else _int(key),
         )
         self.incs.append(inc)
         return inc
@@ -517,21 +547,19 @@ class _Registry:
             "comm_hash": pl.Utf8,
             "identity_world": pl.Boolean,
         }
-        rows = [
-            {
-                "host": i.host,
-                "pid": i.pid,
-                "comm_key": i.comm,
-                "window_start": i.window_start,
-                "window_end": i.end_line,
-                "group_rank": i.rank,
-                "inc_global": i.global_rank,
-                "comm_hash": i.ident,
-                "identity_world": i.identity_world,
-            }
-            for i in self.incs
-        ]
-        return pl.DataFrame(_fit_ints(rows, schema), schema=schema).sort("window_start")
+        incs = self.incs
+        cols: dict[str, list[Any]] = {
+            "host": [i.host for i in incs],
+            "pid": [i.pid for i in incs],
+            "comm_key": [i.comm for i in incs],
+            "window_start": [i.window_start for i in incs],
+            "window_end": [i.end_line for i in incs],
+            "group_rank": [i.rank for i in incs],
+            "inc_global": [i.global_rank for i in incs],
+            "comm_hash": [i.ident for i in incs],
+            "identity_world": [i.identity_world for i in incs],
+        }
+        return pl.DataFrame(_fit_columns(cols, schema), schema=schema).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:
         """Process-level global ranks (single-GPU processes)."""
@@ -656,31 +684,40 @@ class _MaxTree:
 
 class _IncGroup:
     """The incarnations of one (host, pid[, tid][, rank][, device]) sorted three ways, with
-    the trees and sorted ends that answer :meth:`_Registry.attribute`'s queries in O(log n)."""
+    the trees and sorted ends that answer :meth:`_Registry.attribute`'s queries in O(log n).
+
+    Each order and its tree is built on its first query (most groups answer one kind: a line
+    on its init thread needs the START order of its thread's group and the ends of the
+    process's; 10,000 incarnations made 4,000 groups, each building all three)."""
 
     def __init__(self, incs: list[_Inc]) -> None:
-        by_src = sorted(incs, key=lambda i: i.source_line)
-        self.src_keys = [i.source_line for i in by_src]
-        self.by_src = by_src
-        self.src_tree = _MaxTree([_end_key(i) for i in by_src])
-        started = sorted(
-            (i for i in incs if i.has_start and i.first_init_line is not None),
-            key=lambda i: i.first_init_line or 0,
-        )
-        self.start_keys = [i.first_init_line or 0 for i in started]
-        self.started = started
-        self.start_tree = _MaxTree([_end_key(i) for i in started])
-        pending = sorted(
-            (i for i in incs if i.complete_line is not None), key=lambda i: i.complete_line or 0
-        )
-        self.complete_keys = [i.complete_line or 0 for i in pending]
-        self.pending = pending
+        self.incs = incs
         self.ends = sorted(_end_key(i) for i in incs)
         self.last_to_end = max(incs, key=_end_key) if incs else None
+        self._src: tuple[list[int], list[_Inc], _MaxTree] | None = None
+        self._start: tuple[list[int], list[_Inc], _MaxTree] | None = None
+        self._pending: tuple[list[int], list[_Inc]] | None = None
 
     @property
     def steps(self) -> int:
-        return self.src_tree.steps + self.start_tree.steps
+        return sum(t[2].steps for t in (self._src, self._start) if t is not None)
+
+    def _by_src(self) -> tuple[list[int], list[_Inc], _MaxTree]:
+        if self._src is None:
+            by_src = sorted(self.incs, key=lambda i: i.source_line)
+            keys = [i.source_line for i in by_src]
+            self._src = (keys, by_src, _MaxTree([_end_key(i) for i in by_src]))
+        return self._src
+
+    def _started(self) -> tuple[list[int], list[_Inc], _MaxTree]:
+        if self._start is None:
+            started = sorted(
+                (i for i in self.incs if i.has_start and i.first_init_line is not None),
+                key=lambda i: i.first_init_line or 0,
+            )
+            keys = [i.first_init_line or 0 for i in started]
+            self._start = (keys, started, _MaxTree([_end_key(i) for i in started]))
+        return self._start
 
     def n_live(self, line_no: int) -> int:
         """How many are live at ``line_no`` (not destroyed before it)."""
@@ -688,25 +725,33 @@ class _IncGroup:
 
     def latest_started(self, line_no: int) -> _Inc | None:
         """Latest Init START at or before ``line_no`` among those live at it."""
-        hi = bisect.bisect_right(self.start_keys, line_no)
-        at = self.start_tree.rightmost_at_least(hi, line_no)
-        return self.started[at] if at >= 0 else None
+        keys, started, tree = self._started()
+        at = tree.rightmost_at_least(bisect.bisect_right(keys, line_no), line_no)
+        return started[at] if at >= 0 else None
 
     def earliest_pending(self, line_no: int) -> _Inc | None:
         """Earliest Init COMPLETE at or after ``line_no`` (live there: destroyed after it)."""
-        at = bisect.bisect_left(self.complete_keys, line_no)
-        return self.pending[at] if at < len(self.pending) else None
+        if self._pending is None:
+            pending = sorted(
+                (i for i in self.incs if i.complete_line is not None),
+                key=lambda i: i.complete_line or 0,
+            )
+            self._pending = ([i.complete_line or 0 for i in pending], pending)
+        keys, pending = self._pending
+        at = bisect.bisect_left(keys, line_no)
+        return pending[at] if at < len(pending) else None
 
     def latest_before(self, line_no: int) -> _Inc | None:
         """Latest ``source_line`` at or before ``line_no`` among those live at it."""
-        hi = bisect.bisect_right(self.src_keys, line_no)
-        at = self.src_tree.rightmost_at_least(hi, line_no)
-        return self.by_src[at] if at >= 0 else None
+        keys, by_src, tree = self._by_src()
+        at = tree.rightmost_at_least(bisect.bisect_right(keys, line_no), line_no)
+        return by_src[at] if at >= 0 else None
 
     def earliest_after(self, line_no: int) -> _Inc | None:
         """Earliest ``source_line`` after ``line_no`` (live there: it starts later)."""
-        at = bisect.bisect_right(self.src_keys, line_no)
-        return self.by_src[at] if at < len(self.by_src) else None
+        keys, by_src, _ = self._by_src()
+        at = bisect.bisect_right(keys, line_no)
+        return by_src[at] if at < len(by_src) else None
 
 
 class _IncIndex:

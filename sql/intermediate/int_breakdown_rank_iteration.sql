@@ -7,59 +7,59 @@ CREATE OR REPLACE VIEW int_breakdown_rank_iteration(
   rank,
   -- Iteration.
   iteration,
-  -- Pipeline stage of the rank under the run's config (int_rank_nodes; null when unknown).
+  -- Pipeline stage of the rank under the run's config (int_rank_nodes; null when unknown: no parallel config).
   stage,
-  -- Span start, ns (int_iteration_spans).
+  -- Iteration span start, ns (GPU rank: first start of the step's own work; int_iteration_spans).
   start_ns,
-  -- Span end, ns.
+  -- Iteration span end, ns (GPU rank: the next step's first start; the last step: its last end).
   end_ns,
-  -- T_iter: span length, ns.
+  -- T_iter: iteration duration (span length), ns.
   t_iter_ns,
-  -- T_comp: union of the iteration's compute kernels ('remainder': t_iter - comm inside the span), ns.
+  -- T_comp: union of the iteration's compute kernels; without kernels the span minus the communication inside it ('remainder', see comp_source), ns.
   t_comp_ns,
-  -- T_TP: TP collective calls, call to end (sync wait included), ns.
+  -- T_TP: tensor-parallel collective calls, call to end (sync wait for the group included), ns.
   t_tp_ns,
-  -- T_PP: active-transfer part of pipeline send/recv, ns.
+  -- T_PP: active-transfer part of pipeline send/recv only (the waiting part is t_bubble_ns), ns.
   t_pp_ns,
   -- T_DP: data-parallel collective calls, call to end, ns.
   t_dp_ns,
-  -- T_EP: MoE all-to-all calls, call to end, ns.
+  -- T_EP: MoE expert-parallel all-to-all calls, call to end, ns.
   t_ep_ns,
   -- T_EmbTableSyn: transfer part of the tied-embedding all-reduce between first and last stage (its wait is bubble), ns.
   t_emb_ns,
   -- Other communication calls (broadcast, barrier, unclassified), ns.
   t_other_comm_ns,
-  -- T_bubble: waiting part of cross-stage calls (pipeline send/recv, EmbTableSyn, any group spanning stages), ns.
+  -- T_bubble: waiting part of cross-stage calls: pipeline send/recv (previous/next stage not ready), EmbTableSyn (the other end stage not ready), any group spanning stages, ns.
   t_bubble_ns,
-  -- Span time with neither the iteration's compute nor its communication, ns (0 for 'remainder').
+  -- Span time with neither the iteration's compute nor its communication (GPU idle), ns (0 for 'remainder').
   t_idle_ns,
-  -- Union of the iteration's communication intervals (PP waiting included), ns.
+  -- Union of the iteration's communication intervals (PP waiting included; the same number as on_off.on_ns), ns.
   comm_ns,
   -- Communication time not overlapped by compute (comm_ns - hidden_comm_ns), ns.
   exposed_comm_ns,
-  -- Communication time overlapped by compute kernels, ns.
+  -- Communication time overlapped (hidden) by compute kernels, ns.
   hidden_comm_ns,
-  -- Double-counted time in the sum of terms (comm under compute, concurrent calls), ns; >= 0.
+  -- Time counted twice in the sum of terms (communication under compute, concurrent calls), ns; >= 0.
   overlap_ns,
   -- T_comm = t_tp + t_pp + t_dp + t_ep + t_emb + t_other_comm, ns.
   t_comm_ns,
-  -- R_comm = t_comm / t_iter.
+  -- R_comm = T_comm / T_iter (the paper's communication share).
   r_comm,
-  -- R_bubble = t_bubble / t_iter.
+  -- R_bubble = T_bubble / T_iter.
   r_bubble,
   -- Parser whose calls gave the communication times (kineto, nsys, deepspeed_comms, ...); null when the window has no call.
   source,
-  -- kernels (compute kernels) | remainder (no kernels for the rank).
+  -- Where t_comp_ns comes from: kernels (compute kernels) | remainder (no kernels for the rank).
   comp_source,
-  -- How the window's PP calls were split: paired | fastest_call | mixed; null without PP calls.
+  -- How the iteration's PP calls were split into wait and transfer: paired (matching send/recv of both ranks) | fastest_call | mixed; null without PP calls.
   pp_split,
   -- Timed communication calls (rows of int_comm_ops_timed) of the iteration.
   calls,
-  -- Part of the union of the iteration's communication and compute outside its span (after the next step's first start), ns; >= 0.
+  -- The part of the union of the iteration's own communication and compute that runs outside its span (after the next step's first start), ns; >= 0.
   spill_ns,
-  -- T_sync_wait: waiting part of same-stage collectives (wait_kind sync; included in t_tp/t_dp/t_ep/t_other_comm), ns.
+  -- T_sync_wait: waiting part of same-stage collectives (waiting for a slower peer of the stage; wait_kind sync), ns; informational, included in t_tp_ns/t_dp_ns/t_ep_ns/t_other_comm_ns.
   t_sync_wait_ns,
-  -- How the calls' wait/transfer split was found: peers | estimated | mixed (int_breakdown_calls.xfer_source); null without calls.
+  -- How the calls were split into wait and transfer: peers | estimated | mixed (int_breakdown_calls.xfer_source); null without calls.
   xfer_source
 ) AS
 WITH

@@ -1,5 +1,5 @@
 -- Which logical call each source record is (issue 19): the same call logged by several tools of one rank (NCCL debug log, Kineto trace, Flight Recorder dump, NCCL Inspector, ...) paired across the sources, so `int_calls` can hold it once with the best field of each source.
--- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1, or a Kineto collective's `Seq` - 1 (the record_param_comms / NCCL kernel arg: ProcessGroupNCCL records seqCollective_ + 1 for a collective, the number the dump calls collective_seq_id; its p2p Seq counts the p2p calls apart and is not used) = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's or trace's Seq - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator; a Flight Recorder p2p entry's p2p_seq_id - 1 = the 0-based position of the send/recv among the point-to-point calls of its group, sends and recvs together, in an NCCL debug log's line order (the lines of an all-to-all group left out) or another dump's p2p_seq_id - 1: PyTorch's p2p counter of the process group, equal to the log's order when the group's p2p runs on the group's own communicator (PyTorch with eager init: sample_traces/gpu_nccl_pp2ep2_1gpu), while on a per-pair communicator the groups differ and nothing pairs by seq; a misnumbered list fails the op/size check below and falls to the next method); 'peer_order' (an NCCL Inspector p2p record, e.g. one per-peer record of an all-to-all, against an NCCL debug log's Send/Recv lines: the k-th record of the same op, peer (a communicator rank in both) and size is the k-th such line; the plugin leaves out records under its size threshold (NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES, 8192 by default), which shifts any position counted over all the lines but never this one, the dropped sizes being absent from both sides of the key); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size (a dump numbering a group's collectives differently from the log falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call). An NCCL log's all-to-all written as grouped Send/Recv lines under one opCount (int_p2p_groups: a Send to and a Recv from every member) is ONE record here, its first line with op all_to_all and the group's Send bytes (the other lines are not rows), so it counts as one collective of its group and pairs with the one all_to_all a Kineto trace or Flight Recorder dump records (collective_seq_id counts it as one collective).
+-- One row per record of a rank's non-counted sources (comm_ops rows of int_comm_ops_classified with counted false: a rank logged by more than one format), and per counted call of the ranks such records belong to; a rank logged by one format has nothing to pair (int_calls takes its calls as they are), so this table is empty on single-source runs. The anchor of a rank is its counted source (int_rank_primary_source: the fullest log of the rank); every anchor row is a logical call (role anchor). A row of any other format (secondary) is paired with one anchor row of the same process, group and op, by the first method of: 'seq' (the source's own sequence number against the anchor's complete call list: a Flight Recorder collective_seq_id - 1, or a Kineto collective's `Seq` - 1 (the record_param_comms / NCCL kernel arg: ProcessGroupNCCL records seqCollective_ + 1 for a collective, the number the dump calls collective_seq_id; its p2p Seq counts the p2p calls apart and is not used) = the 0-based position of the collective on its group in an NCCL debug log (line order) or another dump's or trace's Seq - 1; an NCCL Inspector coll_sn = the 0-based position of the call among the same op's calls on its communicator; a Flight Recorder p2p entry's p2p_seq_id - 1 = the 0-based position of the send/recv among the point-to-point calls of its group, sends and recvs together, in an NCCL debug log's line order (the lines of an all-to-all group left out) or another dump's p2p_seq_id - 1: PyTorch's p2p counter of the process group, equal to the log's order when the group's p2p runs on the group's own communicator (PyTorch with eager init: sample_traces/gpu_nccl_pp2ep2_1gpu), while on a per-pair communicator the groups differ and nothing pairs by seq; a misnumbered list fails the op/size check below and falls to the next method); 'peer_order' (an NCCL Inspector p2p record, e.g. one per-peer record of an all-to-all, against an NCCL debug log's Send/Recv lines: the k-th record of the same op, peer (a communicator rank in both) and size is the k-th such line; the plugin leaves out records under its size threshold (NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES, 8192 by default), which shifts any position counted over all the lines but never this one, the dropped sizes being absent from both sides of the key); 'rooted' (a Kineto gather or scatter record, whose Rank arg names the root's group rank, against the NCCL debug log's point-to-point lines PyTorch issues for it (torch/csrc/cuda/nccl.cpp gather/scatter: one group of ncclSend/ncclRecv of the per-rank buffer): at a non-root rank the k-th gather of its size pairs with the k-th Send line of that size to the root (a scatter: Recv from the root), at the root with the k-th Recv line of that size from the group's first other member (a scatter: Send to it; that member is 0, or 1 when the root is 0; the root's other lines of the call stay calls of their own); the caller's group rank is its place in the sorted global_group; a Flight Recorder gather names no root and is not paired so); 'iteration' (the k-th call of (group, op) inside the same iteration: int_comm_op_iteration, a detected iteration only when a period was found); 'order' (the k-th call of (group, op) over the whole run); per (rank, secondary file, group, op) the first method whose every pair agrees on op and size, 'iteration' only when no iteration holds more of the file's records than of the anchor's calls (else the two numberings are not the same steps, e.g. a one-iteration NCCL log whose period detector took one grouped all-to-all for the period) (a dump numbering a group's collectives differently from the log falls back to the positions), else the first that pairs at all. Process identity: a secondary row is of the anchor's rank when its (host, pid) is the anchor's process (host by its first DNS label), else its own rank; a row of another process (both pids known and different) never pairs. Group: global_group (the same sorted member ranks whatever the source names: NCCL comm hash, PyTorch pg name), else 'n<group_size>'. Nothing is paired silently on a mismatch: a row whose method gives several anchors, none, an anchor of another op or one of another size is role unpaired with the reason (DeepSpeed's reduce_scatter, logged as its whole input, is not size-checked; int_calls.size_conflict stays for sources whose sizes differ where the op/size checks allow it, e.g. a null size). Rows without a rank are not here (int_calls keeps each counted one as its own call). An NCCL log's all-to-all written as grouped Send/Recv lines under one opCount (int_p2p_groups: a Send to and a Recv from every member) is ONE record here, its first line with op all_to_all and the group's Send bytes (the other lines are not rows), so it counts as one collective of its group and pairs with the one all_to_all a Kineto trace or Flight Recorder dump records (collective_seq_id counts it as one collective).
 CREATE OR REPLACE VIEW int_call_sources(
   -- Training run identifier.
   run_id,
@@ -21,7 +21,7 @@ CREATE OR REPLACE VIEW int_call_sources(
   anchor_key,
   -- source_line of that anchor row (join on anchor_key, rank and anchor_line).
   anchor_line,
-  -- anchor | seq | peer_order | iteration | order (see the header); null when unpaired.
+  -- anchor | seq | peer_order | rooted | iteration | order (see the header); null when unpaired.
   match_method,
   -- Why a secondary row is unpaired: no_anchor (the rank has no counted source), no_match (no anchor call at its position), ambiguous (several anchor calls), op_mismatch (seq: the anchor call with its number is another op), size_mismatch (the anchor call at its number or position has another size); null otherwise.
   unpaired_reason,
@@ -223,7 +223,36 @@ WITH
       END AS op_pos
     FROM anchors
   ),
-  secondary AS (SELECT * FROM rows WHERE NOT counted),
+  -- Algorithm: a gather or scatter record (Kineto record_param_comms, whose Rank arg is the
+  -- root's group rank) is, in an NCCL log, point-to-point lines: PyTorch's gather issues, at a
+  -- non-root rank, one Send to the root, at the root one Recv from every other member; its
+  -- scatter one Recv from the root, at the root one Send to every other member (each the
+  -- per-rank buffer, the record's msg_bytes). It pairs with the line of that op and size
+  -- with the root (non-root) or the group's first other member (root): pair_op/pair_peer
+  secondary AS (
+    SELECT
+      *,
+      CASE
+        WHEN op IN ('gather', 'scatter') AND source_format = 'kineto' AND peer_rank IS NOT NULL
+          AND my_grank IS NOT NULL
+          THEN CASE WHEN (op = 'gather') = (peer_rank = my_grank) THEN 'recv' ELSE 'send' END
+      END AS pair_op,
+      CASE
+        WHEN peer_rank = my_grank THEN CASE WHEN peer_rank = 0 THEN 1 ELSE 0 END
+        ELSE peer_rank
+      END AS pair_peer
+    FROM (
+      SELECT
+        *,
+        -- the caller's rank in the group: its place among the sorted member ranks
+        CASE
+          WHEN group_key = 'world' THEN rank
+          WHEN group_key NOT LIKE 'n%' THEN list_position(string_split(group_key, ','), rank::VARCHAR) - 1
+        END AS my_grank
+      FROM rows
+      WHERE NOT counted
+    )
+  ),
   secondary_keys AS (
     SELECT
       *,
@@ -248,7 +277,14 @@ WITH
       END AS peer_pos,
       -- a dump's p2p_seq_id counts the process group's send and recv calls together, 1-based
       CASE WHEN p2p AND source_format = 'flight_recorder' THEN seq - 1 END AS p2p_pos,
-      CASE WHEN NOT p2p AND source_format = 'nccl_inspector' THEN seq END AS op_pos
+      CASE WHEN NOT p2p AND source_format = 'nccl_inspector' THEN seq END AS op_pos,
+      -- a gather's position among the file's records of the same line op, peer and size
+      CASE
+        WHEN pair_op IS NOT NULL AND msg_bytes IS NOT NULL THEN row_number() OVER (
+          PARTITION BY run_id, rank, source_file, group_key, pair_op, pair_peer, msg_bytes
+          ORDER BY launch_ts_ns NULLS LAST, ts_ns NULLS LAST, seq NULLS LAST, source_line
+        ) - 1
+      END AS rooted_pos
     FROM secondary
   ),
   candidate_keys AS (
@@ -288,6 +324,15 @@ WITH
       AND a.peer_rank = s.peer_rank AND a.msg_bytes = s.msg_bytes AND a.peer_pos = s.peer_pos
     UNION ALL
     SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
+      'rooted' AS method, a.to_key, a.to_line, TRUE,
+      a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
+    FROM secondary_keys AS s
+    JOIN anchor_keys AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key
+      AND a.op = s.pair_op AND a.peer_rank = s.pair_peer AND a.msg_bytes = s.msg_bytes
+      AND a.peer_pos = s.rooted_pos
+    UNION ALL
+    SELECT s.run_id, s.call_key, s.source_line, s.rank, s.source_file, s.group_key, s.op,
       'iteration' AS method, a.to_key, a.to_line, TRUE,
       a.msg_bytes, s.msg_bytes, a.op, a.source_format, s.source_format, a.pid, s.pid, a.member
     FROM secondary_keys AS s
@@ -315,21 +360,45 @@ WITH
   same_process AS (
     SELECT * FROM candidates WHERE NOT (a_pid IS NOT NULL AND s_pid IS NOT NULL AND a_pid <> s_pid)
   ),
+  iteration_overflow AS (
+    -- (rank, secondary file, group, op) whose records outnumber the anchor's calls of the
+    -- (group, op) in an iteration both sides have: the two iteration numberings are not the
+    -- same steps (e.g. a one-iteration log whose period detector took one grouped all-to-all
+    -- for the period), so 'iteration' cannot be the agreeing method there
+    SELECT DISTINCT s.run_id, s.rank, s.source_file, s.group_key, s.op
+    FROM secondary_keys AS s
+    JOIN (
+      SELECT run_id, rank, group_key, op, iteration, count(*) AS n
+      FROM anchor_keys
+      WHERE iteration IS NOT NULL
+      GROUP BY ALL
+    ) AS a
+      ON a.run_id = s.run_id AND a.rank = s.rank AND a.group_key = s.group_key AND a.op = s.op
+      AND a.iteration = s.iteration
+    WHERE s.k_iter >= a.n
+  ),
   methods AS (
-    -- per (rank, secondary file, group, op): the first method (seq, peer_order, iteration,
-    -- order) whose pairs
-    -- all agree on op and size (a counter that names another call anywhere on the group is
-    -- not the anchor's: PyTorch's collective_seq_id skips the p2p an NCCL log counts); when
-    -- none does, seq, else peer_order, else iteration, else order, its disagreeing pairs left
-    -- unpaired
-    SELECT run_id, rank, source_file, group_key, op, method
-    FROM same_process
-    GROUP BY run_id, rank, source_file, group_key, op, method
+    -- per (rank, secondary file, group, op): the first method (seq, peer_order, rooted,
+    -- iteration, order) whose pairs all agree on op and size (a counter that names another
+    -- call anywhere on the group is not the anchor's: PyTorch's collective_seq_id skips the
+    -- p2p an NCCL log counts), 'iteration' only where no iteration overflows
+    -- (iteration_overflow); when none does, seq, else peer_order, else rooted, else
+    -- iteration, else order, its disagreeing pairs left unpaired
+    SELECT p.run_id, p.rank, p.source_file, p.group_key, p.op, p.method
+    FROM same_process AS p
+    LEFT JOIN iteration_overflow AS o
+      ON p.method = 'iteration' AND o.run_id = p.run_id AND o.rank = p.rank
+      AND o.source_file = p.source_file AND o.group_key IS NOT DISTINCT FROM p.group_key
+      AND o.op = p.op
+    GROUP BY p.run_id, p.rank, p.source_file, p.group_key, p.op, p.method
     QUALIFY row_number() OVER (
-      PARTITION BY run_id, rank, source_file, group_key, op
+      PARTITION BY p.run_id, p.rank, p.source_file, p.group_key, p.op
       ORDER BY
-        bool_and(op_ok AND size_ok) DESC,
-        CASE method WHEN 'seq' THEN 0 WHEN 'peer_order' THEN 1 WHEN 'iteration' THEN 2 ELSE 3 END
+        (bool_and(p.op_ok AND p.size_ok) AND count(o.op) = 0) DESC,
+        CASE p.method
+          WHEN 'seq' THEN 0 WHEN 'peer_order' THEN 1 WHEN 'rooted' THEN 2 WHEN 'iteration' THEN 3
+          ELSE 4
+        END
     ) = 1
   ),
   chosen AS (

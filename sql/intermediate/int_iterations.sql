@@ -5,23 +5,23 @@ CREATE OR REPLACE VIEW int_iterations(
   run_id,
   -- Global rank (null when the source does not say).
   rank,
-  -- Iteration number (marker's step number, source's, or 0-based detected).
+  -- Iteration number (the marker's step number, the source's, or 0-based when detected).
   iteration,
   -- marker | source | detected.
   source,
-  -- Start, ns (null without timestamps).
+  -- Start, ns (null when the source has no timestamps, e.g. NCCL debug logs).
   start_ns,
   -- End, ns (null without timestamps).
   end_ns,
   -- end_ns - start_ns.
   duration_ns,
-  -- File the boundaries come from (marker file, or the call log).
+  -- File the boundaries come from (the marker file, or the call log).
   source_file,
-  -- First call's line in its file within the iteration.
+  -- First communication call's line in that file within the iteration.
   first_line,
-  -- Last call's line in its file within the iteration.
+  -- Last communication call's line in that file within the iteration.
   last_line,
-  -- Number of communication calls assigned to the iteration (from the boundary file; markers: all files).
+  -- Communication calls assigned to the iteration (from the boundary file; markers: all files).
   ops
 ) AS
 WITH assigned AS (

@@ -3,9 +3,9 @@
 CREATE OR REPLACE VIEW int_run_world(
   -- Training run identifier.
   run_id,
-  -- World size: pp*tp*dp when configured, else the largest group / communicator size, trace-stated world size or rank+1 seen (world_source).
+  -- Number of ranks of the run: pp*tp*dp when configured, else the largest group / communicator size, trace-stated world size or rank+1 seen (world_source).
   world_size,
-  -- True when run_config gives pp, tp and dp.
+  -- True when the run's config gives pp, tp and dp.
   has_config,
   -- Pipeline stages p (null without config).
   pp,
@@ -17,7 +17,7 @@ CREATE OR REPLACE VIEW int_run_world(
   ep,
   -- GPUs per node (null when not configured).
   gpus_per_node,
-  -- Mapping axes outermost first, normalised ('pipe,data,model' for DeepSpeed default).
+  -- Mapping axes outermost first, normalised ('pipe,data,model' for DeepSpeed's default).
   mapping_order,
   -- Rank stride of the pipeline axis: stage = (rank // stride_pipe) % pp.
   stride_pipe,
@@ -29,7 +29,7 @@ CREATE OR REPLACE VIEW int_run_world(
   c_intra_bps,
   -- Inter-node link capacity, bytes/s (config platform.c_inter), else null.
   c_inter_bps,
-  -- Where world_size came from: config (pp*tp*dp of run_config), seen (the largest size or rank the logs show; see the header), null when neither.
+  -- Where world_size came from: config (pp*tp*dp of the run's config) | seen (the largest size or rank the logs show; see int_run_world's header) | null (neither).
   world_source
 ) AS
 WITH

@@ -80,7 +80,11 @@ CREATE OR REPLACE VIEW stg_store__comm_ops(
   -- process) | null when rank is null.
   rank_source,
   -- all_to_all with per-member sizes: bytes sent to each member in group-rank order, comma-separated (comm_ops.split_bytes; Kineto In split size); null when even or not logged.
-  split_bytes
+  split_bytes,
+  -- The receive side of split_bytes: bytes received from each member in group-rank order (comm_ops.recv_split_bytes; Kineto Out split size, an nsys folded group's Recv sizes); null when even or not logged, and in stores before schema 1.9.0.
+  recv_split_bytes,
+  -- How op is known: null when the record names it; nvtx_group for an nsys all_to_all folded from the grouped ncclSend/ncclRecv ranges of one ncclGroupStart..ncclGroupEnd (comm_ops.op_source).
+  op_source
 ) AS
 WITH
   -- Global rank and communicator size of each process an NCCL log names (communicators),
@@ -159,5 +163,7 @@ SELECT
   kernel_count,
   call_state,
   rank_source,
-  split_bytes
+  split_bytes,
+  recv_split_bytes,
+  op_source
 FROM ops

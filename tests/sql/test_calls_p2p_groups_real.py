@@ -20,10 +20,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import materialised
 
 from commscope.pipeline.ingest import ingest_paths
 from commscope.pipeline.store import Store
+from tests.sql.conftest import materialised
 
 pytestmark = pytest.mark.slow
 

@@ -13,9 +13,11 @@ never the export's payload schema tables that the parser uses.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sqlite3
 import struct
+from collections import defaultdict
 from pathlib import Path
 
 import polars as pl
@@ -32,18 +34,37 @@ HEADER = 32
 
 
 def _raw(path: Path) -> tuple[list[dict], list[dict]]:
-    """(inits, calls) of one export, straight from its NCCL-domain NVTX rows."""
+    """(inits, calls) of one export, straight from its NCCL-domain NVTX rows.
+
+    A call's ``group`` is the rowid of the ``ncclGroupEnd`` that brings its thread's group
+    depth back to 0 (None outside a group), followed here in (thread, start) order.
+    """
     con = sqlite3.connect(path)
     dom = con.execute("SELECT domainId FROM NVTX_EVENTS WHERE eventType = 75 AND text = 'NCCL'")
     dom_id = dom.fetchone()[0]
     rows = con.execute(
-        "SELECT n.rowid, s.value, n.binaryData FROM NVTX_EVENTS n JOIN StringIds s "
-        "ON s.id = n.textId WHERE n.domainId = ? AND n.binaryData IS NOT NULL ORDER BY n.rowid",
+        "SELECT n.rowid, s.value, n.binaryData, n.globalTid FROM NVTX_EVENTS n JOIN StringIds s "
+        "ON s.id = n.textId WHERE n.domainId = ? ORDER BY n.globalTid, n.start, n.rowid",
         (dom_id,),
     ).fetchall()
     con.close()
     inits, calls = [], []
-    for rowid, name, blob in rows:
+    depth, waiting, tid = 0, [], None
+    for rowid, name, blob, gtid in rows:
+        if gtid != tid:
+            depth, waiting, tid = 0, [], gtid
+        if name == "ncclGroupStart":
+            depth += 1
+            continue
+        if name == "ncclGroupEnd":
+            depth -= 1
+            if depth == 0:
+                for c in waiting:
+                    c["group"] = rowid
+                waiting = []
+            continue
+        if blob is None:
+            continue
         body = bytes(blob)[HEADER:]
         (comm,) = struct.unpack_from("<Q", body, 0)
         if name.startswith("ncclCommInit"):
@@ -54,8 +75,49 @@ def _raw(path: Path) -> tuple[list[dict], list[dict]]:
             peer = (
                 struct.unpack_from("<i", body, 16)[0] if name in ("ncclSend", "ncclRecv") else None
             )
-            calls.append({"line": rowid, "comm": f"0x{comm:x}", "bytes": size, "peer": peer})
+            call = {
+                "line": rowid,
+                "name": name,
+                "comm": f"0x{comm:x}",
+                "bytes": size,
+                "peer": peer,
+                "group": None,
+            }
+            calls.append(call)
+            if depth > 0:
+                waiting.append(call)
+    calls.sort(key=lambda c: c["line"])
     return inits, calls
+
+
+def _logical(calls: list[dict], sizes: dict[str, int]) -> list[dict]:
+    """The calls as commscope keeps them: the Send/Recv of one group on one communicator with
+    a Send to and a Recv from each of its n members are one all_to_all (line: the group's
+    ncclGroupEnd; bytes: the Sends; splits per peer), everything else one call per range."""
+    groups: dict[tuple[int, str], list[dict]] = defaultdict(list)
+    for c in calls:
+        if c["group"] is not None and c["name"] in ("ncclSend", "ncclRecv"):
+            groups[(c["group"], c["comm"])].append(c)
+    folded: dict[tuple[int, str], dict] = {}
+    for (end, comm), members in groups.items():
+        n = sizes[comm]
+        sends = {c["peer"]: c["bytes"] for c in members if c["name"] == "ncclSend"}
+        recvs = {c["peer"]: c["bytes"] for c in members if c["name"] == "ncclRecv"}
+        if len(members) == 2 * n and set(sends) == set(recvs) == set(range(n)):
+            folded[(end, comm)] = {
+                "line": end,
+                "op": "all_to_all",
+                "comm": comm,
+                "bytes": sum(sends.values()),
+                "peer": None,
+                "split": ",".join(str(sends[p]) for p in range(n)),
+                "rsplit": ",".join(str(recvs[p]) for p in range(n)),
+            }
+    out = list(folded.values())
+    for c in calls:
+        if (c["group"], c["comm"]) not in folded:
+            out.append({**c, "op": c["name"], "split": None, "rsplit": None})
+    return sorted(out, key=lambda c: c["line"])
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +127,9 @@ def exports(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     gen = generate_run(
         tmp,
         "synthetic_moe_ep8.toml",
-        iterations=2,
-        profile_iterations=(1,),
-        formats=("nsys",),
+        iterations=1,
+        profile_iterations=(0,),
+        formats=("nccl", "nsys"),
         nccl_version="2.27.3",
     )
     out = tmp / "anonymous"
@@ -89,7 +151,12 @@ def test_every_call_has_its_communicator_size_and_comm_rank(exports: dict[int, P
         inits, calls = _raw(path)
         chunks = list(parser.parse(Source(path), run_id="r"))
         frames = [c.tables["comm_ops"] for c in chunks if "comm_ops" in c.tables]
-        ops = pl.from_arrow(conform(pl.concat(frames).with_columns(run_id=pl.lit("r")), "comm_ops"))
+        ops = pl.from_arrow(
+            conform(
+                pl.concat(frames, how="diagonal_relaxed").with_columns(run_id=pl.lit("r")),
+                "comm_ops",
+            )
+        )
         assert isinstance(ops, pl.DataFrame)
         ops = ops.sort("source_line")
         world = max(i["nranks"] for i in inits)
@@ -98,15 +165,26 @@ def test_every_call_has_its_communicator_size_and_comm_rank(exports: dict[int, P
         assert set(ops["rank"]) == {true_rank}
         assert set(ops["rank_source"]) == {"inferred_largest_comm"}
         by_comm = {i["comm"]: i for i in inits}
-        assert ops.height == len(calls)
+        logical = _logical(calls, {k: v["nranks"] for k, v in by_comm.items()})
+        n_a2a = sum(c["op"] == "all_to_all" for c in logical)
+        assert n_a2a > 0 and len(logical) == len(calls) - 15 * n_a2a  # 2 x 8 ranges -> 1
+        assert ops.height == len(logical)
+        folded = ops.filter(pl.col("op") == "all_to_all")
+        assert set(folded["op_source"]) == {"nvtx_group"}
+        assert set(folded["raw_op"]) == {"ncclGroupEnd"}
+        assert ops.filter(pl.col("op") != "all_to_all")["op_source"].null_count() == (
+            ops.height - folded.height
+        )
         want = pl.DataFrame(
             {
-                "source_line": [c["line"] for c in calls],
-                "comm_id": [c["comm"] for c in calls],
-                "msg_bytes": [c["bytes"] for c in calls],
-                "peer_rank": [c["peer"] for c in calls],
-                "group_size": [by_comm[c["comm"]]["nranks"] for c in calls],
-                "group_rank": [by_comm[c["comm"]]["rank"] for c in calls],
+                "source_line": [c["line"] for c in logical],
+                "comm_id": [c["comm"] for c in logical],
+                "msg_bytes": [c["bytes"] for c in logical],
+                "peer_rank": [c["peer"] for c in logical],
+                "group_size": [by_comm[c["comm"]]["nranks"] for c in logical],
+                "group_rank": [by_comm[c["comm"]]["rank"] for c in logical],
+                "split_bytes": [c["split"] for c in logical],
+                "recv_split_bytes": [c["rsplit"] for c in logical],
             },
             schema_overrides={
                 "peer_rank": pl.Int32,
@@ -158,3 +236,165 @@ def test_groups_are_the_ranks_that_initialised_the_communicator(
     assert inst.group_by("status").len().rows() == [("complete", inst.height)]
     assert (inst["ranks_seen"] == inst["ranks_expected"]).all()
     assert set(inst["traffic_class"]) >= {"EP", "DP"}
+
+
+@pytest.fixture(scope="module")
+def nccl_twin(exports: dict[int, Path], tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
+    """The same generated run ingested from its NCCL debug logs only."""
+    tmp = tmp_path_factory.mktemp("nsys_groups_nccl")
+    gen = next(iter(exports.values())).parent.parent / "gen"
+    return ingest_and_derive(gen, tmp / "store", "n", paths=[gen / "nccl", gen / "manifest.json"])
+
+
+def _key(df: pl.DataFrame) -> pl.DataFrame:
+    return df.sort(df.columns)
+
+
+def test_all_to_all_traffic_and_sizes_equal_the_nccl_twin_and_truth(
+    exports: dict[int, Path], derived: GeneratedRun, nccl_twin: GeneratedRun
+) -> None:
+    """An nsys-only run books the EP all-to-all exactly as its NCCL-log twin (grouped
+    Send/Recv lines under one opCount) and as the generator's truth: same calls, sizes, flows."""
+    calls = [
+        run.query(
+            "SELECT rank, op, msg_bytes, count(*) AS n FROM int_calls "
+            "WHERE run_id = ? AND traffic_class = 'EP' GROUP BY ALL"
+        )
+        for run in (derived, nccl_twin)
+    ]
+    assert set(calls[0]["op"]) == {"all_to_all"}
+    assert _key(calls[0]).equals(_key(calls[1]))
+    # msg_bytes of each call = its Send ranges' bytes in the raw export (own route)
+    raw_sizes: dict[int, list[int]] = {}
+    for rank, path in exports.items():
+        inits, raw = _raw(path)
+        sizes = {i["comm"]: i["nranks"] for i in inits}
+        raw_sizes[rank] = sorted(
+            c["bytes"] for c in _logical(raw, sizes) if c["op"] == "all_to_all"
+        )
+    got = derived.query(
+        "SELECT rank, list(msg_bytes ORDER BY msg_bytes) AS b FROM int_calls "
+        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY rank"
+    )
+    assert dict(zip(got["rank"], got["b"].to_list(), strict=True)) == raw_sizes
+    # one iteration: the NCCL log's (undetected, null) and nsys' step range (0) are the same
+    tms = [
+        _key(
+            pl.read_parquet(run.store.mart_files(run.run_id)["traffic_matrix"])
+            .group_by("src_rank", "dst_rank", "traffic_class")
+            .agg(pl.col("bytes").sum(), pl.col("local_bytes").sum())
+        )
+        for run in (derived, nccl_twin)
+    ]
+    assert tms[0].height > 0
+    assert tms[0].equals(tms[1]), (tms[0], tms[1])
+    truth = pl.read_parquet(derived.gen / "truth" / "traffic.parquet").filter(pl.col("cls") == "EP")
+    ep = tms[0].filter(pl.col("traffic_class") == "EP", pl.col("src_rank") != pl.col("dst_rank"))
+    want = dict(zip(zip(truth["src"], truth["dst"], strict=True), truth["bytes"], strict=True))
+    have = dict(zip(zip(ep["src_rank"], ep["dst_rank"], strict=True), ep["bytes"], strict=True))
+    assert have.keys() == want.keys()
+    assert all(abs(have[k] - want[k]) <= 0.5 for k in want)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
+    """MoE EP 8 over 2 iterations, NCCL logs of both and nsys exports of the 2nd (NCCL 2.27),
+    ingested together: the exports' records pair with the log's calls by iteration (one
+    iteration: see ``both_one_iteration``)."""
+    tmp = tmp_path_factory.mktemp("nsys_groups_both")
+    gen = generate_run(
+        tmp,
+        "synthetic_moe_ep8.toml",
+        iterations=2,
+        profile_iterations=(1,),
+        formats=("nccl", "nsys"),
+        nccl_version="2.27.3",
+    )
+    return ingest_and_derive(gen, tmp / "store", "b", paths=[gen])
+
+
+SEND_LINE = re.compile(r"NCCL INFO Send: opCount (\S+) ")
+
+
+def test_folded_all_to_all_pairs_with_the_nccl_group_once(both: GeneratedRun) -> None:
+    """With the NCCL log counted, each folded nsys all_to_all is a record of the log's grouped
+    Send/Recv call (no size conflict, timed by its kernel): one call, counted once."""
+    prim = both.query("SELECT DISTINCT source_format FROM int_rank_primary_source WHERE run_id = ?")
+    assert prim["source_format"].to_list() == ["nccl_debug"]
+    folded = 0
+    for path in sorted((both.gen / "nsys").glob("*.sqlite")):
+        inits, raw = _raw(path)
+        sizes = {i["comm"]: i["nranks"] for i in inits}
+        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
+    groups = 0  # the logs' all-to-all groups: the distinct opCounts of their Send lines
+    for log in sorted((both.gen / "nccl").glob("*.log")):
+        groups += len(set(SEND_LINE.findall(log.read_text())))
+    src = both.query(
+        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
+        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
+    )
+    assert src.rows() == [("paired", "iteration", folded)]
+    calls = both.query(
+        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
+        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
+    )
+    assert calls.rows() == [
+        ("nccl_debug", None, False, groups - folded),
+        ("nccl_debug,nsys", "nsys", False, folded),
+    ]
+    truth = pl.read_parquet(both.gen / "truth" / "traffic.parquet").filter(pl.col("cls") == "EP")
+    tm = pl.read_parquet(both.store.mart_files(both.run_id)["traffic_matrix"])
+    ep = (
+        tm.filter(pl.col("traffic_class") == "EP", pl.col("src_rank") != pl.col("dst_rank"))
+        .group_by("src_rank", "dst_rank")
+        .agg(pl.col("bytes").sum())
+    )
+    want = truth.group_by("src", "dst").agg(pl.col("bytes").sum())
+    have = dict(zip(zip(ep["src_rank"], ep["dst_rank"], strict=True), ep["bytes"], strict=True))
+    exp = dict(zip(zip(want["src"], want["dst"], strict=True), want["bytes"], strict=True))
+    assert have.keys() == exp.keys() and all(abs(have[k] - exp[k]) <= 0.5 for k in exp)
+
+
+@pytest.fixture(scope="module")
+def both_one_iteration(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
+    """MoE EP 8 over ONE iteration, NCCL logs and nsys exports of it (NCCL 2.27), ingested
+    together: the NCCL log's period detector takes one grouped all-to-all for the period, so
+    its 'iterations' are single calls while the exports' step holds them all."""
+    tmp = tmp_path_factory.mktemp("nsys_groups_both_one")
+    gen = generate_run(
+        tmp,
+        "synthetic_moe_ep8.toml",
+        iterations=1,
+        profile_iterations=(0,),
+        formats=("nccl", "nsys"),
+        nccl_version="2.27.3",
+    )
+    return ingest_and_derive(gen, tmp / "store", "b1", paths=[gen])
+
+
+def test_iteration_numberings_that_disagree_fall_back_to_order(
+    both_one_iteration: GeneratedRun,
+) -> None:
+    """Where the exports' step holds more all-to-alls than the log's detected 'iteration' of
+    the same number, pairing by iteration would pair one call per rank; every folded nsys
+    all_to_all pairs by order instead, with the log's k-th grouped call (the raw files count)."""
+    run = both_one_iteration
+    folded = 0
+    for path in sorted((run.gen / "nsys").glob("*.sqlite")):
+        inits, raw = _raw(path)
+        sizes = {i["comm"]: i["nranks"] for i in inits}
+        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
+    groups = 0
+    for log in sorted((run.gen / "nccl").glob("*.log")):
+        groups += len(set(SEND_LINE.findall(log.read_text())))
+    assert folded == groups > 0  # one iteration, profiled whole: every log call is in a trace
+    src = run.query(
+        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
+        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
+    )
+    assert src.rows() == [("paired", "order", folded)]
+    calls = run.query(
+        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
+        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
+    )
+    assert calls.rows() == [("nccl_debug,nsys", "nsys", False, folded)]

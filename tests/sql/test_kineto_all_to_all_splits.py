@@ -92,3 +92,119 @@ def test_traffic_matrix_follows_the_splits(run: GeneratedRun) -> None:
     assert {s: b for s, b in got_local.iter_rows() if b} == local
     # uneven indeed: an even split would keep msg_bytes / 2 local on every rank
     assert all(local[r] != even[r] for r in even)
+
+
+def _recv_oracle() -> dict[tuple[str, int], str]:
+    """(file name, event index) -> the receive bytes per member, from ``Out split size`` x
+    ``Out msg nelems`` / sum x dtype size, for every all-to-all with a non-empty list."""
+    out: dict[tuple[str, int], str] = {}
+    for f in sorted((RUN / "kineto").glob("rank*.pt.trace.json.gz")):
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        for idx, ev in enumerate(doc["traceEvents"]):
+            a = ev.get("args") or {}
+            if ev.get("name") != "record_param_comms" or a.get("Collective name") not in A2A:
+                continue
+            split = json.loads(a["Out split size"])
+            if split:
+                row = a["Out msg nelems"] // sum(split) * DTYPE_BYTES[a["dtype"]]
+                out[(f.name, idx)] = ",".join(str(s * row) for s in split)
+    return out
+
+
+def test_receive_splits_are_stored_per_member(run: GeneratedRun) -> None:
+    """``Out split size`` is stored as recv_split_bytes, exactly as the JSON oracle reads it."""
+    want = _recv_oracle()
+    got = run.query(
+        "SELECT source_file, source_line, recv_split_bytes FROM stg_store__comm_ops "
+        "WHERE run_id = ? AND op = 'all_to_all' AND recv_split_bytes IS NOT NULL"
+    )
+    # per file, in event order (source_line follows the file's event order)
+    have: dict[str, list[str]] = defaultdict(list)
+    for f, _line, v in got.sort("source_file", "source_line").iter_rows():
+        have[Path(f).name].append(v)
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for (f, _idx), v in sorted(want.items()):
+        by_file[f].append(v)
+    assert len(want) > 0
+    assert dict(have) == dict(by_file)
+
+
+def test_what_each_rank_received_is_what_the_matrix_booked_to_it(run: GeneratedRun) -> None:
+    """The receive side corroborates the send side: the bytes rank d's traces say it received
+    from member s (its recv_split_bytes) equal the matrix's s -> d bytes (booked from s's sends)."""
+    got = run.query(
+        "SELECT rank, comm_id, recv_split_bytes FROM stg_store__comm_ops WHERE run_id = ? "
+        "AND op = 'all_to_all' AND recv_split_bytes IS NOT NULL"
+    )
+    ranks_of: dict[str, list[int]] = {}
+    for f in sorted((RUN / "kineto").glob("rank*.pt.trace.json.gz")):
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        for ev in doc["traceEvents"]:
+            a = ev.get("args") or {}
+            if ev.get("name") == "record_param_comms" and a.get("Collective name") in A2A:
+                ranks_of[str(a.get("Process Group Name"))] = json.loads(a["Process Group Ranks"])
+    received: dict[tuple[int, int], int] = defaultdict(int)
+    for dst, comm, parts in got.iter_rows():
+        for src, b in zip(ranks_of[comm], map(int, parts.split(",")), strict=True):
+            if src != dst:
+                received[(src, dst)] += b
+    flows, _, _, _ = _oracle()
+    uneven_sent: dict[tuple[int, int], int] = defaultdict(int)
+    tm = run.mart("traffic_matrix").filter(pl.col("traffic_class") == "EP")
+    booked = {
+        (s, d): b
+        for s, d, b in tm.group_by("src_rank", "dst_rank").agg(pl.col("bytes").sum()).iter_rows()
+        if s != d and b > 0
+    }
+    assert received and set(received) == set(booked)
+    # the matrix also holds the even exchanges (no split lists): only the uneven part compares
+    even = {k: booked[k] - received[k] for k in booked}
+    assert all(v >= 0 for v in even.values()), even
+    for k in received:
+        uneven_sent[k] = booked[k] - even[k]
+    assert uneven_sent == received and booked == flows
+
+
+@pytest.fixture(scope="module")
+def with_nccl(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
+    """The same run with its NCCL logs too: NCCL is every rank's counted source."""
+    store = tmp_path_factory.mktemp("kineto_splits_nccl") / "store"
+    return ingest_and_derive(
+        RUN, store, "both", paths=[RUN / "nccl", RUN / "kineto", RUN / "manifest.json"]
+    )
+
+
+def test_counted_nccl_log_books_what_kineto_saw(with_nccl: GeneratedRun) -> None:
+    """With the NCCL log counted (it covers more steps than the profiled window), every logical
+    all-to-all that Kineto also recorded is booked per peer from the log's grouped Send lines
+    (split_source nccl_debug) or, for the even AlltoAll lines, as msg_bytes / n: over those
+    calls the off-rank bytes per (src, dst) and the local bytes equal the Kineto JSON oracle."""
+    flows, local, _, _ = _oracle()
+    prim = with_nccl.query(
+        "SELECT DISTINCT source_format FROM int_rank_primary_source WHERE run_id = ?"
+    )
+    assert prim["source_format"].to_list() == ["nccl_debug"]
+    lines = with_nccl.query(
+        "SELECT l.rank, l.op, l.peer_rank, l.msg_bytes, l.split_source, c.global_group, "
+        "c.group_size FROM int_call_lines AS l JOIN int_calls AS c ON c.run_id = l.run_id "
+        "AND c.rank = l.rank AND c.source_file = l.source_file AND c.source_line = l.call_line "
+        "WHERE l.run_id = ? AND l.call_op = 'all_to_all' AND c.sources LIKE '%kineto%'"
+    )
+    assert set(lines["split_source"].drop_nulls()) == {"nccl_debug"}
+    got: dict[tuple[int, int], int] = defaultdict(int)
+    got_local: dict[int, int] = defaultdict(int)
+    for rank, op, peer, nbytes, _src, group, n in lines.iter_rows():
+        members = [int(m) for m in group.split(",")]
+        if op == "all_to_all":  # an even exchange: msg_bytes / n to each member
+            parts = [(m, nbytes // n) for m in members]
+        elif op == "send":
+            parts = [(members[peer], nbytes)]
+        else:
+            continue
+        for dst, b in parts:
+            if dst == rank:
+                got_local[rank] += b
+            else:
+                got[(rank, dst)] += b
+    assert dict(got) == flows
+    assert dict(got_local) == local
