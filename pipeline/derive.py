@@ -188,7 +188,8 @@ Why: DuckDB compresses the tables of a database file (dictionaries for the repea
 files, groups, classes; bit-packed integers) as it writes them, and not those of an in-memory
 database. At 1024 ranks (18 M calls) the uncompressed call-sized tables (calls, classified
 calls, iterations, lane and matched instance calls) outgrow a 10 GB cap and spill; in the file they take a
-tenth and stay cached. Below the threshold the compression costs more than it saves."""
+tenth and stay cached. Below the threshold the compression costs more than it saves. In the
+file, the call-sized intermediates (``_AS_PARQUET``) are Parquet files beside it instead."""
 
 
 def _connect(comm_ops_files: list[str] | None) -> duckdb.DuckDBPyConnection:
@@ -408,6 +409,8 @@ def materialise_intermediates(
         t0 = time.perf_counter()
         if stays_view(con, mod.name):
             inlined |= {mod.name}
+        elif mod.name in _AS_PARQUET and _spill_folder(con) is not None:
+            _materialise_parquet(con, mod.name, _spill_folder(con))
         else:
             materialise_view(con, mod.name)
         if free:
@@ -416,6 +419,38 @@ def materialise_intermediates(
             seconds[mod.name] = time.perf_counter() - t0
         if on_done is not None:
             on_done(mod.name)
+
+
+_AS_PARQUET = frozenset(
+    {
+        "int_comm_ops_classified",
+        "int_comm_op_iteration",
+        "int_instance_lane_calls",
+        "int_instance_matched",
+    }
+)
+"""Call-sized intermediates that a derive in a database file (``ON_DISK_ROWS``) holds as a
+Parquet file in its private folder (removed with it), read through a view, instead of a table of
+the file. Why: at 1024 ranks (18 M calls) writing a table of the file cost about 16 s of CPU for
+the classified calls, the Parquet file about 10 s, and reading either back is ~1.5 s; the whole
+derive went from 137 to 119 s CPU (``bench/README.md``, session 8)."""
+
+
+def _spill_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
+    row = con.execute(
+        "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
+    ).fetchone()
+    if not row or not row[0]:
+        return None
+    return Path(str(row[0])).parent
+
+
+def _materialise_parquet(con: duckdb.DuckDBPyConnection, name: str, folder: Path) -> None:
+    path = quote_literal(str(folder / f"{name}.parquet"))
+    q = quote_ident(name)
+    con.execute(f"COPY (SELECT * FROM {q}) TO {path} (FORMAT parquet, COMPRESSION lz4_raw)")
+    con.execute(f"DROP VIEW {q}")
+    con.execute(f"CREATE VIEW {q} AS SELECT * FROM read_parquet({path})")
 
 
 def relation_count() -> int:

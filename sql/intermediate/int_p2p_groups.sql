@@ -45,8 +45,10 @@ WITH
     WHERE source_format = 'nccl_debug' AND op IN ('send', 'recv') AND seq IS NOT NULL
       AND comm_id IS NOT NULL AND group_size >= 2
   ),
-  groups AS (
-    -- Algorithm: an all-to-all exchange is a Send to and a Recv from every member, each once
+  candidates AS (
+    -- Algorithm: an all-to-all exchange is a Send to and a Recv from every member, each once;
+    -- first the counts (no DISTINCT aggregate, which keeps a hash set per group: at 1024 ranks
+    -- millions of pipeline Send/Recv groups, none of them an exchange) ...
     SELECT
       run_id, rank, source_file, host, pid, comm_id, seq,
       sum(msg_bytes) FILTER (WHERE op = 'send')::BIGINT AS send_bytes,
@@ -57,9 +59,26 @@ WITH
     GROUP BY run_id, rank, source_file, host, pid, comm_id, seq
     HAVING count(*) FILTER (WHERE op = 'send') = any_value(group_size)
       AND count(*) FILTER (WHERE op = 'recv') = any_value(group_size)
-      AND count(DISTINCT peer_rank) FILTER (WHERE op = 'send') = any_value(group_size)
-      AND count(DISTINCT peer_rank) FILTER (WHERE op = 'recv') = any_value(group_size)
-      AND count(DISTINCT group_size) = 1
+      AND min(group_size) = max(group_size)
+  ),
+  groups AS (
+    -- ... then distinct peers, on the candidate groups' lines only
+    SELECT c.*
+    FROM candidates AS c
+    JOIN (
+      SELECT l.run_id, l.rank, l.source_file, l.host, l.pid, l.comm_id, l.seq
+      FROM lines AS l
+      SEMI JOIN candidates AS c
+        ON c.run_id = l.run_id AND c.rank IS NOT DISTINCT FROM l.rank
+        AND c.source_file = l.source_file AND c.host IS NOT DISTINCT FROM l.host
+        AND c.pid IS NOT DISTINCT FROM l.pid AND c.comm_id = l.comm_id AND c.seq = l.seq
+      GROUP BY l.run_id, l.rank, l.source_file, l.host, l.pid, l.comm_id, l.seq
+      HAVING count(DISTINCT l.peer_rank) FILTER (WHERE l.op = 'send') = any_value(l.group_size)
+        AND count(DISTINCT l.peer_rank) FILTER (WHERE l.op = 'recv') = any_value(l.group_size)
+    ) AS d
+      ON d.run_id = c.run_id AND d.rank IS NOT DISTINCT FROM c.rank
+      AND d.source_file = c.source_file AND d.host IS NOT DISTINCT FROM c.host
+      AND d.pid IS NOT DISTINCT FROM c.pid AND d.comm_id = c.comm_id AND d.seq = c.seq
   )
 SELECT
   l.run_id,
