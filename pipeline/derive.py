@@ -279,7 +279,13 @@ def derive_run(
     try:
         try:
             t0 = time.perf_counter()
-            materialise_intermediates(con, result.intermediate_seconds, free=True, on_done=advance)
+            materialise_intermediates(
+                con,
+                result.intermediate_seconds,
+                free=True,
+                on_done=advance,
+                parquet_folder=_private_folder(con),
+            )
             steps["intermediates"] = time.perf_counter() - t0
             t_marts = time.perf_counter()
             for mod in discover():
@@ -383,6 +389,7 @@ def materialise_intermediates(
     *,
     free: bool = False,
     on_done: Callable[[str], None] | None = None,
+    parquet_folder: Path | None = None,
 ) -> None:
     """Replace each intermediate view by a table holding its rows, in load order.
 
@@ -400,6 +407,9 @@ def materialise_intermediates(
             matched instance calls are 18 M rows each.
         on_done: if given, called with each intermediate's name once it is handled
             (materialised, or left a view).
+        parquet_folder: if given, the call-sized intermediates (``_AS_PARQUET``) are written
+            there as Parquet files read through views instead of tables (derive passes its
+            private folder when it works in a database file; the caller removes the folder).
     """
     mods = discover()
     inlined = inlined_intermediates(mods)
@@ -409,8 +419,8 @@ def materialise_intermediates(
         t0 = time.perf_counter()
         if stays_view(con, mod.name):
             inlined |= {mod.name}
-        elif mod.name in _AS_PARQUET and _spill_folder(con) is not None:
-            _materialise_parquet(con, mod.name, _spill_folder(con))
+        elif mod.name in _AS_PARQUET and parquet_folder is not None:
+            _materialise_parquet(con, mod.name, parquet_folder)
         else:
             materialise_view(con, mod.name)
         if free:
@@ -436,7 +446,8 @@ the classified calls, the Parquet file about 10 s, and reading either back is ~1
 derive went from 137 to 119 s CPU (``bench/README.md``, session 8)."""
 
 
-def _spill_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
+def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The folder of derive's private database file (:func:`_connect`), None in memory."""
     row = con.execute(
         "SELECT path FROM duckdb_databases() WHERE database_name = current_database()"
     ).fetchone()
