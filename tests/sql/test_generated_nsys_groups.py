@@ -301,16 +301,35 @@ def both(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun:
     """MoE EP 8 over 2 iterations, NCCL logs of both and nsys exports of the 2nd (NCCL 2.27),
     ingested together: the exports' records pair with the log's calls by iteration (one
     iteration: see ``both_one_iteration``)."""
-    tmp = tmp_path_factory.mktemp("nsys_groups_both")
+    return _nccl_and_nsys(tmp_path_factory.mktemp("nsys_groups_both"), 2, (1,))
+
+
+def _nccl_and_nsys(tmp: Path, iterations: int, profiled: tuple[int, ...]) -> GeneratedRun:
+    """MoE EP 8 with NCCL logs of every iteration and nsys exports of ``profiled`` (NCCL
+    2.27), generated and ingested together as one run."""
     gen = generate_run(
         tmp,
         "synthetic_moe_ep8.toml",
-        iterations=2,
-        profile_iterations=(1,),
+        iterations=iterations,
+        profile_iterations=profiled,
         formats=("nccl", "nsys"),
         nccl_version="2.27.3",
     )
-    return ingest_and_derive(gen, tmp / "store", "b", paths=[gen])
+    return ingest_and_derive(gen, tmp / "store", f"b{iterations}", paths=[gen])
+
+
+def _folded_and_groups(run: GeneratedRun) -> tuple[int, int]:
+    """From the raw files: the all_to_alls the nsys exports' grouped ranges make, and the
+    NCCL logs' all-to-all groups (the distinct opCounts of their Send lines)."""
+    folded = 0
+    for path in sorted((run.gen / "nsys").glob("*.sqlite")):
+        inits, raw = _raw(path)
+        sizes = {i["comm"]: i["nranks"] for i in inits}
+        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
+    groups = 0
+    for log in sorted((run.gen / "nccl").glob("*.log")):
+        groups += len(set(SEND_LINE.findall(log.read_text())))
+    return folded, groups
 
 
 SEND_LINE = re.compile(r"NCCL INFO Send: opCount (\S+) ")
@@ -321,14 +340,7 @@ def test_folded_all_to_all_pairs_with_the_nccl_group_once(both: GeneratedRun) ->
     Send/Recv call (no size conflict, timed by its kernel): one call, counted once."""
     prim = both.query("SELECT DISTINCT source_format FROM int_rank_primary_source WHERE run_id = ?")
     assert prim["source_format"].to_list() == ["nccl_debug"]
-    folded = 0
-    for path in sorted((both.gen / "nsys").glob("*.sqlite")):
-        inits, raw = _raw(path)
-        sizes = {i["comm"]: i["nranks"] for i in inits}
-        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
-    groups = 0  # the logs' all-to-all groups: the distinct opCounts of their Send lines
-    for log in sorted((both.gen / "nccl").glob("*.log")):
-        groups += len(set(SEND_LINE.findall(log.read_text())))
+    folded, groups = _folded_and_groups(both)
     src = both.query(
         "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
         "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
@@ -360,16 +372,7 @@ def both_one_iteration(tmp_path_factory: pytest.TempPathFactory) -> GeneratedRun
     """MoE EP 8 over ONE iteration, NCCL logs and nsys exports of it (NCCL 2.27), ingested
     together: the NCCL log's period detector takes one grouped all-to-all for the period, so
     its 'iterations' are single calls while the exports' step holds them all."""
-    tmp = tmp_path_factory.mktemp("nsys_groups_both_one")
-    gen = generate_run(
-        tmp,
-        "synthetic_moe_ep8.toml",
-        iterations=1,
-        profile_iterations=(0,),
-        formats=("nccl", "nsys"),
-        nccl_version="2.27.3",
-    )
-    return ingest_and_derive(gen, tmp / "store", "b1", paths=[gen])
+    return _nccl_and_nsys(tmp_path_factory.mktemp("nsys_groups_both_one"), 1, (0,))
 
 
 def test_iteration_numberings_that_disagree_fall_back_to_order(
@@ -379,14 +382,7 @@ def test_iteration_numberings_that_disagree_fall_back_to_order(
     the same number, pairing by iteration would pair one call per rank; every folded nsys
     all_to_all pairs by order instead, with the log's k-th grouped call (the raw files count)."""
     run = both_one_iteration
-    folded = 0
-    for path in sorted((run.gen / "nsys").glob("*.sqlite")):
-        inits, raw = _raw(path)
-        sizes = {i["comm"]: i["nranks"] for i in inits}
-        folded += sum(c["op"] == "all_to_all" for c in _logical(raw, sizes))
-    groups = 0
-    for log in sorted((run.gen / "nccl").glob("*.log")):
-        groups += len(set(SEND_LINE.findall(log.read_text())))
+    folded, groups = _folded_and_groups(run)
     assert folded == groups > 0  # one iteration, profiled whole: every log call is in a trace
     src = run.query(
         "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
