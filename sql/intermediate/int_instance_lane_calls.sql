@@ -23,8 +23,6 @@ CREATE OR REPLACE VIEW int_instance_lane_calls(
   launch_ts_ns,
   -- Start on the rank's timeline (the classified call's, else its iteration row's), ns.
   order_ts,
-  -- The call's file as a number: its place among the run's files by name.
-  fidx,
   -- hash(global_group): the call's group as an integer key.
   gk,
   -- True when the call is on a known group of more than one rank.
@@ -128,14 +126,8 @@ WITH
     FROM members
     WHERE group_size = 2
     GROUP BY run_id, global_group
-  ),
-  files AS (
-    -- file order as an integer, so the per-rank order below sorts integers only
-    SELECT run_id, source_file, row_number() OVER (PARTITION BY run_id ORDER BY source_file) AS fidx
-    -- every file of the run: the lane files keep their relative order
-    FROM (SELECT DISTINCT run_id, source_file FROM int_comm_ops_classified)
   )
--- integer keys for matching (gk, fidx), the p2p peer resolved, the host filled in
+-- integer keys for matching (gk), the p2p peer resolved, the host filled in
 SELECT
   c.run_id,
   c.rank,
@@ -148,7 +140,6 @@ SELECT
   c.step_iteration,
   c.launch_ts_ns,
   c.order_ts,
-  f.fidx,
   hash(c.global_group) AS gk,
   c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
   CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
@@ -168,8 +159,6 @@ SELECT
   c.source_file,
   c.global_group
 FROM calls AS c
-JOIN files AS f
-  ON f.run_id = c.run_id AND f.source_file IS NOT DISTINCT FROM c.source_file
 LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
 LEFT JOIN members AS g
   ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank

@@ -107,7 +107,7 @@ WITH
       *,
       row_number() OVER (
         PARTITION BY run_id, gk, rank, key_major
-        ORDER BY launch_ts_ns, order_ts, fidx, source_line
+        ORDER BY launch_ts_ns, order_ts, source_file, source_line
       ) AS key_minor
     FROM coll_typed
     WHERE NOT seq_dense
@@ -161,7 +161,7 @@ WITH
       *,
       row_number() OVER (
         PARTITION BY run_id, rank, op, peer_global, key_major
-        ORDER BY launch_ts_ns, order_ts, fidx, source_line
+        ORDER BY launch_ts_ns, order_ts, source_file, source_line
       ) AS key_minor
     FROM (
       SELECT
