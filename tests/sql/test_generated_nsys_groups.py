@@ -318,6 +318,20 @@ def _nccl_and_nsys(tmp: Path, iterations: int, profiled: tuple[int, ...]) -> Gen
     return ingest_and_derive(gen, tmp / "store", f"b{iterations}", paths=[gen])
 
 
+def _all_to_all_pairing(run: GeneratedRun) -> tuple[list[tuple], list[tuple]]:
+    """How the nsys all_to_all records paired (role, method, count) and what the logical
+    all_to_all calls hold (sources, duration source, size conflict, count)."""
+    src = run.query(
+        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
+        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
+    )
+    calls = run.query(
+        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
+        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
+    )
+    return src.rows(), calls.rows()
+
+
 def _folded_and_groups(run: GeneratedRun) -> tuple[int, int]:
     """From the raw files: the all_to_alls the nsys exports' grouped ranges make, and the
     NCCL logs' all-to-all groups (the distinct opCounts of their Send lines)."""
@@ -341,16 +355,9 @@ def test_folded_all_to_all_pairs_with_the_nccl_group_once(both: GeneratedRun) ->
     prim = both.query("SELECT DISTINCT source_format FROM int_rank_primary_source WHERE run_id = ?")
     assert prim["source_format"].to_list() == ["nccl_debug"]
     folded, groups = _folded_and_groups(both)
-    src = both.query(
-        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
-        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
-    )
-    assert src.rows() == [("paired", "iteration", folded)]
-    calls = both.query(
-        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
-        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
-    )
-    assert calls.rows() == [
+    src, calls = _all_to_all_pairing(both)
+    assert src == [("paired", "iteration", folded)]
+    assert calls == [
         ("nccl_debug", None, False, groups - folded),
         ("nccl_debug,nsys", "nsys", False, folded),
     ]
@@ -384,13 +391,6 @@ def test_iteration_numberings_that_disagree_fall_back_to_order(
     run = both_one_iteration
     folded, groups = _folded_and_groups(run)
     assert folded == groups > 0  # one iteration, profiled whole: every log call is in a trace
-    src = run.query(
-        "SELECT role, match_method, count(*) AS n FROM int_call_sources WHERE run_id = ? "
-        "AND source_format = 'nsys' AND op = 'all_to_all' GROUP BY ALL"
-    )
-    assert src.rows() == [("paired", "order", folded)]
-    calls = run.query(
-        "SELECT sources, duration_source, size_conflict, count(*) AS n FROM int_calls "
-        "WHERE run_id = ? AND op = 'all_to_all' GROUP BY ALL ORDER BY ALL"
-    )
-    assert calls.rows() == [("nccl_debug,nsys", "nsys", False, folded)]
+    src, calls = _all_to_all_pairing(run)
+    assert src == [("paired", "order", folded)]
+    assert calls == [("nccl_debug,nsys", "nsys", False, folded)]
