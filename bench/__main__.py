@@ -2,7 +2,8 @@
 
 Benchmarks (one module each, run in this order): text_logs, ingest_scale (issue 21: real logs,
 no superlinear path), kineto_vs_hta, memory_bound,
-marts_scale, report_scale, peers (issue 16: commscope, HTA and the test oracle side by side on the
+marts_scale, report_scale, serve_once (issue 21: ``serve --once`` and ``demo`` against the same
+work by plain commands), peers (issue 16: commscope, HTA and the test oracle side by side on the
 real Kineto traces; its tables are printed and stored under ``peers`` in the JSON). Inputs are SYNTHETIC (``commscope generate``, replicated) and cached
 in the work dir; each measurement runs in its own child process (wall time and peak RSS of that
 process). The machine's load averages are recorded before and after, because it is shared.
@@ -35,6 +36,7 @@ BENCHMARKS = (
     "memory_bound",
     "marts_scale",
     "report_scale",
+    "serve_once",
     "peers",
 )
 
