@@ -215,3 +215,32 @@ def test_library_log_lines_reach_flow_run_logs(flows: Any, local_run: dict[str, 
         lg for lg in logs if lg.name == "commscope.pipeline.ingest" and "rank0.log" in lg.message
     ]
     assert ds_warning and ds_warning[0].task_run_id is not None
+
+
+@pytest.mark.slow
+def test_failed_steps_read_the_same_through_prefect_and_in_process(
+    flows: Any, tmp_path: Path
+) -> None:
+    """A derive or report that fails is recorded with the same message whether it ran as a
+    Prefect task (PrefectSteps, the flows) or in this process (InProcessSteps, serve --once and
+    demo): the summary's errors do not depend on the route."""
+    from prefect import flow
+
+    from commscope.pipeline.cycle import FAILED_PREFIX, InProcessSteps
+
+    store = Store.open(tmp_path / "store").root
+    out = tmp_path / "reports" / "x.html"
+    calls = (("derive", (store, "bad id")), ("report", (store, "bad id", out)))
+
+    @flow(name="failing-steps")
+    def failing() -> list[Any]:  # tasks log to the API only inside a flow run
+        return [getattr(flows.PrefectSteps(), step)(*args) for step, args in calls]
+
+    through_prefect = failing()
+    plain = InProcessSteps(retry_delay_s=0)
+    for (step, args), got_prefect in zip(calls, through_prefect, strict=True):
+        got_plain = getattr(plain, step)(*args)
+        assert got_prefect[0] is None and got_plain[0] is None, step
+        assert got_prefect[1] == got_plain[1], step
+        assert got_plain[1].startswith(f"{FAILED_PREFIX} StoreError: invalid run id 'bad id'")
+    assert not out.exists()
