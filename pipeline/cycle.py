@@ -24,6 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
+from commscope.parsers.registry import LineCounts
 from commscope.pipeline import run_config as rc
 from commscope.pipeline.config_schema import ConfigError
 from commscope.pipeline.ingest import (
@@ -32,6 +33,7 @@ from commscope.pipeline.ingest import (
     STATUS_SKIPPED,
     FileResult,
     ProgressFn,
+    ingest_totals,
 )
 from commscope.pipeline.ingest import ingest_file as _ingest_file
 from commscope.pipeline.runs import discover_runs, run_update_reason
@@ -88,10 +90,11 @@ def derive_one(
     store: str | Path, run_id: str, logger: Logger = log, progress: Any = None
 ) -> dict[str, Any]:
     """Materialise every mart of one run (``derive.derive_run``); mart row counts."""
+    from commscope.pipeline.commands.derive import derive_totals
     from commscope.pipeline.derive import derive_run as _derive_run
 
     res = _derive_run(Store.open(Path(store)), run_id, progress=progress)
-    logger.info("%s: derived %d marts", run_id, len(res.marts))
+    logger.info("%s: derived %s", run_id, derive_totals(res).removeprefix("total: "))
     return {
         "run_id": run_id,
         "marts": dict(res.marts),
@@ -119,8 +122,9 @@ def report_one(
         ) from exc
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
     path = build_report(Store.open(Path(store)), run_id, out)
-    logger.info("%s: report %s", run_id, path)
+    logger.info("%s: report %s in %.1f s", run_id, path, time.perf_counter() - t0)
     return {"run_id": run_id, "report": str(path)}
 
 
@@ -141,6 +145,21 @@ class Steps(Protocol):
     def report(self, store: Path, run_id: str, out: Path) -> Outcome:
         """:func:`report_one`, or the message of its failure."""
         ...
+
+
+def as_file_result(res: dict[str, Any]) -> FileResult:
+    """A :func:`file_result_dict` (or :func:`failed_file`) as a ``FileResult`` again, for the
+    totals line (``ingest.ingest_totals``); warnings are counted there, not kept."""
+    return FileResult(
+        str(res["path"]),
+        str(res["status"]),
+        format=res.get("format"),
+        counts=LineCounts(**res.get("counts", {})),
+        rows=dict(res.get("rows", {})),
+        bytes=int(res.get("bytes", 0)),
+        message=res.get("message"),
+        reject_reasons=dict(res.get("reject_reasons", {})),
+    )
 
 
 def _size(path: Path) -> int:
@@ -227,11 +246,7 @@ class InProcessSteps:
                 res = result if result is not None else failed_file(f, message)
                 out[rid].append(res)
                 if progress is not None:
-                    progress(
-                        FileResult(res["path"], res["status"], bytes=res.get("bytes", 0)),
-                        n,
-                        len(jobs),
-                    )
+                    progress(as_file_result(res), n, len(jobs))
         return out
 
     def derive(self, store: Path, run_id: str) -> Outcome:
@@ -278,7 +293,10 @@ def ingest_folders(
         logger.warning(
             "%s: skipped (not in any run under layout %s, or not readable)", s, run_layout
         )
+    t0 = time.perf_counter()
     by_run = steps.ingest_files(str(st.root), runs)
+    done = [as_file_result(r) for results in by_run.values() for r in results]
+    logger.info("ingest %s", ingest_totals(done, time.perf_counter() - t0))
     summary: dict[str, Any] = {"store": str(st.root), "runs": {}, "skipped_paths": skipped}
     for rid in runs:
         results = by_run[rid]
@@ -431,6 +449,7 @@ __all__ = [
     "InProcessSteps",
     "ReportUnavailableError",
     "Steps",
+    "as_file_result",
     "as_roots",
     "derive_and_report",
     "derive_one",
