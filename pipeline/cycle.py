@@ -236,7 +236,8 @@ class InProcessSteps:
             self.ingest_progress(sum(_size(f) for _, f in jobs)) if self.ingest_progress else None
         )
         out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in runs}
-        with ThreadPoolExecutor(max_workers=self.threads) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.threads)
+        try:
             futs = [
                 pool.submit(self._call, f"ingest {rid}/{f.name}", ingest_one, store, str(f), rid)
                 for rid, f in jobs
@@ -247,6 +248,10 @@ class InProcessSteps:
                 out[rid].append(res)
                 if progress is not None:
                     progress(as_file_result(res), n, len(jobs))
+        finally:
+            # Interrupted (Ctrl-C): files not started are dropped, not ingested first; a file
+            # being parsed ends with its batch committed whole or not at all.
+            pool.shutdown(wait=True, cancel_futures=True)
         return out
 
     def derive(self, store: Path, run_id: str) -> Outcome:

@@ -11,6 +11,11 @@ reports and summary. This is the only module that imports Prefect.
 
 Run layout (how files map to runs): :mod:`commscope.pipeline.runs`.
 
+A scheduled run starts in a new process from the flow function pickled by value (cloudpickle
+keeps only the globals its body names), where the parameters are validated from their
+annotations: each flow's body must name what its annotations use (``Path``), or every
+scheduled run fails its validation (``tests/pipeline/test_flows.py``).
+
 Results are JSON-able summaries (counts, paths), never frames. Library log lines (logger
 ``commscope``) are forwarded to the task/flow run's logs while a run executes.
 """
@@ -245,7 +250,7 @@ def ingest_logs(
     """
     return cycle.ingest_folders(
         cycle.as_roots(root),
-        store,
+        Path(store),
         PrefectSteps(),
         run_layout=run_layout,
         run_pattern=run_pattern,
@@ -295,8 +300,8 @@ def process_cluster_logs(
     )
     return cycle.derive_and_report(
         ingested,
-        store,
-        reports_dir,
+        Path(store),
+        Path(reports_dir),
         PrefectSteps(),
         derive=derive,
         report=report,

@@ -244,3 +244,26 @@ def test_failed_steps_read_the_same_through_prefect_and_in_process(
         assert got_prefect[1] == got_plain[1], step
         assert got_plain[1].startswith(f"{FAILED_PREFIX} StoreError: invalid run id 'bad id'")
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_flows_validate_parameters_when_pickled_by_value() -> None:
+    """serve's scheduled runs start each flow run in a new process from the flow function
+    pickled by value (cloudpickle keeps only the globals its body names), then validate the
+    parameters from their annotations there: these must still resolve (a flow body that no
+    longer named ``Path`` failed every scheduled run)."""
+    import cloudpickle
+    from prefect import Flow
+
+    import commscope.pipeline.flows as fl
+
+    params = {"root": ["/w"], "store": "/s", "reports_dir": "/r", "run_layout": "subfolder"}
+    for flow_obj, keys in (
+        (fl.process_cluster_logs, params),
+        (fl.ingest_logs, {k: params[k] for k in ("root", "store", "run_layout")}),
+    ):
+        # By value: the module's name for the function is bound to the Flow, not to it.
+        fn = cloudpickle.loads(cloudpickle.dumps(flow_obj.fn))
+        assert fn is not flow_obj.fn and fn.__globals__ is not vars(fl)
+        got = Flow(fn=fn, name=flow_obj.name).validate_parameters(keys)
+        assert got["store"] == Path("/s") and got["root"] == [Path("/w")]

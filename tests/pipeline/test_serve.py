@@ -89,6 +89,28 @@ def test_in_process_steps_retry_io_errors_and_record_failures_as_prefect_does(
     }
 
 
+def test_in_process_ingest_stops_at_an_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the in-process ingest stops it: the files not started are dropped rather
+    than all ingested before the command can exit."""
+    from commscope.pipeline import cycle
+
+    calls: list[str] = []
+
+    def interrupted(store: str, path: str, run_id: str) -> dict[str, object]:
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return {"path": path, "status": "ingested"}
+
+    monkeypatch.setattr(cycle, "ingest_one", interrupted)
+    runs = {"r": [tmp_path / f"{i}.log" for i in range(8)]}
+    with pytest.raises(KeyboardInterrupt):
+        cycle.InProcessSteps(threads=1).ingest_files(str(tmp_path), runs)
+    assert 1 <= len(calls) <= 2  # the one interrupted, and one the thread took meanwhile
+
+
 PROBE = (
     "import sys\n"
     "from commscope.pipeline.cli import main\n"
