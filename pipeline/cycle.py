@@ -206,6 +206,11 @@ class InProcessSteps:
         self.retry_delay_s = retry_delay_s
         self.ingest_progress = ingest_progress
         self.derive_progress = derive_progress
+        self.seconds: dict[str, float] = dict.fromkeys(
+            ("ingest files", "catalog", "derive", "report"), 0.0
+        )
+        """Wall seconds of each kind of step, and of the catalog update after the ingest (the
+        cycle's closing log line: they and "other" add up to its wall time)."""
 
     def _call(self, name: str, fn: Callable[..., dict[str, Any]], *args: Any) -> Outcome:
         for attempt in range(self.retries + 1):
@@ -236,6 +241,7 @@ class InProcessSteps:
             self.ingest_progress(sum(_size(f) for _, f in jobs)) if self.ingest_progress else None
         )
         out: dict[str, list[dict[str, Any]]] = {rid: [] for rid in runs}
+        t0 = time.perf_counter()
         pool = ThreadPoolExecutor(max_workers=self.threads)
         try:
             futs = [
@@ -252,14 +258,23 @@ class InProcessSteps:
             # Interrupted (Ctrl-C): files not started are dropped, not ingested first; a file
             # being parsed ends with its batch committed whole or not at all.
             pool.shutdown(wait=True, cancel_futures=True)
+            self.seconds["ingest files"] += time.perf_counter() - t0
         return out
 
     def derive(self, store: Path, run_id: str) -> Outcome:
         progress = self.derive_progress(run_id) if self.derive_progress else None
-        return self._call(f"derive {run_id}", derive_one, store, run_id, log, progress)
+        t0 = time.perf_counter()
+        try:
+            return self._call(f"derive {run_id}", derive_one, store, run_id, log, progress)
+        finally:
+            self.seconds["derive"] += time.perf_counter() - t0
 
     def report(self, store: Path, run_id: str, out: Path) -> Outcome:
-        return self._call(f"report {run_id}", report_one, store, run_id, out)
+        t0 = time.perf_counter()
+        try:
+            return self._call(f"report {run_id}", report_one, store, run_id, out)
+        finally:
+            self.seconds["report"] += time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------------- the cycle
@@ -335,7 +350,13 @@ def ingest_folders(
             info["skipped"],
             info["errors"],
         )
+    t0 = time.perf_counter()
     st.ensure_catalog()
+    took = time.perf_counter() - t0
+    logger.info("catalog ready in %.1f s", took)
+    timings = getattr(steps, "seconds", None)
+    if isinstance(timings, dict):
+        timings["catalog"] = timings.get("catalog", 0.0) + took
     return summary
 
 
@@ -437,12 +458,20 @@ def process_folders(
     defaults to :class:`InProcessSteps`.
     """
     steps = steps if steps is not None else InProcessSteps()
+    t0 = time.perf_counter()
     ingested = ingest_folders(
         as_roots(root), store, steps, run_layout=run_layout, run_pattern=run_pattern, logger=logger
     )
-    return derive_and_report(
+    summary = derive_and_report(
         ingested, store, reports_dir, steps, derive=derive, report=report, logger=logger
     )
+    wall = time.perf_counter() - t0
+    seconds = getattr(steps, "seconds", None)
+    if isinstance(seconds, dict):  # where the cycle's wall time went, adding up
+        parts = [f"{k} {v:.1f} s" for k, v in seconds.items()]
+        parts.append(f"other {max(wall - sum(seconds.values()), 0.0):.1f} s")
+        logger.info("cycle in %.1f s: %s", wall, ", ".join(parts))
+    return summary
 
 
 __all__ = [

@@ -195,14 +195,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="watch a log folder: ingest new/grown files, derive and report changed runs",
         description="Run the process_cluster_logs Prefect flow on the watched folder now, "
         "then on a schedule (--every or --cron), on Prefect's embedded local server unless "
-        "PREFECT_API_URL points at a Prefect server. Each run folder (or --run-pattern match) "
-        "is one run; reports go to --reports/<run>.html.",
+        "PREFECT_API_URL points at a Prefect server. --once runs one cycle in this process "
+        "(no Prefect server: the same store, reports and summary) and exits. Each run folder "
+        "(or --run-pattern match) is one run; reports go to --reports/<run>.html.",
     )
     p.add_argument("--watch", type=Path, required=True, help="folder where the cluster logs go")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--every", default=None, help="interval, e.g. 30s, 5m (default), 1h")
     when.add_argument("--cron", default=None, help='cron schedule, e.g. "*/10 * * * *"')
-    when.add_argument("--once", action="store_true", help="run one time and exit")
+    when.add_argument(
+        "--once",
+        action="store_true",
+        help="run one cycle and exit (in this process; through Prefect with --prefect, "
+        "--task-runner dask or PREFECT_API_URL)",
+    )
     add_flow_options(p)
     p.add_argument("--no-derive", action="store_true", help="ingest only")
     p.add_argument("--no-report", action="store_true", help="ingest and derive, no HTML")

@@ -203,11 +203,17 @@ def test_serve_once_in_process_gives_what_the_flow_gives(
     (watch / "README").write_text("not a run\n")
 
     got: dict[str, tuple[int, dict[str, Any], str]] = {}
-    for route, extra in zip(ROUTES, ((), ("--prefect",)), strict=True):
+    for route, extra in zip(ROUTES, (("-v",), ("--prefect",)), strict=True):
         root = tmp_path / route
         got[route] = _serve_once(watch, root / "store", root / "reports", root / "state", *extra)
     (rc_a, sum_a, err_a), (rc_b, sum_b, err_b) = got["plain"], got["flow"]
     assert "prefect imported: False" in err_a, err_a[-3000:]
+    # -v: where the cycle's time went, the parts adding up to its wall time (to the rounding)
+    m = re.search(r"cycle in ([\d.]+) s: (.*)", err_a)
+    assert m, err_a[-3000:]
+    parts = {k.strip(): v for k, v in re.findall(r"([a-z ]+) ([\d.]+) s", m.group(2))}
+    assert set(parts) == {"ingest files", "catalog", "derive", "report", "other"}
+    assert abs(sum(float(v) for v in parts.values()) - float(m.group(1))) <= 0.3
     assert "prefect imported: True" in err_b, err_b[-3000:]
     assert (rc_a, rc_b) == (1, 1), (err_a[-3000:], err_b[-3000:])  # the bad file fails both
     assert str(trunc) in err_a and str(trunc) in err_b  # named in the messages of each
