@@ -29,7 +29,7 @@ COMMANDS: dict[str, str] = {
     "compare": "write an HTML page comparing two runs (e.g. TCP vs RoCE, default vs custom "
     "mapping)",
     "demo": "generate a small synthetic run, then ingest, derive and report it with the "
-    "bundled sample traces through the Prefect flows",
+    "bundled sample traces (one cycle of the serve flow)",
     "derive": "compute a run's marts (iterations, traffic matrix, bandwidth, ...) into the store",
     "generate": "write a synthetic run (NCCL, DeepSpeed, Kineto, nsys) with ground truth",
     "hang": "name the stuck ranks and collectives from Flight Recorder dumps",

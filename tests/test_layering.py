@@ -8,7 +8,8 @@ Floors, lowest first (a module may import its own package and any lower floor):
 3. ``commscope.reports`` (reads the store: only ``pipeline.store``, ``pipeline.sql_modules``,
    ``pipeline.sql_names`` and ``pipeline.model_inputs`` (what derive publishes beside the marts);
    no derive, no ingest);
-4. the application: ``commscope.pipeline.commands``, ``.cli``, ``.flows``;
+4. the application: ``commscope.pipeline.commands``, ``.cli``, ``.flows`` and ``.cycle`` (the
+   watch cycle the flows and ``serve --once`` run);
 5. ``commscope`` itself, ``commscope.api`` and ``commscope.__main__``.
 
 Imports are read from the source (module level and inside functions); those under
@@ -37,6 +38,7 @@ FLOORS: dict[str, tuple[int, str]] = {
     "commscope.pipeline.commands": (4, "app"),
     "commscope.pipeline.cli": (4, "app"),
     "commscope.pipeline.flows": (4, "app"),
+    "commscope.pipeline.cycle": (4, "app"),
     "commscope": (5, "api"),
     "commscope.api": (5, "api"),
     "commscope.__main__": (5, "api"),

@@ -1,12 +1,15 @@
-"""``commscope demo``: the main job, through the Prefect flows, on bundled and synthetic data.
+"""``commscope demo``: the main job, one watch cycle, on bundled and synthetic data.
 
 Why: the README's first command should show the whole pipeline as it runs in production: a
 small synthetic cluster run (GPT-3B at (p, t, d) = (4, 2, 4), 32 ranks, 2 iterations, seed 0,
 labelled synthetic in its folder name, run id and manifest) is generated beside the store,
-then the ``process_cluster_logs`` flow ingests it together with ``sample_traces/`` (a real
-DeepSpeed CPU recording), derives the marts and writes one HTML report per run, on Prefect's
-embedded local server. ``--no-flows`` runs the same steps with the plain functions (no Prefect)
-for debugging.
+then one cycle of ``process_cluster_logs`` (what ``serve`` runs on a schedule) ingests it
+together with ``sample_traces/`` (a real DeepSpeed CPU recording and NCCL runs), derives the
+marts and writes one HTML report per run. The cycle runs in this process as ``serve --once``
+does (``cycle.process_folders``: the flow's steps, store, reports and summary, without the
+10-25 s of a Prefect server started and stopped for one cycle); ``--prefect`` runs it through
+the Prefect flow on Prefect's temporary local server, as does a configured
+``PREFECT_API_URL``.
 """
 
 from __future__ import annotations
@@ -20,9 +23,8 @@ from commscope.pipeline.commands._format import table
 from commscope.pipeline.commands.serve import (
     add_flow_options,
     check_flow_options,
-    flow_parameters,
-    prepare_prefect_env,
     render_summary,
+    run_once,
 )
 from commscope.pipeline.commands.summary import render
 from commscope.pipeline.store import Store, StoreError
@@ -40,12 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "demo",
         help="generate a small synthetic run, then ingest, derive and report it with the "
-        "bundled sample traces through the Prefect flows",
+        "bundled sample traces (one cycle of the serve flow)",
         description="Generate a 32-rank synthetic run (GPT-3B, (4,2,4), 2 iterations, seed 0) "
-        "into generated/ beside the store, then run the process_cluster_logs flow on "
-        "sample_traces/ and generated/ (every sub-folder is one run) on Prefect's embedded "
-        "local server: ingest, derive, one HTML report per run. Prints each run's summary "
-        "and the report paths.",
+        "into generated/ beside the store, then run one cycle of the process_cluster_logs "
+        "flow (as serve --once) on sample_traces/ and generated/ (every sub-folder is one "
+        "run): ingest, derive, one HTML report per run. Prints each run's summary and the "
+        "report paths.",
     )
     p.add_argument("--samples", type=Path, default=REPO_SAMPLES, help="folder of run folders")
     p.add_argument(
@@ -60,7 +62,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"formats of the synthetic run (default: {SYNTHETIC_FORMATS}; 'none' skips it)",
     )
     add_flow_options(p)
-    p.add_argument("--no-flows", action="store_true", help="run ingest/derive with plain functions")
+    # Kept for old scripts: the cycle runs in this process (no Prefect) by default now.
+    p.add_argument("--no-flows", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -112,12 +115,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         print(f"synthetic run {out} ({time.perf_counter() - t0:.1f} s)", flush=True)
         roots.append(gen_root)
-    if args.no_flows:
-        return _run_plain(store, roots)
-    prepare_prefect_env(store.root)
-    from commscope.pipeline.flows import process_cluster_logs
-
-    summary = process_cluster_logs(**flow_parameters(args, roots))
+    summary = run_once(args, roots)
     print(render_summary(summary) + "\n")
     _print_summaries(store, list(summary["runs"]))
     print(f'store: {store.root}  (try: commscope query --store {store.root} "SHOW TABLES")')
@@ -133,22 +131,3 @@ def _print_summaries(store: Store, runs: list[str]) -> None:
         if rid in stored:
             # A connection per run: summarize leaves a result open on a shared connection.
             print(render(summarize(store, rid)))
-
-
-def _run_plain(store: Store, roots: list[Path]) -> int:
-    """The demo without Prefect: ingest each run folder, derive, summarise (no reports)."""
-    from commscope.pipeline.commands.ingest import render_results
-    from commscope.pipeline.derive import derive_run
-    from commscope.pipeline.ingest import ingest_paths
-
-    ok = True
-    runs = [d for r in roots for d in sorted(r.iterdir()) if d.is_dir() and d.name[0] != "."]
-    for d in runs:
-        results = ingest_paths(store, [d], run_id=d.name)
-        print(f"ingested {d} as run {d.name}:\n{render_results(results)}\n")
-        ok = ok and any(r.ok for r in results)
-        derived = derive_run(store, d.name)
-        print(f"derived {len(derived.marts)} marts for {d.name}\n")
-    _print_summaries(store, [d.name for d in runs])
-    print(table(("store",), [(str(store.root),)]))
-    return 0 if ok else 1

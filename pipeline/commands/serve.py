@@ -6,9 +6,16 @@ Why: cluster logs keep arriving; rather than running ingest/derive/report by han
 local server as a child process (``prefect server start`` on 127.0.0.1, database in
 ``~/.local/state/commscope/prefect/<hash>``, outside the store: see ``prefect_home``; it has
 the scheduler and the UI, whose address is printed; Prefect's in-process ephemeral server
-cannot schedule) and stops it on exit: nothing to install or start by hand. With ``PREFECT_API_URL`` set the runs go to that server. ``--once`` runs the flow a
-single time on the ephemeral server and exits (exit status 1 if any file, derive or report
-failed).
+cannot schedule) and stops it on exit: nothing to install or start by hand. With
+``PREFECT_API_URL`` set the runs go to that server.
+
+``--once`` runs the cycle a single time and exits (exit status 1 if any file, derive or report
+failed). It needs no scheduler, so it runs the cycle in this process without Prefect
+(``cycle.process_folders``: the same steps, store, reports and summary as the flow): a Prefect
+server started, migrated, polled and stopped for one cycle, and Prefect's import, cost 10-25 s
+on two cores against ~5 s of work for two small files. It goes through the flow when a Prefect
+server is configured (``PREFECT_API_URL``: the run shows in its UI), for ``--task-runner dask``
+(Prefect's Dask task runner) or with ``--prefect`` (Prefect's temporary local server).
 
 Prefect is imported only after the environment is prepared (``prepare_prefect_env``): its
 settings are read at import time.
@@ -172,6 +179,13 @@ def add_flow_options(p: argparse.ArgumentParser) -> None:
         help="regex searched in each file's path relative to the watched folder; the group "
         "(?P<run>...) (else group 1) is the run id, e.g. '^(?P<run>[^/]+)/'",
     )
+    p.add_argument(
+        "--prefect",
+        action="store_true",
+        help="one cycle (serve --once, demo) through the Prefect flows on Prefect's temporary "
+        "local server, visible in its logs (slower by the server's start, ~10 s); by default "
+        "one cycle runs in this process, or on the server PREFECT_API_URL names when set",
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -181,14 +195,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="watch a log folder: ingest new/grown files, derive and report changed runs",
         description="Run the process_cluster_logs Prefect flow on the watched folder now, "
         "then on a schedule (--every or --cron), on Prefect's embedded local server unless "
-        "PREFECT_API_URL points at a Prefect server. Each run folder (or --run-pattern match) "
-        "is one run; reports go to --reports/<run>.html.",
+        "PREFECT_API_URL points at a Prefect server. --once runs one cycle in this process "
+        "(no Prefect server: the same store, reports and summary) and exits. Each run folder "
+        "(or --run-pattern match) is one run; reports go to --reports/<run>.html.",
     )
     p.add_argument("--watch", type=Path, required=True, help="folder where the cluster logs go")
     when = p.add_mutually_exclusive_group()
     when.add_argument("--every", default=None, help="interval, e.g. 30s, 5m (default), 1h")
     when.add_argument("--cron", default=None, help='cron schedule, e.g. "*/10 * * * *"')
-    when.add_argument("--once", action="store_true", help="run one time and exit")
+    when.add_argument(
+        "--once",
+        action="store_true",
+        help="run one cycle and exit (in this process; through Prefect with --prefect, "
+        "--task-runner dask or PREFECT_API_URL)",
+    )
     add_flow_options(p)
     p.add_argument("--no-derive", action="store_true", help="ingest only")
     p.add_argument("--no-report", action="store_true", help="ingest and derive, no HTML")
@@ -258,8 +278,49 @@ def render_summary(summary: dict[str, Any]) -> str:
     return out
 
 
+def needs_prefect(args: argparse.Namespace) -> bool:
+    """Whether one cycle (``serve --once``, ``demo``) must go through the Prefect flow: a
+    Prefect server is configured (``PREFECT_API_URL``), the Dask task runner is asked for, or
+    ``--prefect``."""
+    return (
+        bool(getattr(args, "prefect", False))
+        or args.task_runner == "dask"
+        or bool(os.environ.get("PREFECT_API_URL"))
+    )
+
+
+def run_once(args: argparse.Namespace, roots: list[Path]) -> dict[str, Any]:
+    """One cycle over ``roots``; the ``process_cluster_logs`` summary.
+
+    In this process (``cycle.process_folders``, no Prefect import) unless
+    :func:`needs_prefect`; then the flow, on the configured server or on Prefect's temporary
+    local one. Both give the same store, reports and summary (``tests/pipeline/test_serve.py``).
+    """
+    params = flow_parameters(args, roots)
+    if needs_prefect(args):
+        prepare_prefect_env(args.store)
+        from commscope.pipeline.flows import process_cluster_logs
+
+        return dict(process_cluster_logs(**params))
+    from commscope.pipeline.commands.derive import stderr_derive_progress
+    from commscope.pipeline.cycle import InProcessSteps, process_folders
+    from commscope.pipeline.ingest import stderr_progress
+
+    steps = InProcessSteps(ingest_progress=stderr_progress, derive_progress=stderr_derive_progress)
+    return process_folders(
+        params["root"],
+        params["store"],
+        params["reports_dir"],
+        run_layout=params["run_layout"],
+        run_pattern=params["run_pattern"],
+        derive=params["derive"],
+        report=params["report"],
+        steps=steps,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
-    """Run the flow once, or serve it on a schedule."""
+    """Run the cycle once, or serve the flow on a schedule."""
     if not args.watch.is_dir():
         print(f"commscope: error: {args.watch}: not a folder", file=sys.stderr)
         return 2
@@ -273,14 +334,12 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"commscope: error: {problem}", file=sys.stderr)
         return 2
-    prepare_prefect_env(args.store)
     params = flow_parameters(args, [args.watch])
     if args.once:
-        from commscope.pipeline.flows import process_cluster_logs
-
-        summary = process_cluster_logs(**params)
+        summary = run_once(args, [args.watch])
         print(json.dumps(summary, indent=2) if args.json else render_summary(summary), flush=True)
         return 1 if summary["errors"] else 0
+    prepare_prefect_env(args.store)
     schedule: dict[str, Any] = (
         {"cron": args.cron} if args.cron else {"interval": every or timedelta(minutes=5)}
     )

@@ -215,3 +215,55 @@ def test_library_log_lines_reach_flow_run_logs(flows: Any, local_run: dict[str, 
         lg for lg in logs if lg.name == "commscope.pipeline.ingest" and "rank0.log" in lg.message
     ]
     assert ds_warning and ds_warning[0].task_run_id is not None
+
+
+@pytest.mark.slow
+def test_failed_steps_read_the_same_through_prefect_and_in_process(
+    flows: Any, tmp_path: Path
+) -> None:
+    """A derive or report that fails is recorded with the same message whether it ran as a
+    Prefect task (PrefectSteps, the flows) or in this process (InProcessSteps, serve --once and
+    demo): the summary's errors do not depend on the route."""
+    from prefect import flow
+
+    from commscope.pipeline.cycle import FAILED_PREFIX, InProcessSteps
+
+    store = Store.open(tmp_path / "store").root
+    out = tmp_path / "reports" / "x.html"
+    calls = (("derive", (store, "bad id")), ("report", (store, "bad id", out)))
+
+    @flow(name="failing-steps")
+    def failing() -> list[Any]:  # tasks log to the API only inside a flow run
+        return [getattr(flows.PrefectSteps(), step)(*args) for step, args in calls]
+
+    through_prefect = failing()
+    plain = InProcessSteps(retry_delay_s=0)
+    for (step, args), got_prefect in zip(calls, through_prefect, strict=True):
+        got_plain = getattr(plain, step)(*args)
+        assert got_prefect[0] is None and got_plain[0] is None, step
+        assert got_prefect[1] == got_plain[1], step
+        assert got_plain[1].startswith(f"{FAILED_PREFIX} StoreError: invalid run id 'bad id'")
+    assert not out.exists()
+
+
+@pytest.mark.slow
+def test_flows_validate_parameters_when_pickled_by_value() -> None:
+    """serve's scheduled runs start each flow run in a new process from the flow function
+    pickled by value (cloudpickle keeps only the globals its body names), then validate the
+    parameters from their annotations there: these must still resolve (a flow body that no
+    longer named ``Path`` failed every scheduled run)."""
+    import cloudpickle
+    from prefect import Flow
+
+    import commscope.pipeline.flows as fl
+
+    params = {"root": ["/w"], "store": "/s", "reports_dir": "/r", "run_layout": "subfolder"}
+    for flow_obj, keys in (
+        (fl.process_cluster_logs, params),
+        (fl.ingest_logs, {k: params[k] for k in ("root", "store", "run_layout")}),
+    ):
+        # By value: the module's name for the function is bound to the Flow, not to it.
+        fn = cloudpickle.loads(cloudpickle.dumps(flow_obj.fn))
+        assert fn is not flow_obj.fn and fn.__globals__ is not vars(fl)
+        got = Flow(fn=fn, name=flow_obj.name).validate_parameters(keys)
+        assert got["store"] == Path("/s") and got["root"] == [Path("/w")]

@@ -1,18 +1,24 @@
-"""``commscope serve``: option parsing (fast) and ``--once`` end to end on Prefect's embedded
-server in a child process, as a user runs it (no PREFECT_* configuration)."""
+"""``commscope serve``: option parsing and the in-process steps (fast); ``--once`` end to end in
+a child process as a user runs it (no PREFECT_* configuration), in one process and through the
+flow on Prefect's temporary server, with the same results; ``--every`` on its own server."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pytest
+from polars.testing import assert_frame_equal
 
 from commscope.pipeline.cli import main
 from commscope.pipeline.commands.serve import parse_every
@@ -47,11 +53,81 @@ def test_serve_bad_options_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "bad interval" in capsys.readouterr().err
 
 
-def _serve_once(watch: Path, store: Path, reports: Path) -> tuple[int, dict, str]:
+def test_in_process_steps_retry_io_errors_and_record_failures_as_prefect_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The in-process steps retry an I/O error as often as the flows' tasks do (then give up),
+    never retry other errors, and record a failure with Prefect's message for a failed task."""
+    from commscope.pipeline import cycle
+
+    calls: list[str] = []
+
+    def flaky(store: str, path: str, run_id: str) -> dict[str, object]:
+        calls.append(path)
+        name = Path(path).name
+        if name == "io.log" and calls.count(path) <= cycle.RETRIES:
+            raise OSError(f"transient {calls.count(path)}")
+        if name == "always_io.log":
+            raise OSError("disk gone")
+        if name == "bug.log":
+            raise ValueError("boom")
+        return {"path": path, "status": "ingested"}
+
+    monkeypatch.setattr(cycle, "ingest_one", flaky)
+    steps = cycle.InProcessSteps(retry_delay_s=0)
+    runs = {"r": [tmp_path / n for n in ("io.log", "always_io.log", "bug.log", "ok.log")]}
+    got = steps.ingest_files(str(tmp_path), runs)["r"]
+    assert [g["status"] for g in got] == ["ingested", "error", "error", "ingested"]
+    assert got[1]["message"] == "Task run encountered an exception OSError: disk gone"
+    assert got[2]["message"] == "Task run encountered an exception ValueError: boom"
+    counts = {Path(c).name: calls.count(c) for c in set(calls)}
+    assert counts == {
+        "io.log": cycle.RETRIES + 1,
+        "always_io.log": cycle.RETRIES + 1,
+        "bug.log": 1,  # a parse error is final
+        "ok.log": 1,
+    }
+
+
+def test_in_process_ingest_stops_at_an_interrupt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C during the in-process ingest stops it: the files not started are dropped rather
+    than all ingested before the command can exit."""
+    from commscope.pipeline import cycle
+
+    calls: list[str] = []
+
+    def interrupted(store: str, path: str, run_id: str) -> dict[str, object]:
+        calls.append(path)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return {"path": path, "status": "ingested"}
+
+    monkeypatch.setattr(cycle, "ingest_one", interrupted)
+    runs = {"r": [tmp_path / f"{i}.log" for i in range(8)]}
+    with pytest.raises(KeyboardInterrupt):
+        cycle.InProcessSteps(threads=1).ingest_files(str(tmp_path), runs)
+    assert 1 <= len(calls) <= 2  # the one interrupted, and one the thread took meanwhile
+
+
+PROBE = (
+    "import sys\n"
+    "from commscope.pipeline.cli import main\n"
+    "rc = main(sys.argv[1:])\n"
+    "print('prefect imported:', 'prefect' in sys.modules, file=sys.stderr)\n"
+    "sys.exit(rc)\n"
+)
+"""Runs the CLI as `commscope` does, then says on stderr whether Prefect was imported."""
+
+
+def _serve_once(
+    watch: Path, store: Path, reports: Path, state: Path, *extra: str
+) -> tuple[int, dict[str, Any], str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env["XDG_STATE_HOME"] = str(store.parent / "state")  # Prefect's home, outside the store
-    cmd = [sys.executable, "-m", "commscope", "serve", "--watch", str(watch), "--store"]
-    cmd += [str(store), "--reports", str(reports), "--once", "--json", "--no-report"]
+    env["XDG_STATE_HOME"] = str(state)  # Prefect's home, outside the store
+    cmd = [sys.executable, "-c", PROBE, "serve", "--watch", str(watch), "--store", str(store)]
+    cmd += ["--reports", str(reports), "--once", "--json", *extra]
     proc = subprocess.run(
         cmd,
         capture_output=True,
@@ -65,34 +141,115 @@ def _serve_once(watch: Path, store: Path, reports: Path) -> tuple[int, dict, str
     return proc.returncode, summary, proc.stderr
 
 
+ROUTES = ("plain", "flow")
+_GENERATION = re.compile(r"g[0-9a-f]{16}-\d+-[0-9a-f]{8}")
+_REPORT_TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC")
+_LONG_FLOAT = re.compile(r"-?\d+\.\d{9,}(?:e[-+]?\d+)?")
+_DATASET = re.compile(r"data-[0-9a-f]{32}")
+VARYING = {"ingested_at", "derived_at", "generation"}
+"""Columns that say when or in which process a row was written, not what it holds."""
+
+
+def _store_contents(store: Path) -> dict[str, pl.DataFrame]:
+    """Every Parquet file of the store by its path (generation names masked), rows sorted, the
+    columns of :data:`VARYING` dropped. (A table's files are named by their batch id, a digest
+    of the run, the content, its byte range and the format.)"""
+    out: dict[str, pl.DataFrame] = {}
+    for f in sorted(store.rglob("*.parquet")):
+        df = pl.read_parquet(f)
+        df = df.drop([c for c in df.columns if c in VARYING])
+        if df.width:
+            df = df.sort(df.columns, nulls_last=True)
+        out[_GENERATION.sub("G", f.relative_to(store).as_posix())] = df
+    return out
+
+
+def _report_pieces(path: Path) -> Counter[str]:
+    """A report's text, cut between the records of its chart datasets (``},{``), without what
+    may differ between two builds from the same input: the time it was written, floats beyond
+    12 significant digits (sums in another order differ in the last bit), the chart datasets'
+    names (a digest of their values), and the order of records that tie (two derives of one
+    store may list them in either order)."""
+    text = _REPORT_TIME.sub("T", path.read_text())
+    text = _DATASET.sub("data-D", text)
+    text = _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.12g}", text)
+    return Counter(text.split("},{"))
+
+
+def _normal(summary: dict[str, Any], root: Path) -> str:
+    """A summary as text with this route's folders named alike and worker pids dropped."""
+    for info in summary.get("ingest", {}).values():
+        info.pop("worker_pids", None)
+    return json.dumps(summary, sort_keys=True).replace(str(root), "<root>")
+
+
 @pytest.mark.slow
-def test_serve_once_embedded_server(tmp_path: Path, shared_samples: Path) -> None:
-    """serve --once ingests and derives each run folder on the embedded server (state in
-    $XDG_STATE_HOME/commscope/prefect/<hash>, outside the store); a second pass finds nothing
-    changed."""
+def test_serve_once_in_process_gives_what_the_flow_gives(
+    tmp_path: Path, shared_samples: Path, sample_traces: Path
+) -> None:
+    """serve --once runs the cycle in one process without importing Prefect; through the flow
+    on Prefect's temporary server (--prefect) the same input gives the same exit status,
+    summary, store (every table, mart and model input, row for row) and reports. A second
+    in-process pass finds nothing changed."""
     watch = tmp_path / "watch"
     (watch / "job7").mkdir(parents=True)
     src = shared_samples / NCCL_SAMPLE
-    shutil.copy(src, watch / "job7")
+    for name in (NCCL_SAMPLE, NCCL_SAMPLE.replace("rank0", "rank1")):
+        shutil.copy(shared_samples / name, watch / "job7")
+    shutil.copytree(sample_traces / "ds_pipe_pp2_dp2_cpu", watch / "ds_cpu")  # has a manifest
+    (watch / "bad").mkdir()  # a truncated .gz, cut past the sniffed head: a per-file error
+    trunc = watch / "bad" / "trunc.log.gz"
+    trunc.write_bytes(gzip.compress(src.read_bytes() * 200)[:-5000])
     (watch / "README").write_text("not a run\n")
-    store, reports = tmp_path / "store", tmp_path / "reports"
-    rc, summary, err = _serve_once(watch, store, reports)
-    assert rc == 0, err[-3000:]
+
+    got: dict[str, tuple[int, dict[str, Any], str]] = {}
+    for route, extra in zip(ROUTES, (("-v",), ("--prefect",)), strict=True):
+        root = tmp_path / route
+        got[route] = _serve_once(watch, root / "store", root / "reports", root / "state", *extra)
+    (rc_a, sum_a, err_a), (rc_b, sum_b, err_b) = got["plain"], got["flow"]
+    assert "prefect imported: False" in err_a, err_a[-3000:]
+    # -v: where the cycle's time went, the parts adding up to its wall time (to the rounding)
+    m = re.search(r"cycle in ([\d.]+) s: (.*)", err_a)
+    assert m, err_a[-3000:]
+    parts = {k.strip(): v for k, v in re.findall(r"([a-z ]+) ([\d.]+) s", m.group(2))}
+    assert set(parts) == {"ingest files", "catalog", "derive", "report", "other"}
+    assert abs(sum(float(v) for v in parts.values()) - float(m.group(1))) <= 0.3
+    assert "prefect imported: True" in err_b, err_b[-3000:]
+    assert (rc_a, rc_b) == (1, 1), (err_a[-3000:], err_b[-3000:])  # the bad file fails both
+    assert str(trunc) in err_a and str(trunc) in err_b  # named in the messages of each
+    assert [e.split(":")[0] for e in sum_a["errors"]] == ["bad"]
+    assert str(trunc) in sum_a["errors"][0]
+    assert _normal(sum_a, tmp_path / "plain") == _normal(sum_b, tmp_path / "flow")
+
+    job = sum_a["runs"]["job7"]
     coll = sum(
         bool(re.search(r"NCCL INFO [A-Za-z]+: opCount ", ln)) for ln in src.read_text().splitlines()
     )
-    run = summary["runs"]["job7"]
-    assert (run["files"], run["new_files"], run["changed"]) == (1, 1, True)
-    assert run["marts"] > 0
-    assert summary["ingest"]["job7"]["lines"] == len(src.read_text().splitlines())
-    assert summary["ingest"]["job7"]["rows"] >= coll
-    # The embedded server's home is outside the store (nothing executable where queries write).
-    assert not (store / ".prefect").exists()
-    assert [p.name for p in (tmp_path / "state" / "commscope" / "prefect").iterdir()]
-    assert any((store / "marts").glob("*/job7/*.parquet"))
+    assert (job["files"], job["new_files"], job["changed"]) == (2, 2, True)
+    assert job["marts"] > 0 and sum_a["ingest"]["job7"]["rows"] >= 2 * coll
+    assert sum_a["runs"]["ds_cpu"]["marts"] > 0
 
-    rc, again, err = _serve_once(watch, store, reports)
-    assert rc == 0, err[-3000:]
+    a, b = _store_contents(tmp_path / "plain/store"), _store_contents(tmp_path / "flow/store")
+    assert set(a) == set(b)
+    assert any(k.startswith("marts/") for k in a) and any(k.startswith("tables/") for k in a)
+    for key in a:  # floats summed in another order (DuckDB's threads) may differ in the last bit
+        assert_frame_equal(a[key], b[key], rel_tol=1e-12, abs_tol=0.0), key
+    reports = sorted(p.name for p in (tmp_path / "plain/reports").iterdir())
+    assert reports == ["ds_cpu.html", "job7.html"]
+    assert reports == sorted(p.name for p in (tmp_path / "flow/reports").iterdir())
+    for name in reports:
+        pieces = [_report_pieces(tmp_path / route / "reports" / name) for route in ROUTES]
+        assert pieces[0] == pieces[1], name
+
+    # Prefect's home: only the flow route made one, and outside the store.
+    assert not (tmp_path / "plain/state").exists()
+    assert [p.name for p in (tmp_path / "flow/state/commscope/prefect").iterdir()]
+    assert not (tmp_path / "flow/store/.prefect").exists()
+
+    rc, again, err = _serve_once(
+        watch, tmp_path / "plain/store", tmp_path / "plain/reports", tmp_path / "plain/state"
+    )
+    assert rc == 1, err[-3000:]
     assert (again["runs"]["job7"]["new_files"], again["runs"]["job7"]["changed"]) == (0, False)
 
 
