@@ -3,7 +3,8 @@
 Why: users open one file per run, often on a laptop without network access, and the text in it
 comes from cluster logs that anyone on a shared cluster can write. So the page
 
-* carries Vega, Vega-Lite and vega-embed inline (``vl_convert.javascript_bundle()``) and loads
+* carries Vega, Vega-Lite and vega-embed inline (``vl_convert.javascript_bundle()``, built once:
+  :mod:`commscope.reports.vega_bundle`) and loads
   nothing: charts are embedded as inert ``<script type="application/json">`` data blocks;
 * HTML-escapes every string that reaches the markup (host, kernel and file names, rejected
   lines, config) and escapes ``<``, ``>`` and ``&`` inside the embedded JSON as ``\\u003c`` etc.,
@@ -49,6 +50,7 @@ from commscope.reports import paper as rp
 from commscope.reports import stragglers as rs
 from commscope.reports.blocks import Block, Section, guard
 from commscope.reports.headline import Headline
+from commscope.reports.vega_bundle import vega_bundle
 
 if TYPE_CHECKING:
     from commscope.pipeline.store import Store
@@ -547,17 +549,6 @@ class _Page:
 
 def _sha256(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
-
-
-def vega_bundle() -> str:
-    """The Vega + Vega-Lite + vega-embed bundle, checked to be safe to inline."""
-    import vl_convert as vlc
-
-    bundle = str(vlc.javascript_bundle())
-    low = bundle.lower()
-    if "</script" in low or "<!--" in low:  # would end or confuse the inline script element
-        raise RuntimeError("the vl-convert bundle contains '</script' or '<!--'")
-    return bundle
 
 
 def csp(scripts: list[str]) -> str:

@@ -23,3 +23,12 @@ def test_ratio_is_median_of_rounds_and_target_on_wall() -> None:
 def test_round_over_target_fails() -> None:
     wall, _ = _rows("case", "what", "base", [((31.0, 16.0), (10.7, 6.0))])
     assert wall.ratio == 2.9 and wall.met is False
+
+
+def test_other_baseline_untargeted() -> None:
+    # given rounds holding a third measurement (the --prefect route)
+    pairs = [((5.0, 4.0), (10.0, 6.0), (20.0, 16.0))]
+    wall, cpu = _rows("case", "what", "base", pairs, targeted=False, against=2)
+    # expect the ratio against the third, and no target
+    assert wall.ratio == 0.25 and cpu.ratio == 0.25
+    assert wall.met is None and wall.target == ""
