@@ -127,15 +127,24 @@ candidates_both AS MATERIALIZED (
   JOIN dlen AS d ON d.dkey = c.dkey
   WHERE d.fine
 ),
-matched AS (
-  SELECT
-    c.dkey,
-    c.period,
-    a.pos,
-    a.pos - row_number() OVER (PARTITION BY c.dkey, c.period ORDER BY a.pos) AS grp
+shifted AS MATERIALIZED (
+  -- each position of a representative under each candidate period, with the position one
+  -- period later; materialised so that the join to that position comes after this one
+  -- whatever DuckDB estimates (joined first on (dkey, th) alone, the self join pairs every
+  -- two calls of a token: a sequence's square, out of memory at 1024 ranks when the calls
+  -- are read from Parquet, whose statistics give no distinct counts)
+  SELECT c.dkey, c.period, a.pos, a.th, a.pos + c.period AS next_pos
   FROM candidates_both AS c
   JOIN rep_ops AS a ON a.dkey = c.dkey
-  JOIN rep_ops AS b ON b.dkey = a.dkey AND b.pos = a.pos + c.period AND b.th = a.th
+),
+matched AS (
+  SELECT
+    s.dkey,
+    s.period,
+    s.pos,
+    s.pos - row_number() OVER (PARTITION BY s.dkey, s.period ORDER BY s.pos) AS grp
+  FROM shifted AS s
+  JOIN rep_ops AS b ON b.dkey = s.dkey AND b.pos = s.next_pos AND b.th = s.th
 ),
 runs AS (
   SELECT dkey, period, min(pos) AS start_pos, max(pos) + period AS end_pos, count(*) AS run_len
