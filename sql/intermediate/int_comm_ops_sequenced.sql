@@ -35,13 +35,15 @@ WITH calls AS NOT MATERIALIZED (
   SELECT
     *,
     hash(run_id, rank, source_file) AS seq_key,
-    hash(op, msg_bytes, grp, peer_rank) AS th
+    hash(op, msg_bytes, grp, peer_rank) AS th,
+    hash(op, grp, peer_rank) AS ch
   FROM (SELECT *, coalesce(CAST(group_size AS VARCHAR), comm_id) AS grp FROM stg_store__comm_ops)
 ),
 ops AS MATERIALIZED (
   -- numbered per sequence by its integer key (partitioning by the file path string is slower);
   -- narrow: integers only (the sequence's names and the token's text are joined at the end from
-  -- the small dictionaries below, so the window sorts no strings)
+  -- the small dictionaries below, so the window sorts no strings; both token hashes are taken
+  -- in `calls`, so that op and group do not ride through the window's sort as payload)
   SELECT
     seq_key,
     source_line,
@@ -51,7 +53,7 @@ ops AS MATERIALIZED (
     call_key,
     launch_ts_ns,
     th,
-    hash(op, grp, peer_rank) AS ch,
+    ch,
     row_number() OVER (PARTITION BY seq_key ORDER BY source_line, ts_ns) AS pos
   FROM calls
 ),
