@@ -82,7 +82,9 @@ def main() -> int:
     args.profile_dir.mkdir(parents=True, exist_ok=True)
     mods = discover()
 
-    def run(name: str, sql: str) -> None:
+    folder = d._private_folder(con)  # as derive: call-sized intermediates as Parquet there
+
+    def run(name: str, sql: str, count: str | None = None) -> None:
         if name in explain:
             out = args.profile_dir / f"{name}.json"
             con.execute("SET enable_profiling = 'json'")
@@ -96,7 +98,7 @@ def main() -> int:
             con.execute("PRAGMA disable_profiling")
         if name in explain:
             _top_operators(args.profile_dir / f"{name}.json")
-        rows = con.execute(f"SELECT count(*) FROM _mat_{name}").fetchone() if name else None
+        rows = con.execute(f"SELECT count(*) FROM {count or '_mat_' + name}").fetchone()
         print(
             f"{name}: {times[name][0]:.2f} s wall, {times[name][1]:.2f} s cpu, "
             f"{rows[0] if rows else '?'} rows",
@@ -116,11 +118,23 @@ def main() -> int:
                     f"COPY (SELECT * FROM {mod.name}) TO '{args.dump / (mod.name + '.parquet')}'"
                 )
             continue
-        run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
-        if args.dump:
-            con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
-        con.execute(f"DROP VIEW {mod.name}")
-        con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
+        if mod.name in d._AS_PARQUET and folder is not None:  # as derive: a Parquet file
+            pq = folder / f"{mod.name}.parquet"
+            run(
+                mod.name,
+                f"COPY (SELECT * FROM {mod.name}) TO '{pq}' (FORMAT parquet, COMPRESSION lz4_raw)",
+                count=f"read_parquet('{pq}')",
+            )
+            if args.dump:
+                shutil.copyfile(pq, args.dump / (mod.name + ".parquet"))
+            con.execute(f"DROP VIEW {mod.name}")
+            con.execute(f"CREATE VIEW {mod.name} AS SELECT * FROM read_parquet('{pq}')")
+        else:
+            run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
+            if args.dump:
+                con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
+            con.execute(f"DROP VIEW {mod.name}")
+            con.execute(f"ALTER TABLE _mat_{mod.name} RENAME TO {mod.name}")
         d.free_unread(con, mods, i, inlined)  # as derive: empty what nothing to come reads
         if mod.name == args.stop_after:
             break

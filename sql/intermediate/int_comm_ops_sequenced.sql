@@ -35,13 +35,15 @@ WITH calls AS NOT MATERIALIZED (
   SELECT
     *,
     hash(run_id, rank, source_file) AS seq_key,
-    hash(op, msg_bytes, grp, peer_rank) AS th
+    hash(op, msg_bytes, grp, peer_rank) AS th,
+    hash(op, grp, peer_rank) AS ch
   FROM (SELECT *, coalesce(CAST(group_size AS VARCHAR), comm_id) AS grp FROM stg_store__comm_ops)
 ),
 ops AS MATERIALIZED (
   -- numbered per sequence by its integer key (partitioning by the file path string is slower);
   -- narrow: integers only (the sequence's names and the token's text are joined at the end from
-  -- the small dictionaries below, so the window sorts no strings)
+  -- the small dictionaries below, so the window sorts no strings; both token hashes are taken
+  -- in `calls`, so that op and group do not ride through the window's sort as payload)
   SELECT
     seq_key,
     source_line,
@@ -51,7 +53,7 @@ ops AS MATERIALIZED (
     call_key,
     launch_ts_ns,
     th,
-    hash(op, grp, peer_rank) AS ch,
+    ch,
     row_number() OVER (PARTITION BY seq_key ORDER BY source_line, ts_ns) AS pos
   FROM calls
 ),
@@ -127,15 +129,24 @@ candidates_both AS MATERIALIZED (
   JOIN dlen AS d ON d.dkey = c.dkey
   WHERE d.fine
 ),
-matched AS (
-  SELECT
-    c.dkey,
-    c.period,
-    a.pos,
-    a.pos - row_number() OVER (PARTITION BY c.dkey, c.period ORDER BY a.pos) AS grp
+shifted AS MATERIALIZED (
+  -- each position of a representative under each candidate period, with the position one
+  -- period later; materialised so that the join to that position comes after this one
+  -- whatever DuckDB estimates (joined first on (dkey, th) alone, the self join pairs every
+  -- two calls of a token: a sequence's square, out of memory at 1024 ranks when the calls
+  -- are read from Parquet, whose statistics give no distinct counts)
+  SELECT c.dkey, c.period, a.pos, a.th, a.pos + c.period AS next_pos
   FROM candidates_both AS c
   JOIN rep_ops AS a ON a.dkey = c.dkey
-  JOIN rep_ops AS b ON b.dkey = a.dkey AND b.pos = a.pos + c.period AND b.th = a.th
+),
+matched AS (
+  SELECT
+    s.dkey,
+    s.period,
+    s.pos,
+    s.pos - row_number() OVER (PARTITION BY s.dkey, s.period ORDER BY s.pos) AS grp
+  FROM shifted AS s
+  JOIN rep_ops AS b ON b.dkey = s.dkey AND b.pos = s.next_pos AND b.th = s.th
 ),
 runs AS (
   SELECT dkey, period, min(pos) AS start_pos, max(pos) + period AS end_pos, count(*) AS run_len

@@ -123,10 +123,16 @@ WITH
           THEN 'inferred_process'
         ELSE o.group_source
       END AS group_source
-    FROM comm_ops AS o
+    FROM (
+      -- the two cases apart, each a filter on one column, which a reader of Parquet files
+      -- checks against each row group's statistics (no rankless row: nothing decoded); as one
+      -- OR of two columns every column of every row was decoded first
+      SELECT * FROM comm_ops WHERE rank IS NULL
+      UNION ALL
+      SELECT * FROM comm_ops WHERE rank IS NOT NULL AND rank_source = 'inferred_largest_comm'
+    ) AS o
     LEFT JOIN proc_ranks AS p
       ON p.run_id = o.run_id AND p.pid = o.pid AND p.short_host = split_part(o.host, '.', 1)
-    WHERE o.rank IS NULL OR o.rank_source = 'inferred_largest_comm'
   )
 SELECT
   run_id,
