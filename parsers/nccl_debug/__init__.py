@@ -200,11 +200,13 @@ from commscope.parsers.nccl_debug.communicators import (
     MAX_LIFECYCLE_EVENTS,
     MAX_PROCESSES,
     REGISTRY_FULL,
+    STATE_VERSION,
     _dev_matches,
     _Event,
     _Inc,
     _IncIndex,
     _Registry,
+    state_v1,
 )
 from commscope.parsers.nccl_debug.frames import _coll_summary, _Pass2
 from commscope.parsers.nccl_debug.lines import (
@@ -468,6 +470,7 @@ __all__ = [
     "MAX_TOPOLOGY_ROWS",
     "REGISTRY_FULL",
     "RING_ORDER_CAP",
+    "STATE_VERSION",
     "TOPOLOGY_FULL",
     "_BARE_VERSION_RE",
     "_COLLNET_RE",
@@ -492,5 +495,6 @@ __all__ = [
     "communicators",
     "frames",
     "lines",
+    "state_v1",
     "topology",
 ]

@@ -181,7 +181,7 @@ class _Pass2:
         self.one_pass = one_pass
         self.known_hosts = set() if one_pass else set(reg.known_hosts)
         self.repair_checks: list[tuple[frozenset[str], list[str]]] = []
-        prior = resume if resume and resume.get("v") == 1 else {}
+        prior = resume if resume and resume.get("v") in (1, communicators.STATE_VERSION) else {}
         _add_hosts(self.known_hosts, list(prior.get("pass2_hosts", [])))
         self.emitted_comms: dict[str, str] = dict(prior.get("comms", {}))
         self.emitted_topo: set[str] = set(prior.get("topo", []))
