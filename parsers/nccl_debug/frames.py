@@ -814,8 +814,10 @@ class _Pass2:
         rows: list[dict[str, Any]] = []
         topo, self.topo, self.topo_pending = self.topo, [], 0
         seen = self.topo_seen
-        for t in topo:
-            inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+        found = self.reg.attribute_many(
+            [(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev) for t in topo]
+        )
+        for t, inc in zip(topo, found, strict=True):
             # Rows are a function of this key: a line repeating it (a re-created communicator
             # on the same pointer) adds only rows that the de-duplication below would drop.
             ident = (

@@ -111,6 +111,27 @@ def test_index_gives_the_full_scan_answer(seed: int) -> None:
         assert reg.attribute(*q) is _scan(reg, *q), q
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_batch_attribution_gives_the_full_scan_answer(seed: int) -> None:
+    """:meth:`_Registry.attribute_many` (the as-of join for init-thread lines, the index for
+    the others) answers as the scan does, queries in any order."""
+    rnd = random.Random(seed)
+    reg, last = _random_registry(rnd, rnd.choice([5, 30, 200]))
+    queries = [
+        (
+            "h",
+            rnd.choice([1, 2]),
+            rnd.choice([7, 8, 9]),
+            rnd.randint(0, last + 3),
+            rnd.choice([None, 0, 1, 2]),
+            rnd.choice([None, None, "0", "1", "1000", "02000", "ff"]),
+        )
+        for _ in range(300)
+    ]
+    got = reg.attribute_many(queries)
+    assert all(g is _scan(reg, *q) for g, q in zip(got, queries, strict=True))
+
+
 def test_parents_and_worlds_as_a_scan_would_find_them() -> None:
     """Split children find the latest live incarnation of their parent pointer (not themselves);
     in a several-GPU process a sub-communicator takes its world through that chain."""
@@ -235,10 +256,12 @@ def scale_parse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     mp = pytest.MonkeyPatch()
     mp.setattr(nd._IncIndex, "__init__", keep)
+    mp.setattr(nd.communicators, "_FAST_ATTRIBUTION", False)  # every line through the index
     try:
         chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
     finally:
         mp.undo()
+    fast = [c.tables.get("topology") for c in NcclDebugParser().parse(Source(path), run_id="r")]
     tables: dict[str, list[pl.DataFrame]] = {}
     counts = LineCounts()
     for c in chunks:
@@ -250,7 +273,13 @@ def scale_parse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "tables": {k: pl.concat(v) for k, v in tables.items()},
         "counts": counts,
         "indexes": indexes,
+        "fast_topology": pl.concat([t for t in fast if t is not None]),
     }
+
+
+def test_scale_batch_attribution_equals_the_index(scale_parse: dict[str, Any]) -> None:
+    """The as-of join of :meth:`_Registry.attribute_many` gives the index's topology rows."""
+    assert scale_parse["fast_topology"].equals(scale_parse["tables"]["topology"])
 
 
 def test_scale_every_row_on_its_incarnation(scale_parse: dict[str, Any]) -> None:
@@ -307,11 +336,14 @@ def test_one_process_with_ten_thousand_incarnations(tmp_path: Path) -> None:
 
     mp = pytest.MonkeyPatch()
     mp.setattr(nd._IncIndex, "__init__", keep)
+    mp.setattr(nd.communicators, "_FAST_ATTRIBUTION", False)  # every line through the index
     try:
         chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
     finally:
         mp.undo()
     topo = pl.concat([c.tables["topology"] for c in chunks if "topology" in c.tables])
+    fast = [c.tables.get("topology") for c in NcclDebugParser().parse(Source(path), run_id="r")]
+    assert pl.concat([t for t in fast if t is not None]).equals(topo)
     assert topo["comm_id"].to_list() == [f"0x{i % 3 + 16:x}" for i in range(n)]
     (index,) = indexes
     depth = math.ceil(math.log2(n + 1)) + 1
