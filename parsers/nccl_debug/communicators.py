@@ -55,7 +55,7 @@ _SCAN_COLUMNS = ("line_no", "msg", "host", "pid", "tid", "pre", "spliced")
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Inc:
     """One communicator incarnation in one process."""
 
@@ -166,6 +166,7 @@ class _Registry:
     warnings: list[str] = field(default_factory=list)
     _index: _IncIndex | None = None  # built on the first attribute() call
     _started: pl.DataFrame | None = None  # finalize(): incarnations with a START, per init tid
+    inc_table: pl.DataFrame | None = None  # finalize(): ``incs`` as columns (_INC_COLUMNS)
     # Lines of *this* parse's range that pass 1 read as lifecycle records (``event_lines``) or
     # as lifecycle records with a number out of range (``unfit_lines``): pass 2 classifies its
     # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
@@ -400,6 +401,7 @@ class _Registry:
         module docstring), then made into :class:`_Inc` objects for the per-process rules.
         """
         incs = _incarnations(self._event_frame(), self.known_hosts)
+        self.inc_table = incs
         self._started = (
             incs.with_row_index("inc")
             .filter("has_start")
@@ -539,12 +541,14 @@ class _Registry:
         distinct = set(self.proc_versions.values()) | {v for _, v in self.bare_versions}
         fallback = next(iter(distinct)) if len(distinct) == 1 else None
         inferred = 0
-        for inc in self.incs:
-            inc.nccl_version = by_proc.get((inc.host, inc.pid))
-            if inc.nccl_version is None:
-                on_host = host_versions.get(inc.host, set())
-                inc.nccl_version = next(iter(on_host)) if len(on_host) == 1 else fallback
-                inferred += inc.nccl_version is not None
+        for (host, pid), incs in self.by_proc.items():  # every inc of a process: one version
+            ver = by_proc.get((host, pid))
+            if ver is None:
+                on_host = host_versions.get(host, set())
+                ver = next(iter(on_host)) if len(on_host) == 1 else fallback
+                inferred += len(incs) if ver is not None else 0
+            for inc in incs:
+                inc.nccl_version = ver
         if inferred:
             self.warnings.append(
                 f"nccl_version of {inferred} communicators inferred from other processes of the "
@@ -568,17 +572,35 @@ class _Registry:
         }
         incs = self.incs
         cols: dict[str, list[Any]] = {
-            "host": [i.host for i in incs],
-            "pid": [i.pid for i in incs],
-            "comm_key": [i.comm for i in incs],
-            "window_start": [i.window_start for i in incs],
-            "window_end": [i.end_line for i in incs],
-            "group_rank": [i.rank for i in incs],
             "inc_global": [i.global_rank for i in incs],
             "comm_hash": [i.ident for i in incs],
             "identity_world": [i.identity_world for i in incs],
         }
-        return pl.DataFrame(_fit_columns(cols, schema), schema=schema).sort("window_start")
+        table = self.inc_table
+        if table is None or table.height != len(incs):  # incs set by hand (tests)
+            cols |= {
+                "host": [i.host for i in incs],
+                "pid": [i.pid for i in incs],
+                "comm_key": [i.comm for i in incs],
+                "window_start": [i.window_start for i in incs],
+                "window_end": [i.end_line for i in incs],
+                "group_rank": [i.rank for i in incs],
+            }
+            frame = pl.DataFrame(_fit_columns(cols, schema), schema=schema)
+        else:  # what finalize() cut stays in columns; the per-process rules' results join it
+            frame = table.select(
+                "host",
+                "pid",
+                comm_key="comm",
+                window_start="window_start",
+                window_end="end_line",
+                group_rank=pl.col("rank").cast(pl.Int32, strict=False),
+                **{
+                    c: pl.Series(cols[c], dtype=schema[c], strict=False)
+                    for c in ("inc_global", "comm_hash", "identity_world")
+                },
+            )
+        return frame.select(list(schema)).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:
         """Process-level global ranks (single-GPU processes)."""

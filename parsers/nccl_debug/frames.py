@@ -715,31 +715,62 @@ class _Pass2:
         }
         incs = reg.incs
         parents = [i.parent_inc for i in incs]
+        # what the per-process rules decide comes from the objects; the rest from the
+        # columns finalize() cut (one list per column either way: no dict per incarnation)
         comm_cols: dict[str, list[Any]] = {
-            "comm_id": [i.comm for i in incs],
-            "rank": [i.rank for i in incs],
-            "nranks": [i.nranks for i in incs],
             "global_rank": [
                 i.global_rank if i.global_rank is not None else self.rank for i in incs
             ],
-            "host": [i.host for i in incs],
-            "pid": [i.pid for i in incs],
-            "cuda_dev": [i.cuda_dev for i in incs],
-            "nvml_dev": [i.nvml_dev for i in incs],
-            "bus_id": [i.bus_id for i in incs],
-            "comm_hash": [i.comm_hash for i in incs],
-            "parent_comm_id": [i.parent for i in incs],
             "parent_comm_hash": [p.ident if p else None for p in parents],
             "parent_nranks": [p.nranks if p else None for p in parents],
-            "split_color": [i.split_color for i in incs],
-            "split_key": [i.split_key for i in incs],
             "nccl_version": [i.nccl_version for i in incs],
-            "source_line": [i.source_line for i in incs],
         }
-        # one list per column, not a dict per incarnation (10,000 incarnations: 10,000 dicts)
-        comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema).sort(
-            "source_line"
-        )
+        table = reg.inc_table
+        if table is None or table.height != len(incs):  # incs set by hand (tests)
+            comm_cols |= {
+                "comm_id": [i.comm for i in incs],
+                "rank": [i.rank for i in incs],
+                "nranks": [i.nranks for i in incs],
+                "host": [i.host for i in incs],
+                "pid": [i.pid for i in incs],
+                "cuda_dev": [i.cuda_dev for i in incs],
+                "nvml_dev": [i.nvml_dev for i in incs],
+                "bus_id": [i.bus_id for i in incs],
+                "comm_hash": [i.comm_hash for i in incs],
+                "parent_comm_id": [i.parent for i in incs],
+                "split_color": [i.split_color for i in incs],
+                "split_key": [i.split_key for i in incs],
+                "source_line": [i.source_line for i in incs],
+            }
+            comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema)
+        else:
+            own = {c: comm_schema[c] for c in comm_cols}
+            decided = pl.DataFrame(_fit_columns(comm_cols, own), schema=own)
+            comms = pl.concat(
+                [
+                    table.select(
+                        comm_id="comm",
+                        rank="rank",
+                        nranks="nranks",
+                        host="host",
+                        pid="pid",
+                        cuda_dev="cudadev",
+                        nvml_dev="nvmldev",
+                        bus_id="busid",
+                        comm_hash="comm_hash",
+                        parent_comm_id="parent",
+                        split_color="split_color",
+                        split_key="split_key",
+                        source_line=pl.coalesce("first_init_line", "end_line", pl.lit(0)),
+                    ),
+                    decided,
+                ],
+                how="horizontal",
+            )
+            comms = comms.select(
+                pl.col(c).cast(t, strict=False) for c, t in comm_schema.items()
+            )  # an int out of its column's range is null, as _fit_columns makes it
+        comms = comms.sort("source_line")
         comms = self._new_rows(comms)
         warnings = list(reg.warnings)
         if self.n_registry_full:
