@@ -99,3 +99,31 @@ def test_unknown_state_version_is_ignored(tmp_path: Path) -> None:
     plain, _, _ = _parse(path, source=tail)
     odd, _, _ = _parse(path, source=tail, resume={"v": 99, "events": {"line_no": [1]}})
     assert odd["comm_ops"].equals(plain["comm_ops"])
+
+
+@pytest.mark.parametrize("n", [0, 1, 5])
+def test_event_columns_round_trip(n: int) -> None:
+    """The version-2 encoding of event columns (values joined by a separator, nulls empty)
+    reads back the same rows, and falls back to a list for a value the join cannot hold."""
+    from commscope.parsers.nccl_debug import communicators as c
+
+    rows = {
+        "line_no": list(range(1, n + 1)),
+        "host": [f"h{i}" for i in range(n)],
+        "pid": [7] * n,
+        "tid": [i * 3 for i in range(n)],
+        "kind": ["START", "END", "COMPLETE", "START", "END"][:n],
+        "spliced": [i % 2 == 0 for i in range(n)],
+        **{f: [None] * n for f in c._EVENT_FIELDS},
+    }
+    rows["comm"] = [f"0x{i}" for i in range(n)]
+    rows["rank"] = [None if i == 1 else str(i) for i in range(n)]
+    if n:
+        rows["parent"] = ["a b"] + [None] * (n - 1)  # holds the separator: kept as a list
+    ev = pl.DataFrame(rows, schema=c._EVENT_SCHEMA)
+    enc = c._encode_events(ev)
+    assert json.loads(json.dumps(enc)) == enc
+    assert isinstance(enc["line_no"], str) and "color" not in enc["fields"]
+    if n:
+        assert isinstance(enc["fields"]["parent"], list)
+    assert c._state_events(json.loads(json.dumps(enc))).equals(ev)
