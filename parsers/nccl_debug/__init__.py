@@ -51,9 +51,11 @@ size on the nccl-tests log, set ``TMPDIR`` to put it elsewhere): lines longer th
 (later ones are rejected with the reason and a warning), and the host, process, tag and bare
 version tables are capped (``MAX_KNOWN_HOSTS``, ``MAX_PROCESSES``, ``MAX_BARE_VERSIONS``).
 
-Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``): the end state holds
-pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of the
-``communicators`` and ``topology`` rows already emitted. A resumed parse of the appended lines
+Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``): the end state
+holds pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of
+the ``communicators`` and ``topology`` rows already emitted; state version 2 keeps the events as
+columns (a version-1 state, events as rows, is still read; ``state_v1`` gives a version-2 state
+in that form). A resumed parse of the appended lines
 rebuilds the registry from the stored plus the new events, so COLL rows of the new lines get
 the same ranks as in a single parse, and emits only communicators/topology rows not emitted
 before. Limits (rows already stored are never rewritten): a stored row that the new lines

@@ -823,7 +823,11 @@ class _Pass2:
         ).to_series()
         keep: list[bool] = []
         emitted = self.emitted_comms
-        for ident, fp in zip(idents.to_list(), _fingerprints(comms), strict=True):
+        keys, fps = idents.to_list(), _fingerprints(comms)
+        if not emitted and len(set(keys)) == len(keys):  # nothing emitted before: all new
+            emitted.update(zip(keys, fps, strict=True))
+            return comms
+        for ident, fp in zip(keys, fps, strict=True):
             before = emitted.get(ident)
             keep.append(before is None)
             if before is None:
