@@ -8,6 +8,7 @@ See :mod:`commscope.parsers.nccl_debug` (Communicator incarnations and global ra
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
@@ -406,14 +407,19 @@ class _Registry:
             make(*vals[:13], None, None, *vals[13:17], set(vals[17]))
             for vals in zip(*(incs.get_column(c).to_list() for c in _INC_COLUMNS), strict=True)
         ]
-        for inc in self.incs:
-            self.by_proc.setdefault((inc.host, inc.pid), []).append(inc)
-        self.world_size = max((i.nranks for i in self.incs), default=None)
+        # incs are in (host, pid, ...) order: each process's incarnations are consecutive
+        for proc, group in itertools.groupby(self.incs, key=_proc_of):
+            self.by_proc.setdefault(proc, []).extend(group)
+        self.world_size = incs.get_column("nranks").max()  # type: ignore[assignment]
+        # only a process with a split child (a parent pointer) has parents to link
+        with_parent = set(incs.filter(pl.col("parent").is_not_null()).select("host", "pid").rows())
         for proc, incs_of in self.by_proc.items():
             self._assign_global(proc, incs_of)
-            self._link_parents(incs_of)
-        for inc in self.incs:
-            inc.ident = self._ident(inc)
+            if proc in with_parent:
+                self._link_parents(incs_of)
+        ident = self._ident
+        for inc in self.incs:  # a logged commId is the identity (_ident's first step)
+            inc.ident = inc.comm_hash if inc.comm_hash is not None else ident(inc)
         self._assign_versions()
 
     def _event_frame(self) -> pl.DataFrame:
@@ -734,6 +740,10 @@ _NEVER = 1 << 62
 """End line of an incarnation never destroyed (live at every later line)."""
 _ATTRIBUTE_MEMO = 20_000
 """Query keys whose last answer :meth:`_Registry.attribute` keeps (then it starts afresh)."""
+
+
+def _proc_of(inc: _Inc) -> tuple[str, int]:
+    return inc.host, inc.pid
 
 
 def _end_key(inc: _Inc) -> int:

@@ -744,8 +744,15 @@ class _Pass2:
             }
             comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema)
         else:
-            own = {c: comm_schema[c] for c in comm_cols}
-            decided = pl.DataFrame(_fit_columns(comm_cols, own), schema=own)
+            # an int out of its column's range is null, as _fit_columns makes it
+            decided = pl.DataFrame(
+                [
+                    pl.Series(c, v, dtype=pl.Int64, strict=False).cast(pl.Int32, strict=False)
+                    if comm_schema[c] == pl.Int32
+                    else pl.Series(c, v, dtype=comm_schema[c])
+                    for c, v in comm_cols.items()
+                ]
+            )
             comms = pl.concat(
                 [
                     table.select(
