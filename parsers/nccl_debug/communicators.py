@@ -638,7 +638,7 @@ class _Registry:
         started = self._started
         if _FAST_ATTRIBUTION and started is not None and started.height and queries:
             q = pl.DataFrame(
-                queries,
+                dict(zip(_QUERY_COLUMNS, zip(*queries, strict=True), strict=True)),
                 schema={
                     "host": pl.Utf8,
                     "pid": pl.Int64,
@@ -647,7 +647,6 @@ class _Registry:
                     "rank": pl.Int64,
                     "dev": pl.Utf8,
                 },
-                orient="row",
                 strict=False,  # an out-of-range number is no key: that line takes attribute()
             ).with_row_index("q")
             hits = (
@@ -733,6 +732,8 @@ class _Registry:
         return cands.latest_before(line_no) or cands.earliest_after(line_no)
 
 
+_QUERY_COLUMNS = ("host", "pid", "tid", "line_no", "rank", "dev")
+"""A topology line's attribution query (:meth:`_Registry.attribute_many`), as columns."""
 _FAST_ATTRIBUTION = True
 """Whether :meth:`_Registry.attribute_many` answers init-thread lines by its as-of join
 (tests turn it off to measure the index alone)."""
