@@ -173,6 +173,7 @@ class _Registry:
     # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
     # (``unsure_from``) pass 2 matches the lines itself.
     event_lines: set[int] = field(default_factory=set)
+    event_line_parts: list[pl.Series] = field(default_factory=list)  # event_lines as Series
     unfit_lines: set[int] = field(default_factory=set)
     unsure_from: int | None = None
 
@@ -181,6 +182,14 @@ class _Registry:
             lines.add(line_no)
         elif self.unsure_from is None:
             self.unsure_from = line_no
+
+    def event_line_series(self) -> pl.Series:
+        """``event_lines`` as a Series (for a vectorised ``is_in``): the parts kept as they
+        were added, or the set itself once a bound cut them short."""
+        parts = self.event_line_parts
+        if parts and sum(len(p) for p in parts) == len(self.event_lines):
+            return pl.concat(parts)
+        return pl.Series("line_no", list(self.event_lines), dtype=pl.Int64)
 
     def lifecycle_status(self, line_no: int) -> str | bool | None:
         """Pass 1's verdict on an INFO Init/Destroy-like line of this range: None (a record it
@@ -329,6 +338,7 @@ class _Registry:
         lines = kept["line_no"].to_list()
         if len(self.event_lines) + len(lines) < MAX_LIFECYCLE_EVENTS:
             self.event_lines.update(lines)
+            self.event_line_parts.append(kept["line_no"])
         else:
             for line_no in lines:
                 self._note_line(self.event_lines, line_no)

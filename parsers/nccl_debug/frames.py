@@ -371,7 +371,7 @@ class _Pass2:
         matched each lifecycle line already); return how many are parsed, add the rejects."""
         if not lines.height:
             return 0
-        kept = lines.get_column("line_no").is_in(list(self.reg.event_lines))
+        kept = lines.get_column("line_no").is_in(self.reg.event_line_series())
         if cut_line is not None:
             kept = kept & (lines.get_column("line_no") != cut_line)
         parsed = int(kept.sum())  # records pass 1 kept: nothing more to decide
