@@ -1052,17 +1052,37 @@ def _encode_events(ev: pl.DataFrame) -> dict[str, Any]:
     cost more than the rest of the state; Polars joins a column in one call."""
     out: dict[str, Any] = {"n": ev.height}
     fields: dict[str, Any] = {}
-    for c in (*_EVENT_HEAD, *_EVENT_FIELDS):
-        col = ev.get_column(c)
-        if c in _EVENT_FIELDS and col.null_count() == ev.height:
-            continue
-        text = col.cast(pl.Int8) if col.dtype == pl.Boolean else col
-        text = text.cast(pl.Utf8)
-        odd = text.drop_nulls() if col.dtype == pl.Utf8 else None  # numbers: never odd
-        if odd is not None and bool((odd.str.contains(_SEP, literal=True) | (odd == "")).any()):
-            value: Any = col.to_list()
-        else:
-            value = text.fill_null("").str.join(_SEP).item() if ev.height else ""
+    if not ev.height:
+        out |= dict.fromkeys(_EVENT_HEAD, "")
+        out["fields"] = fields
+        return out
+    cols = [
+        c
+        for c in (*_EVENT_HEAD, *_EVENT_FIELDS)
+        if c not in _EVENT_FIELDS or ev.get_column(c).null_count() < ev.height
+    ]
+    texts = [c for c in cols if ev.schema[c] == pl.Utf8]
+    # one pass over every column: which text columns hold a value the join cannot carry,
+    # and each column joined
+    odd = ev.select(
+        (pl.col(c).str.contains(_SEP, literal=True) | (pl.col(c) == "")).any().alias(c)
+        for c in texts
+    ).row(0, named=True)
+    plain = [c for c in cols if not odd.get(c)]
+    joined = (
+        ev.select(
+            (pl.col(c).cast(pl.Int8) if ev.schema[c] == pl.Boolean else pl.col(c))
+            .cast(pl.Utf8)
+            .fill_null("")
+            .str.join(_SEP)
+            .alias(c)
+            for c in plain
+        ).row(0, named=True)
+        if plain
+        else {}
+    )
+    for c in cols:
+        value = ev.get_column(c).to_list() if odd.get(c) else joined[c]
         (fields if c in _EVENT_FIELDS else out)[c] = value
     out["fields"] = fields
     return out

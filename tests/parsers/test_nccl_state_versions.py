@@ -127,3 +127,16 @@ def test_event_columns_round_trip(n: int) -> None:
     if n:
         assert isinstance(enc["fields"]["parent"], list)
     assert c._state_events(json.loads(json.dumps(enc))).equals(ev)
+
+
+def test_event_columns_all_odd_round_trip() -> None:
+    """Every text column holding values the join cannot carry: all kept as lists."""
+    from commscope.parsers.nccl_debug import communicators as c
+
+    rows: dict[str, list[Any]] = {f: ["x y", ""] for f in c._EVENT_FIELDS}
+    rows |= {"line_no": [1, 2], "host": ["a b", ""], "pid": [1, 2], "tid": [3, 4]}
+    rows |= {"kind": ["", "x y"], "spliced": [False, True]}
+    ev = pl.DataFrame(rows, schema=c._EVENT_SCHEMA)
+    enc = json.loads(json.dumps(c._encode_events(ev)))
+    assert isinstance(enc["host"], list) and isinstance(enc["line_no"], str)
+    assert c._state_events(enc).equals(ev)
