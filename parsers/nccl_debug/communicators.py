@@ -168,6 +168,10 @@ class _Registry:
     _index: _IncIndex | None = None  # built on the first attribute() call
     _started: pl.DataFrame | None = None  # finalize(): incarnations with a START, per init tid
     inc_table: pl.DataFrame | None = None  # finalize(): ``incs`` as columns (_INC_COLUMNS)
+    _by_start: dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]] | None = (
+        None  # _started per (host, pid, tid, rank), built on the first attribute() call
+    )
+    _memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = field(default_factory=dict)
     # Lines of *this* parse's range that pass 1 read as lifecycle records (``event_lines``) or
     # as lifecycle records with a number out of range (``unfit_lines``): pass 2 classifies its
     # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
@@ -629,65 +633,6 @@ class _Registry:
             strict=False,  # a corrupt line's out-of-range number becomes null, never a crash
         )
 
-    def attribute_many(
-        self, queries: list[tuple[str, int, int, int, int | None, str | None]]
-    ) -> list[_Inc | None]:
-        """:meth:`attribute` of each ``(host, pid, tid, line_no, me_rank, me_dev)``.
-
-        Most topology lines are logged by the thread that initialises their comm, between its
-        Init START and COMPLETE: for those the answer is the latest incarnation of the
-        process whose Init START is on the line's thread at or before the line, with the
-        line's rank, when it is live at the line and its device fits (it is then the latest
-        of those live, as :meth:`attribute` picks it). One as-of join on the incarnations
-        sorted by START line finds it for every line at once (O(log n) each); the other
-        lines go through :meth:`attribute`. Why: 10,000 incarnations made 10,000 distinct
-        queries, ~7 us each through the index (issue 21, item 1).
-        """
-        found: list[_Inc | None] = [None] * len(queries)
-        todo = list(range(len(queries)))
-        started = self._started
-        if _FAST_ATTRIBUTION and started is not None and started.height and queries:
-            q = pl.DataFrame(
-                dict(zip(_QUERY_COLUMNS, zip(*queries, strict=True), strict=True)),
-                schema={
-                    "host": pl.Utf8,
-                    "pid": pl.Int64,
-                    "tid": pl.Int64,
-                    "line_no": pl.Int64,
-                    "rank": pl.Int64,
-                    "dev": pl.Utf8,
-                },
-                strict=False,  # an out-of-range number is no key: that line takes attribute()
-            ).with_row_index("q")
-            hits = (
-                q.filter(pl.col("rank").is_not_null() & pl.col("pid").is_not_null())
-                .sort("line_no")
-                .join_asof(
-                    started,
-                    left_on="line_no",
-                    right_on="first_init_line",
-                    by=["host", "pid", "tid", "rank"],
-                    strategy="backward",
-                    check_sortedness=False,
-                )
-                .filter(
-                    pl.col("inc").is_not_null()
-                    & (pl.col("end_line").is_null() | (pl.col("end_line") >= pl.col("line_no")))
-                )
-                .select("q", "inc", "dev")
-            )
-            incs = self.incs
-            for n, i, dev in hits.iter_rows():
-                inc = incs[i]
-                if dev is None or _dev_matches(inc, dev):
-                    found[n] = inc
-                    todo[n] = -1
-        attribute = self.attribute
-        for n in todo:
-            if n >= 0:
-                found[n] = attribute(*queries[n])
-        return found
-
     def attribute(
         self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
     ) -> _Inc | None:
@@ -701,22 +646,57 @@ class _Registry:
         Answered from :class:`_IncIndex` in O(log n) per line (n = incarnations of the
         process), with the same result as a scan of every incarnation.
         """
-        if self._index is None:
-            self._index = _IncIndex(self.incs)
-        idx = self._index
         # The answer only changes where some incarnation of the process starts, completes,
         # ends or has its source line: remembered per query key for the interval between two
         # such lines (consecutive topology lines of one init mostly fall in one interval).
         key = (host, pid, tid, me_rank, me_dev)
-        got = idx.memo.get(key)
+        memo = self._memo
+        got = memo.get(key)
         if got is not None and got[0] <= line_no < got[1]:
             return got[2]
+        if len(memo) >= _ATTRIBUTE_MEMO:
+            memo.clear()
+        fast = self._started_on_thread(host, pid, tid, line_no, me_rank, me_dev)
+        if fast is not None:
+            memo[key] = fast
+            return fast[2]
+        if self._index is None:
+            self._index = _IncIndex(self.incs)
+        idx = self._index
         found = self._attribute(idx, host, pid, tid, line_no, me_rank, me_dev)
         lo, hi = idx.interval(host, pid, line_no)
-        if len(idx.memo) >= _ATTRIBUTE_MEMO:
-            idx.memo.clear()
-        idx.memo[key] = (lo, hi, found)
+        memo[key] = (lo, hi, found)
         return found
+
+    def _started_on_thread(
+        self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
+    ) -> tuple[int, int, _Inc] | None:
+        """The common case of :meth:`attribute` without the index: a line on the thread that
+        initialises its comm. The incarnation of the process with the line's rank whose Init
+        START on this thread is the latest at or before the line, when it is live at the line
+        and its device fits, is what the rule picks (the latest of those live); it stays the
+        answer for this query key from its START until the next START of the key's thread and
+        rank or its end, the interval returned with it. None when that does not hold (the
+        caller asks the index). O(log n): a bisection in the key's START lines.
+
+        Why: 10,000 incarnations made 10,000 distinct query keys, each building index groups
+        (~7 us) for a question the START lines answer (issue 21, item 1)."""
+        if not _FAST_ATTRIBUTION or me_rank is None:
+            return None
+        if self._by_start is None:
+            self._by_start = _starts_by_thread(self._started)
+        got = self._by_start.get((host, pid, tid, me_rank))
+        if got is None:
+            return None
+        starts, ends, which = got
+        at = bisect.bisect_right(starts, line_no) - 1
+        if at < 0 or ends[at] < line_no:
+            return None
+        inc = self.incs[which[at]]
+        if me_dev is not None and not _dev_matches(inc, me_dev):
+            return None
+        hi = min(ends[at] + 1, starts[at + 1] if at + 1 < len(starts) else _NEVER)
+        return starts[at], hi, inc
 
     @staticmethod
     def _attribute(
@@ -742,15 +722,47 @@ class _Registry:
         return cands.latest_before(line_no) or cands.earliest_after(line_no)
 
 
-_QUERY_COLUMNS = ("host", "pid", "tid", "line_no", "rank", "dev")
-"""A topology line's attribution query (:meth:`_Registry.attribute_many`), as columns."""
 _FAST_ATTRIBUTION = True
-"""Whether :meth:`_Registry.attribute_many` answers init-thread lines by its as-of join
-(tests turn it off to measure the index alone)."""
+"""Whether :meth:`_Registry.attribute` answers a line on its comm's init thread from the START
+lines alone (:meth:`_Registry._started_on_thread`) before building the index (tests turn it
+off to measure the index alone)."""
 _NEVER = 1 << 62
 """End line of an incarnation never destroyed (live at every later line)."""
 _ATTRIBUTE_MEMO = 20_000
 """Query keys whose last answer :meth:`_Registry.attribute` keeps (then it starts afresh)."""
+
+
+def _starts_by_thread(
+    started: pl.DataFrame | None,
+) -> dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]]:
+    """Incarnations with an Init START, per (host, pid, init tid, rank): their START lines
+    (ascending), end lines (``_NEVER`` when never destroyed) and positions in ``incs``."""
+    out: dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]] = {}
+    if started is None or started.is_empty():
+        return out
+    cols = (
+        started.sort("first_init_line")
+        .select(
+            "host",
+            "pid",
+            "tid",
+            "rank",
+            "first_init_line",
+            pl.col("end_line").fill_null(_NEVER),
+            "inc",
+        )
+        .get_columns()
+    )
+    for host, pid, tid, rank, start, end, inc in zip(*(c.to_list() for c in cols), strict=True):
+        key = (host, pid, tid, rank)
+        got = out.get(key)
+        if got is None:
+            out[key] = ([start], [end], [inc])
+        else:
+            got[0].append(start)
+            got[1].append(end)
+            got[2].append(inc)
+    return out
 
 
 def _proc_of(inc: _Inc) -> tuple[str, int]:
@@ -883,7 +895,6 @@ class _IncIndex:
                 lists[(inc.host, inc.pid, tid, inc.rank)].append(inc)
         self.lists = dict(lists)
         self.groups: dict[tuple[str, int, int | None, int | None, str | None], _IncGroup] = {}
-        self.memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = {}
         self._breaks: dict[tuple[str, int], list[int]] = {}
 
     def interval(self, host: str, pid: int, line_no: int) -> tuple[int, int]:

@@ -856,10 +856,8 @@ class _Pass2:
         rows: list[dict[str, Any]] = []
         topo, self.topo, self.topo_pending = self.topo, [], 0
         seen = self.topo_seen
-        found = self.reg.attribute_many(
-            [(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev) for t in topo]
-        )
-        for t, inc in zip(topo, found, strict=True):
+        for t in topo:
+            inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
             # Rows are a function of this key: a line repeating it (a re-created communicator
             # on the same pointer) adds only rows that the de-duplication below would drop.
             ident = (

@@ -95,8 +95,15 @@ def _random_registry(rnd: random.Random, n_events: int) -> Any:
     return reg, line
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["start_lines_first", "index_only"])
 @pytest.mark.parametrize("seed", range(40))
-def test_index_gives_the_full_scan_answer(seed: int) -> None:
+def test_index_gives_the_full_scan_answer(
+    seed: int, fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:meth:`_Registry.attribute` answers as the scan does: through the index alone, and
+    with its START-line shortcut for lines on an init thread (whose memo intervals must hold
+    for the later queries too: queries in random order, many per key)."""
+    monkeypatch.setattr(nd.communicators, "_FAST_ATTRIBUTION", fast)
     rnd = random.Random(seed)
     reg, last = _random_registry(rnd, rnd.choice([5, 30, 200]))
     for _ in range(300):
@@ -109,27 +116,6 @@ def test_index_gives_the_full_scan_answer(seed: int) -> None:
             rnd.choice([None, None, "0", "1", "1000", "02000", "ff"]),
         )
         assert reg.attribute(*q) is _scan(reg, *q), q
-
-
-@pytest.mark.parametrize("seed", range(40))
-def test_batch_attribution_gives_the_full_scan_answer(seed: int) -> None:
-    """:meth:`_Registry.attribute_many` (the as-of join for init-thread lines, the index for
-    the others) answers as the scan does, queries in any order."""
-    rnd = random.Random(seed)
-    reg, last = _random_registry(rnd, rnd.choice([5, 30, 200]))
-    queries = [
-        (
-            "h",
-            rnd.choice([1, 2]),
-            rnd.choice([7, 8, 9]),
-            rnd.randint(0, last + 3),
-            rnd.choice([None, 0, 1, 2]),
-            rnd.choice([None, None, "0", "1", "1000", "02000", "ff"]),
-        )
-        for _ in range(300)
-    ]
-    got = reg.attribute_many(queries)
-    assert all(g is _scan(reg, *q) for g, q in zip(got, queries, strict=True))
 
 
 def test_parents_and_worlds_as_a_scan_would_find_them() -> None:
@@ -277,8 +263,9 @@ def scale_parse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     }
 
 
-def test_scale_batch_attribution_equals_the_index(scale_parse: dict[str, Any]) -> None:
-    """The as-of join of :meth:`_Registry.attribute_many` gives the index's topology rows."""
+def test_scale_start_line_shortcut_equals_the_index(scale_parse: dict[str, Any]) -> None:
+    """:meth:`_Registry.attribute` with its START-line shortcut gives the index's topology
+    rows."""
     assert scale_parse["fast_topology"].equals(scale_parse["tables"]["topology"])
 
 
