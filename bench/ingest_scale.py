@@ -21,8 +21,9 @@ disturbs far less than wall time:
   rounds. Target 2x the regex scan.
 
 Usage: ``python -m bench --only ingest_scale`` (``--quick``: 10 / 40 copies, 1,000 / 10
-incarnations, 15 MB speed inputs), or ``python bench/ingest_scale.py [--quick] [--speed]``
-alone (``--speed``: the speed rows only).
+incarnations, 15 MB speed inputs), or ``python bench/ingest_scale.py [--quick] [--speed |
+--scale]`` alone (``--speed``: the speed rows only; ``--scale``: the copies and incarnations
+rows only).
 """
 
 from __future__ import annotations
@@ -123,9 +124,24 @@ def run(ctx: Context) -> list[Row]:
     """Measure and return the rows of this benchmark."""
     if not NCCLTESTS.exists() or not DEEPSPEED.exists():
         return [Row(NAME, f"samples missing under {SHARED}", "skipped", None)]
+    rows = scale_rows(ctx)
+    rows += speed_rows(ctx, ctx.workdir / "ingest_scale" / f"nccltests_x{_copies(ctx)[1]}.log")
+    if not ctx.keep:
+        shutil.rmtree(ctx.workdir / "scratch", ignore_errors=True)
+    return rows
+
+
+def _copies(ctx: Context) -> tuple[int, int]:
+    return (10, 40) if ctx.quick else (100, 400)
+
+
+def scale_rows(ctx: Context) -> list[Row]:
+    """The ``copies`` and ``incarnations`` rows (no speed rows)."""
+    if not NCCLTESTS.exists():
+        return [Row(NAME, f"samples missing under {SHARED}", "skipped", None)]
     rows: list[Row] = []
     data = ctx.workdir / "ingest_scale"
-    lo, hi = (10, 40) if ctx.quick else (100, 400)
+    lo, hi = _copies(ctx)
 
     # -- copies: 4x the real log, at most 4.4x the CPU ---------------------------------------
     small = repeated(NCCLTESTS, lo, data / f"nccltests_x{lo}.log")
@@ -189,9 +205,6 @@ def run(ctx: Context) -> list[Row]:
         )
     )
 
-    rows += speed_rows(ctx, big)
-    if not ctx.keep:
-        shutil.rmtree(ctx.workdir / "scratch", ignore_errors=True)
     return rows
 
 
@@ -284,10 +297,13 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--workdir", type=Path, default=Path("/tmp/commscope-bench"))
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--speed", action="store_true", help="only the real-log speed rows")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--speed", action="store_true", help="only the real-log speed rows")
+    only.add_argument("--scale", action="store_true", help="only the copies and incarnations rows")
     a = ap.parse_args(argv)
     ctx = Context(workdir=a.workdir, quick=a.quick, keep=a.keep)
-    for row in speed_rows(ctx) if a.speed else run(ctx):
+    rows = speed_rows(ctx) if a.speed else scale_rows(ctx) if a.scale else run(ctx)
+    for row in rows:
         print(json.dumps(row.as_dict(), default=str))
     return 0
 

@@ -51,9 +51,11 @@ size on the nccl-tests log, set ``TMPDIR`` to put it elsewhere): lines longer th
 (later ones are rejected with the reason and a warning), and the host, process, tag and bare
 version tables are capped (``MAX_KNOWN_HOSTS``, ``MAX_PROCESSES``, ``MAX_BARE_VERSIONS``).
 
-Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``): the end state holds
-pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of the
-``communicators`` and ``topology`` rows already emitted. A resumed parse of the appended lines
+Incremental parse (``resume``, see ``commscope.parsers.registry.is_resumable``): the end state
+holds pass 1's raw material (lifecycle events, version lines, known hosts) and fingerprints of
+the ``communicators`` and ``topology`` rows already emitted; state version 2 keeps the events as
+columns (a version-1 state, events as rows, is still read; ``state_v1`` gives a version-2 state
+in that form). A resumed parse of the appended lines
 rebuilds the registry from the stored plus the new events, so COLL rows of the new lines get
 the same ranks as in a single parse, and emits only communicators/topology rows not emitted
 before. Limits (rows already stored are never rewritten): a stored row that the new lines
@@ -200,11 +202,13 @@ from commscope.parsers.nccl_debug.communicators import (
     MAX_LIFECYCLE_EVENTS,
     MAX_PROCESSES,
     REGISTRY_FULL,
+    STATE_VERSION,
     _dev_matches,
     _Event,
     _Inc,
     _IncIndex,
     _Registry,
+    state_v1,
 )
 from commscope.parsers.nccl_debug.frames import _coll_summary, _Pass2
 from commscope.parsers.nccl_debug.lines import (
@@ -468,6 +472,7 @@ __all__ = [
     "MAX_TOPOLOGY_ROWS",
     "REGISTRY_FULL",
     "RING_ORDER_CAP",
+    "STATE_VERSION",
     "TOPOLOGY_FULL",
     "_BARE_VERSION_RE",
     "_COLLNET_RE",
@@ -492,5 +497,6 @@ __all__ = [
     "communicators",
     "frames",
     "lines",
+    "state_v1",
     "topology",
 ]

@@ -26,9 +26,7 @@ from commscope.parsers.nccl_debug.lines import (
     _VERSION_RE,
     _fit_columns,
     _fix_host,
-    _int,
     _launcher_tag,
-    _lower,
     _split_block,
 )
 
@@ -58,7 +56,7 @@ _SCAN_COLUMNS = ("line_no", "msg", "host", "pid", "tid", "pre", "spliced")
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(slots=True)
 class _Inc:
     """One communicator incarnation in one process."""
 
@@ -152,7 +150,9 @@ class _WorldOf:
 class _Registry:
     """Everything pass 1 learns: incarnations, versions, hosts."""
 
-    events: list[_Event] = field(default_factory=list)
+    events: list[_Event] = field(default_factory=list)  # built by hand (tests): kept first
+    event_frames: list[pl.DataFrame] = field(default_factory=list)  # rows of _EVENT_SCHEMA
+    n_events: int = 0  # rows in event_frames
     known_hosts: set[str] = field(default_factory=set)
     proc_versions: dict[tuple[str, int], str] = field(default_factory=dict)
     bare_versions: list[tuple[str | None, str]] = field(default_factory=list)
@@ -166,11 +166,18 @@ class _Registry:
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
     _index: _IncIndex | None = None  # built on the first attribute() call
+    _started: pl.DataFrame | None = None  # finalize(): incarnations with a START, per init tid
+    inc_table: pl.DataFrame | None = None  # finalize(): ``incs`` as columns (_INC_COLUMNS)
+    _by_start: dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]] | None = (
+        None  # _started per (host, pid, tid, rank), built on the first attribute() call
+    )
+    _memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = field(default_factory=dict)
     # Lines of *this* parse's range that pass 1 read as lifecycle records (``event_lines``) or
     # as lifecycle records with a number out of range (``unfit_lines``): pass 2 classifies its
     # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
     # (``unsure_from``) pass 2 matches the lines itself.
     event_lines: set[int] = field(default_factory=set)
+    event_line_parts: list[pl.Series] = field(default_factory=list)  # event_lines as Series
     unfit_lines: set[int] = field(default_factory=set)
     unsure_from: int | None = None
 
@@ -179,6 +186,14 @@ class _Registry:
             lines.add(line_no)
         elif self.unsure_from is None:
             self.unsure_from = line_no
+
+    def event_line_series(self) -> pl.Series:
+        """``event_lines`` as a Series (for a vectorised ``is_in``): the parts kept as they
+        were added, or the set itself once a bound cut them short."""
+        parts = self.event_line_parts
+        if parts and sum(len(p) for p in parts) == len(self.event_lines):
+            return pl.concat(parts)
+        return pl.Series("line_no", list(self.event_lines), dtype=pl.Int64)
 
     def lifecycle_status(self, line_no: int) -> str | bool | None:
         """Pass 1's verdict on an INFO Init/Destroy-like line of this range: None (a record it
@@ -237,45 +252,31 @@ class _Registry:
             self._scan_selected(lines.gather(at).to_list(), (at + first_line_no).to_list())
 
     def _scan_selected(self, sub: list[str], nos: list[int]) -> None:
-        """Pass 1 on the lines holding a lifecycle or version hint (numbers ``nos``)."""
+        """Pass 1 on the lines holding a lifecycle or version hint (numbers ``nos``).
+
+        Lifecycle lines are matched by Polars (``_INIT_RE``/``_END_RE``, the same patterns in
+        Rust's engine) and kept as columns (:data:`_EVENT_SCHEMA`), not as a Python object and
+        a dict per line: a file of 10,000 incarnations has 29,000 of them (issue 21, item 1).
+        Version and launcher-tagged lines (few) are read per line as before.
+        """
         prefixed, bare = _split_block(sub, nos, self.known_hosts)
         info = prefixed.filter(pl.col("level") == "INFO")
-        cols = [info.get_column(c).to_list() for c in _SCAN_COLUMNS]
-        init_match, end_match = _INIT_RE.match, _END_RE.match
-        events, event_lines = self.events, self.event_lines
-        for line_no, msg, host, pid, tid, pre, spliced in zip(*cols, strict=True):
-            if msg.startswith("NCCL version"):
-                vm = _VERSION_RE.match(msg)
-                if vm and len(self.proc_versions) < MAX_PROCESSES:
-                    self.proc_versions.setdefault((host, pid), vm.group("ver"))
-                continue
-            if pre:
-                tag = _launcher_tag(pre)
-                if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
-                    procs = self.tag_procs[tag]
-                    if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
-                        procs.add((host, pid))
-            m = init_match(msg)
-            kind = m.group("phase") if m else None
-            if m is None:
-                m = end_match(msg)
-                kind = "END" if m else None
-            if m is None or kind is None:
-                continue
-            groups = m.groupdict()
-            if not _init_fits(groups):  # (numbers out of range: pass 2 rejects the line)
-                self._note_line(self.unfit_lines, line_no)
-                continue
-            if len(events) >= MAX_LIFECYCLE_EVENTS:  # pass 2 rejects it (REGISTRY_FULL)
-                if self.full_from is None:
-                    self.full_from = line_no
-                continue
-            fields = {k: v for k, v in groups.items() if v is not None}
-            events.append(_Event(line_no, host, pid, tid, kind, fields, spliced))
-            if len(event_lines) < MAX_LIFECYCLE_EVENTS:  # self._note_line, inlined
-                event_lines.add(line_no)
-            elif self.unsure_from is None:
-                self.unsure_from = line_no
+        is_version = pl.col("msg").str.starts_with("NCCL version")
+        versions = info.filter(is_version)
+        for host, pid, msg in versions.select("host", "pid", "msg").iter_rows():
+            vm = _VERSION_RE.match(msg)
+            if vm and len(self.proc_versions) < MAX_PROCESSES:
+                self.proc_versions.setdefault((host, pid), vm.group("ver"))
+        rest = info.filter(~is_version)
+        tagged = rest.filter(pl.col("pre").is_not_null() & (pl.col("pre") != ""))
+        for pre, host, pid in tagged.select("pre", "host", "pid").iter_rows():
+            tag = _launcher_tag(pre)
+            if tag and (tag in self.tag_procs or len(self.tag_procs) < MAX_PROCESSES):
+                procs = self.tag_procs[tag]
+                if len(procs) < 2:  # only "exactly one process" matters (_assign_versions)
+                    procs.add((host, pid))
+        if rest.height:
+            self._scan_lifecycle(rest)
         for row in bare.iter_rows(named=True):
             bm = _BARE_VERSION_RE.match(row["raw"])
             if bm:
@@ -284,15 +285,83 @@ class _Registry:
                 if pair not in self.bare_versions and len(self.bare_versions) < MAX_BARE_VERSIONS:
                     self.bare_versions.append(pair)
 
+    def _scan_lifecycle(self, rest: pl.DataFrame) -> None:
+        """Match the INFO lines of ``rest`` against ``_INIT_RE`` then ``_END_RE``; keep the
+        records whose numbers fit (``_init_fits``) as event rows, up to
+        ``MAX_LIFECYCLE_EVENTS`` (then ``full_from``), and note pass 1's verdicts."""
+        init = pl.col("msg").str.extract_groups(_INIT_RE.pattern)
+        end = pl.col("msg").str.extract_groups(_END_RE.pattern)
+        m = rest.select("line_no", "host", "pid", "tid", "spliced", i=init, e=end).with_columns(
+            kind=pl.when(pl.col("i").struct.field("phase").is_not_null())
+            .then(pl.col("i").struct.field("phase"))
+            .when(pl.col("e").struct.field("comm").is_not_null())
+            .then(pl.lit("END"))
+        )
+        m = m.filter(pl.col("kind").is_not_null())
+        if not m.height:
+            return
+        is_init = pl.col("kind") != "END"
+        m = m.select(
+            "line_no",
+            "host",
+            "pid",
+            "tid",
+            "kind",
+            "spliced",
+            *(
+                pl.when(is_init)
+                .then(pl.col("i").struct.field(name) if name in _INIT_GROUPS else None)
+                .otherwise(pl.col("e").struct.field(name) if name in _END_GROUPS else None)
+                .cast(pl.Utf8)
+                .alias(name)
+                for name in _EVENT_FIELDS
+            ),
+        )
+        # A number of 10+ characters may not fit int32: those rows (rare) are checked in Python.
+        long = pl.any_horizontal(
+            pl.col(c).str.len_chars() >= 10 for c in (*_INIT_NUMBERS, *_SPLIT_NUMBERS)
+        ).fill_null(False)
+        fits = pl.Series("fits", [True] * m.height, dtype=pl.Boolean)
+        check = m.select(long.alias("long"))["long"].arg_true()
+        if check.len():
+            rows = m.select(*_INIT_NUMBERS, *_SPLIT_NUMBERS)[check.to_list()]
+            fits = fits.scatter(check, [_init_fits(r) for r in rows.iter_rows(named=True)])
+        m = m.with_columns(fits)
+        for line_no in m.filter(~pl.col("fits"))["line_no"].to_list():
+            self._note_line(self.unfit_lines, line_no)  # (pass 2 rejects the line)
+        kept = m.filter("fits").drop("fits")
+        room = MAX_LIFECYCLE_EVENTS - self.n_events - len(self.events)
+        if kept.height > room:  # pass 2 rejects the rest (REGISTRY_FULL)
+            if self.full_from is None:
+                self.full_from = int(kept["line_no"][max(room, 0)])
+            kept = kept.head(max(room, 0))
+        if not kept.height:
+            return
+        self.event_frames.append(kept)
+        self.n_events += kept.height
+        lines = kept["line_no"].to_list()
+        if len(self.event_lines) + len(lines) < MAX_LIFECYCLE_EVENTS:
+            self.event_lines.update(lines)
+            self.event_line_parts.append(kept["line_no"])
+        else:
+            for line_no in lines:
+                self._note_line(self.event_lines, line_no)
+
     # -- resume state ------------------------------------------------------------------------
 
     def raw_state(self) -> dict[str, Any]:
-        """Pass 1's raw material as JSON-serialisable data (before :meth:`finalize`)."""
+        """Pass 1's raw material as JSON-serialisable data (before :meth:`finalize`).
+
+        State version 2: the lifecycle events as columns (``events``: one list per prefix
+        field and per pattern group, null where a group did not take part), not a list and a
+        dict per event as in version 1 (still read, :meth:`restore`; :func:`state_v1` gives a
+        version-2 state in version 1's form). Why: 10,000 incarnations made 29,000 events, and
+        building and encoding their lists and dicts cost more than the rest of the state.
+        """
+        ev = self._event_frame()
         return {
-            "v": 1,
-            "events": [
-                [e.line_no, e.host, e.pid, e.tid, e.kind, e.fields, e.spliced] for e in self.events
-            ],
+            "v": STATE_VERSION,
+            "events": _encode_events(ev),
             "known_hosts": sorted(self.known_hosts),
             "proc_versions": [[h, p, v] for (h, p), v in self.proc_versions.items()],
             "bare_versions": [list(t) for t in self.bare_versions],
@@ -302,13 +371,23 @@ class _Registry:
         }
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Start from the raw material of :meth:`raw_state` (an earlier parse's prefix)."""
-        if state.get("v") != 1:
+        """Start from the raw material of :meth:`raw_state` (an earlier parse's prefix): a
+        version-2 state, or a version-1 one (stores written before issue 21's columnar
+        registry)."""
+        version = state.get("v")
+        if version == 1:
+            events = [
+                _Event(int(n), str(h), int(p), int(t), str(k), dict(f), bool(sp))
+                for n, h, p, t, k, f, sp in state.get("events", [])
+            ]
+            self.event_frames = [_events_frame(events)] if events else []
+        elif version == STATE_VERSION:
+            ev = _state_events(state.get("events") or {})
+            self.event_frames = [ev] if ev.height else []
+        else:
             return
-        self.events = [
-            _Event(int(n), str(h), int(p), int(t), str(k), dict(f), bool(sp))
-            for n, h, p, t, k, f, sp in state.get("events", [])
-        ]
+        self.events = []
+        self.n_events = sum(f.height for f in self.event_frames)
         self.known_hosts = set(state.get("known_hosts", []))
         self.proc_versions = {(h, int(p)): v for h, p, v in state.get("proc_versions", [])}
         self.bare_versions = [(t, v) for t, v in state.get("bare_versions", [])]
@@ -321,97 +400,51 @@ class _Registry:
     # -- after pass 1 ------------------------------------------------------------------------
 
     def finalize(self) -> None:
-        """Build incarnations, world size, global ranks, memberships and versions."""
-        # Events in (host, pid, comm, line) order: bucketed by (host, pid, comm), the keys
-        # sorted once and each bucket by line (already so when read in line order), instead
-        # of sorting every event on the four-part key.
-        buckets: dict[tuple[str, int, str], list[_Event]] = {}
-        known = self.known_hosts
-        for ev in self.events:
-            if ev.spliced:
-                ev.host = _fix_host(ev.host, known)
-            key = (ev.host, ev.pid, ev.fields["comm"].lower())
-            got = buckets.get(key)
-            if got is None:
-                buckets[key] = [ev]
-            else:
-                got.append(ev)
-        ordered: list[_Event] = []
-        new_inc = self._new_inc
-        for key in sorted(buckets):
-            evs = buckets[key]
-            if any(a.line_no > b.line_no for a, b in itertools.pairwise(evs)):
-                evs.sort(key=lambda e: e.line_no)  # stable, as the full sort was
-            ordered.extend(evs)
-            # one (host, pid, comm): its open incarnation and last close are plain locals
-            comm = key[2]
-            cur: _Inc | None = None
-            last_close = 0
-            for ev in evs:
-                if ev.kind == "END":
-                    if cur is None:
-                        cur = new_inc(ev, comm, last_close + 1)
-                    cur.end_line = ev.line_no
-                    cur = None
-                    last_close = ev.line_no
-                    continue
-                f = ev.fields
-                if (
-                    ev.kind == "COMPLETE"
-                    and cur is not None
-                    and cur.rank == int(f["rank"])
-                    and cur.complete_line is None
-                ):
-                    cur.complete_line = ev.line_no
-                    cur.init_tids.add(ev.tid)
-                    cur.comm_hash = cur.comm_hash or _lower(f.get("commid"))
-                    if cur.split_color is None:
-                        cur.split_color = _int(f.get("color"))
-                        cur.split_key = _int(f.get("key"))
-                    cur.parent = cur.parent or _lower(f.get("parent"))
-                    continue
-                inc = new_inc(ev, comm, ev.line_no)
-                inc.first_init_line = ev.line_no
-                inc.init_tids.add(ev.tid)
-                if ev.kind == "START":
-                    inc.has_start = True
-                else:
-                    inc.complete_line = ev.line_no
-                cur = inc
-        self.events = ordered
-        self.incs.sort(key=lambda i: (i.host, i.pid, i.window_start, i.comm))
-        for inc in self.incs:
-            self.by_proc.setdefault((inc.host, inc.pid), []).append(inc)
-        self.world_size = max((i.nranks for i in self.incs), default=None)
-        for proc, incs in self.by_proc.items():
-            self._assign_global(proc, incs)
-            self._link_parents(incs)
-        for inc in self.incs:
-            inc.ident = self._ident(inc)
+        """Build incarnations, world size, global ranks, memberships and versions.
+
+        The incarnations are cut from the event columns by Polars (events in (host, pid,
+        comm, line) order; a ``COMPLETE`` right after a ``START`` of the same rank completes
+        it, an ``END`` closes the open one, every other event opens one: the rules of the
+        module docstring), then made into :class:`_Inc` objects for the per-process rules.
+        """
+        incs = _incarnations(self._event_frame(), self.known_hosts)
+        self.inc_table = incs
+        self._started = (
+            incs.with_row_index("inc")
+            .filter("has_start")
+            .select("host", "pid", "rank", "first_init_line", "end_line", "inc", tid="init_tids")
+            .explode("tid")
+            .sort("first_init_line")
+        )
+        make = _Inc
+        self.incs = [
+            make(*vals[:13], None, None, *vals[13:17], set(vals[17]))
+            for vals in zip(*(incs.get_column(c).to_list() for c in _INC_COLUMNS), strict=True)
+        ]
+        # incs are in (host, pid, ...) order: each process's incarnations are consecutive
+        for proc, group in itertools.groupby(self.incs, key=_proc_of):
+            self.by_proc.setdefault(proc, []).extend(group)
+        self.world_size = incs.get_column("nranks").max()  # type: ignore[assignment]
+        # only a process with a split child (a parent pointer) has parents to link
+        with_parent = set(incs.filter(pl.col("parent").is_not_null()).select("host", "pid").rows())
+        for proc, incs_of in self.by_proc.items():
+            self._assign_global(proc, incs_of)
+            if proc in with_parent:
+                self._link_parents(incs_of)
+        ident = self._ident
+        for inc in self.incs:  # a logged commId is the identity (_ident's first step)
+            inc.ident = inc.comm_hash if inc.comm_hash is not None else ident(inc)
         self._assign_versions()
 
-    def _new_inc(self, ev: _Event, comm: str, window_start: int) -> _Inc:
-        f = ev.fields
-        get = f.get
-        cuda_dev, nvml_dev, bus_id = get("cudadev"), get("nvmldev"), get("busid")
-        comm_hash, parent, color, key = get("commid"), get("parent"), get("color"), get("key")
-        inc = _Inc(  # positional, in field order: the same values as _int/_lower give
-            ev.host,
-            ev.pid,
-            comm,
-            int(f["rank"]),
-            int(f["nranks"]),
-            None if cuda_dev is None else _int(cuda_dev),
-            None if nvml_dev is None else _int(nvml_dev),
-            None if bus_id is None else bus_id.lower(),
-            None if comm_hash is None else comm_hash.lower(),
-            None if parent is None else parent.lower(),
-            window_start,
-            None if color is None else _int(color),
-            None if key is None else _int(key),
-        )
-        self.incs.append(inc)
-        return inc
+    def _event_frame(self) -> pl.DataFrame:
+        """Every event kept (``events`` objects first: tests build registries from them), as
+        one frame of :data:`_EVENT_SCHEMA`."""
+        frames = list(self.event_frames)
+        if self.events:
+            frames.insert(0, _events_frame(self.events))
+        if not frames:
+            return pl.DataFrame(schema=_EVENT_SCHEMA)
+        return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
 
     @staticmethod
     def _link_parents(incs: list[_Inc]) -> None:
@@ -520,12 +553,14 @@ class _Registry:
         distinct = set(self.proc_versions.values()) | {v for _, v in self.bare_versions}
         fallback = next(iter(distinct)) if len(distinct) == 1 else None
         inferred = 0
-        for inc in self.incs:
-            inc.nccl_version = by_proc.get((inc.host, inc.pid))
-            if inc.nccl_version is None:
-                on_host = host_versions.get(inc.host, set())
-                inc.nccl_version = next(iter(on_host)) if len(on_host) == 1 else fallback
-                inferred += inc.nccl_version is not None
+        for (host, pid), incs in self.by_proc.items():  # every inc of a process: one version
+            ver = by_proc.get((host, pid))
+            if ver is None:
+                on_host = host_versions.get(host, set())
+                ver = next(iter(on_host)) if len(on_host) == 1 else fallback
+                inferred += len(incs) if ver is not None else 0
+            for inc in incs:
+                inc.nccl_version = ver
         if inferred:
             self.warnings.append(
                 f"nccl_version of {inferred} communicators inferred from other processes of the "
@@ -549,17 +584,35 @@ class _Registry:
         }
         incs = self.incs
         cols: dict[str, list[Any]] = {
-            "host": [i.host for i in incs],
-            "pid": [i.pid for i in incs],
-            "comm_key": [i.comm for i in incs],
-            "window_start": [i.window_start for i in incs],
-            "window_end": [i.end_line for i in incs],
-            "group_rank": [i.rank for i in incs],
             "inc_global": [i.global_rank for i in incs],
             "comm_hash": [i.ident for i in incs],
             "identity_world": [i.identity_world for i in incs],
         }
-        return pl.DataFrame(_fit_columns(cols, schema), schema=schema).sort("window_start")
+        table = self.inc_table
+        if table is None or table.height != len(incs):  # incs set by hand (tests)
+            cols |= {
+                "host": [i.host for i in incs],
+                "pid": [i.pid for i in incs],
+                "comm_key": [i.comm for i in incs],
+                "window_start": [i.window_start for i in incs],
+                "window_end": [i.end_line for i in incs],
+                "group_rank": [i.rank for i in incs],
+            }
+            frame = pl.DataFrame(_fit_columns(cols, schema), schema=schema)
+        else:  # what finalize() cut stays in columns; the per-process rules' results join it
+            frame = table.select(
+                "host",
+                "pid",
+                comm_key="comm",
+                window_start="window_start",
+                window_end="end_line",
+                group_rank=pl.col("rank").cast(pl.Int32, strict=False),
+                **{
+                    c: pl.Series(cols[c], dtype=schema[c], strict=False)
+                    for c in ("inc_global", "comm_hash", "identity_world")
+                },
+            )
+        return frame.select(list(schema)).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:
         """Process-level global ranks (single-GPU processes)."""
@@ -593,22 +646,57 @@ class _Registry:
         Answered from :class:`_IncIndex` in O(log n) per line (n = incarnations of the
         process), with the same result as a scan of every incarnation.
         """
-        if self._index is None:
-            self._index = _IncIndex(self.incs)
-        idx = self._index
         # The answer only changes where some incarnation of the process starts, completes,
         # ends or has its source line: remembered per query key for the interval between two
         # such lines (consecutive topology lines of one init mostly fall in one interval).
         key = (host, pid, tid, me_rank, me_dev)
-        got = idx.memo.get(key)
+        memo = self._memo
+        got = memo.get(key)
         if got is not None and got[0] <= line_no < got[1]:
             return got[2]
+        if len(memo) >= _ATTRIBUTE_MEMO:
+            memo.clear()
+        fast = self._started_on_thread(host, pid, tid, line_no, me_rank, me_dev)
+        if fast is not None:
+            memo[key] = fast
+            return fast[2]
+        if self._index is None:
+            self._index = _IncIndex(self.incs)
+        idx = self._index
         found = self._attribute(idx, host, pid, tid, line_no, me_rank, me_dev)
         lo, hi = idx.interval(host, pid, line_no)
-        if len(idx.memo) >= _ATTRIBUTE_MEMO:
-            idx.memo.clear()
-        idx.memo[key] = (lo, hi, found)
+        memo[key] = (lo, hi, found)
         return found
+
+    def _started_on_thread(
+        self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
+    ) -> tuple[int, int, _Inc] | None:
+        """The common case of :meth:`attribute` without the index: a line on the thread that
+        initialises its comm. The incarnation of the process with the line's rank whose Init
+        START on this thread is the latest at or before the line, when it is live at the line
+        and its device fits, is what the rule picks (the latest of those live); it stays the
+        answer for this query key from its START until the next START of the key's thread and
+        rank or its end, the interval returned with it. None when that does not hold (the
+        caller asks the index). O(log n): a bisection in the key's START lines.
+
+        Why: 10,000 incarnations made 10,000 distinct query keys, each building index groups
+        (~7 us) for a question the START lines answer (issue 21, item 1)."""
+        if not _FAST_ATTRIBUTION or me_rank is None:
+            return None
+        if self._by_start is None:
+            self._by_start = _starts_by_thread(self._started)
+        got = self._by_start.get((host, pid, tid, me_rank))
+        if got is None:
+            return None
+        starts, ends, which = got
+        at = bisect.bisect_right(starts, line_no) - 1
+        if at < 0 or ends[at] < line_no:
+            return None
+        inc = self.incs[which[at]]
+        if me_dev is not None and not _dev_matches(inc, me_dev):
+            return None
+        hi = min(ends[at] + 1, starts[at + 1] if at + 1 < len(starts) else _NEVER)
+        return starts[at], hi, inc
 
     @staticmethod
     def _attribute(
@@ -634,10 +722,51 @@ class _Registry:
         return cands.latest_before(line_no) or cands.earliest_after(line_no)
 
 
+_FAST_ATTRIBUTION = True
+"""Whether :meth:`_Registry.attribute` answers a line on its comm's init thread from the START
+lines alone (:meth:`_Registry._started_on_thread`) before building the index (tests turn it
+off to measure the index alone)."""
 _NEVER = 1 << 62
 """End line of an incarnation never destroyed (live at every later line)."""
 _ATTRIBUTE_MEMO = 20_000
 """Query keys whose last answer :meth:`_Registry.attribute` keeps (then it starts afresh)."""
+
+
+def _starts_by_thread(
+    started: pl.DataFrame | None,
+) -> dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]]:
+    """Incarnations with an Init START, per (host, pid, init tid, rank): their START lines
+    (ascending), end lines (``_NEVER`` when never destroyed) and positions in ``incs``."""
+    out: dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]] = {}
+    if started is None or started.is_empty():
+        return out
+    cols = (
+        started.sort("first_init_line")
+        .select(
+            "host",
+            "pid",
+            "tid",
+            "rank",
+            "first_init_line",
+            pl.col("end_line").fill_null(_NEVER),
+            "inc",
+        )
+        .get_columns()
+    )
+    for host, pid, tid, rank, start, end, inc in zip(*(c.to_list() for c in cols), strict=True):
+        key = (host, pid, tid, rank)
+        got = out.get(key)
+        if got is None:
+            out[key] = ([start], [end], [inc])
+        else:
+            got[0].append(start)
+            got[1].append(end)
+            got[2].append(inc)
+    return out
+
+
+def _proc_of(inc: _Inc) -> tuple[str, int]:
+    return inc.host, inc.pid
 
 
 def _end_key(inc: _Inc) -> int:
@@ -766,7 +895,6 @@ class _IncIndex:
                 lists[(inc.host, inc.pid, tid, inc.rank)].append(inc)
         self.lists = dict(lists)
         self.groups: dict[tuple[str, int, int | None, int | None, str | None], _IncGroup] = {}
-        self.memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = {}
         self._breaks: dict[tuple[str, int], list[int]] = {}
 
     def interval(self, host: str, pid: int, line_no: int) -> tuple[int, int]:
@@ -838,3 +966,268 @@ def _dev_matches(inc: _Inc, dev: str) -> bool:
         n = int(dev)
         return n in (inc.nvml_dev, inc.cuda_dev)
     return False
+
+
+_INIT_GROUPS = tuple(sorted(_INIT_RE.groupindex, key=_INIT_RE.groupindex.__getitem__))
+_END_GROUPS = tuple(sorted(_END_RE.groupindex, key=_END_RE.groupindex.__getitem__))
+_EVENT_FIELDS = (*_INIT_GROUPS, *(g for g in _END_GROUPS if g not in _INIT_GROUPS))
+"""The named groups of ``_INIT_RE`` and ``_END_RE``: one text column each in an event row."""
+_EVENT_SCHEMA: dict[str, Any] = {
+    "line_no": pl.Int64,
+    "host": pl.Utf8,
+    "pid": pl.Int64,
+    "tid": pl.Int64,
+    "kind": pl.Utf8,
+    "spliced": pl.Boolean,
+    **dict.fromkeys(_EVENT_FIELDS, pl.Utf8),
+}
+"""A lifecycle event (Init START/COMPLETE, Destroy/Abort ``END``): the line's prefix fields and
+the groups its pattern matched, as logged (null where a group did not take part)."""
+_EVENT_HEAD = ("line_no", "host", "pid", "tid", "kind", "spliced")
+"""The prefix columns of an event row (then one column per group, :data:`_EVENT_FIELDS`)."""
+STATE_VERSION = 2
+"""Version of the resume state :meth:`_Registry.raw_state` writes (1: events as rows)."""
+_INC_COLUMNS = (
+    "host",
+    "pid",
+    "comm",
+    "rank",
+    "nranks",
+    "cudadev",
+    "nvmldev",
+    "busid",
+    "comm_hash",
+    "parent",
+    "window_start",
+    "split_color",
+    "split_key",
+    "first_init_line",
+    "has_start",
+    "complete_line",
+    "end_line",
+    "init_tids",
+)
+"""Columns of :func:`_incarnations`, in :class:`_Inc` field order (``parent_inc`` and
+``ident`` are set later)."""
+_INC_SCHEMA: dict[str, Any] = {
+    c: pl.Utf8 if c in ("host", "comm", "busid", "comm_hash", "parent") else pl.Int64
+    for c in _INC_COLUMNS
+} | {"has_start": pl.Boolean, "init_tids": pl.List(pl.Int64)}
+"""Their types (an empty registry's frame)."""
+
+
+def _events_frame(events: list[_Event]) -> pl.DataFrame:
+    """Event objects (a registry built by hand, or a version-1 resume state) as event rows."""
+    cols: dict[str, list[Any]] = {
+        "line_no": [e.line_no for e in events],
+        "host": [e.host for e in events],
+        "pid": [e.pid for e in events],
+        "tid": [e.tid for e in events],
+        "kind": [e.kind for e in events],
+        "spliced": [e.spliced for e in events],
+    }
+    for name in _EVENT_FIELDS:
+        cols[name] = [e.fields.get(name) for e in events]
+    return pl.DataFrame(cols, schema=_EVENT_SCHEMA)
+
+
+def _event_rows(ev: pl.DataFrame) -> list[list[Any]]:
+    """Event rows in a version-1 resume state's form: ``[line_no, host, pid, tid, kind,
+    fields, spliced]``, ``fields`` holding the groups that took part (pattern order)."""
+    names = {k: (_INIT_GROUPS if k != "END" else _END_GROUPS) for k in ("START", "END")}
+    out: list[list[Any]] = []
+    heads = (ev.get_column(c).to_list() for c in ("line_no", "host", "pid", "tid", "kind"))
+    fields = [ev.get_column(c).to_list() for c in _EVENT_FIELDS]
+    pos = {name: n for n, name in enumerate(_EVENT_FIELDS)}
+    for n, (line_no, host, pid, tid, kind) in enumerate(zip(*heads, strict=True)):
+        keys = names["END" if kind == "END" else "START"]
+        f = {k: v for k in keys if (v := fields[pos[k]][n]) is not None}
+        out.append([line_no, host, pid, tid, kind, f, None])
+    for row, sp in zip(out, ev.get_column("spliced").to_list(), strict=True):
+        row[6] = sp
+    return out
+
+
+_SEP = " "
+"""Separator of the values of one event column in a version-2 state (text without whitespace:
+every value is a token of a pattern, never empty; a null is the empty string)."""
+
+
+def _encode_events(ev: pl.DataFrame) -> dict[str, Any]:
+    """A version-2 state's ``events``: ``n`` rows; each column as its values joined by
+    :data:`_SEP` (a null empty), which JSON writes as one string (a list of values where a
+    value is empty or holds the separator: never from the patterns). Groups that took part in
+    no event are left out (read back as nulls).
+
+    Why one string per column: 29,000 events are 500,000 values, whose lists and their JSON
+    cost more than the rest of the state; Polars joins a column in one call."""
+    out: dict[str, Any] = {"n": ev.height}
+    fields: dict[str, Any] = {}
+    if not ev.height:
+        out |= dict.fromkeys(_EVENT_HEAD, "")
+        out["fields"] = fields
+        return out
+    cols = [
+        c
+        for c in (*_EVENT_HEAD, *_EVENT_FIELDS)
+        if c not in _EVENT_FIELDS or ev.get_column(c).null_count() < ev.height
+    ]
+    texts = [c for c in cols if ev.schema[c] == pl.Utf8]
+    # one pass over every column: which text columns hold a value the join cannot carry,
+    # and each column joined
+    odd = ev.select(
+        (pl.col(c).str.contains(_SEP, literal=True) | (pl.col(c) == "")).any().alias(c)
+        for c in texts
+    ).row(0, named=True)
+    plain = [c for c in cols if not odd.get(c)]
+    joined = (
+        ev.select(
+            (pl.col(c).cast(pl.Int8) if ev.schema[c] == pl.Boolean else pl.col(c))
+            .cast(pl.Utf8)
+            .fill_null("")
+            .str.join(_SEP)
+            .alias(c)
+            for c in plain
+        ).row(0, named=True)
+        if plain
+        else {}
+    )
+    for c in cols:
+        value = ev.get_column(c).to_list() if odd.get(c) else joined[c]
+        (fields if c in _EVENT_FIELDS else out)[c] = value
+    out["fields"] = fields
+    return out
+
+
+def _decode_column(value: Any, n: int, dtype: Any) -> pl.Series:
+    """One column of :func:`_encode_events` back (joined text or a list)."""
+    if not isinstance(value, str):
+        return pl.Series(value if value is not None else [None] * n, dtype=dtype)
+    text = pl.Series([value]).str.split(_SEP).explode() if n else pl.Series([], dtype=pl.Utf8)
+    text = pl.select(pl.when(text != "").then(text)).to_series()
+    if dtype == pl.Boolean:
+        return text.cast(pl.Int8).cast(pl.Boolean)
+    return text.cast(dtype)
+
+
+def _state_events(events: dict[str, Any]) -> pl.DataFrame:
+    """The event rows of a version-2 state's ``events``."""
+    n = int(events.get("n") or 0)
+    fields = events.get("fields") or {}
+    cols = [
+        _decode_column(fields.get(c) if c in _EVENT_FIELDS else events.get(c), n, t).alias(c)
+        for c, t in _EVENT_SCHEMA.items()
+    ]
+    return pl.DataFrame(cols, schema=_EVENT_SCHEMA)
+
+
+def state_v1(state: dict[str, Any]) -> dict[str, Any]:
+    """A version-2 resume state in version 1's form (events as ``[line_no, host, pid, tid,
+    kind, fields, spliced]`` rows); any other state unchanged. The two carry the same
+    content: the differential test of the parser's outputs compares states in this form."""
+    if state.get("v") != STATE_VERSION:
+        return state
+    rows = _event_rows(_state_events(state.get("events") or {}))
+    return {**state, "v": 1, "events": rows}
+
+
+def _int_column(col: pl.Expr, values: pl.Series) -> pl.Expr:
+    """A digit-run text column as Int64: by a cast when every value is ASCII digits, else by
+    Python's ``int`` (other Unicode digits match ``\\d`` too), as the object path read them."""
+    if values.drop_nulls().str.contains(r"^-?[0-9]+$").all():
+        return col.cast(pl.Int64)
+    return col.map_elements(int, return_dtype=pl.Int64)
+
+
+def _lower_expr(name: str, values: pl.Series) -> pl.Expr:
+    """``str.lower`` of a text column (Python's, value by value over the distinct values)."""
+    distinct = values.drop_nulls().unique().to_list()
+    if not distinct:
+        return pl.col(name)
+    return pl.col(name).replace({v: v.lower() for v in distinct})
+
+
+def _incarnations(ev: pl.DataFrame, known_hosts: set[str]) -> pl.DataFrame:
+    """Incarnations (columns :data:`_INC_COLUMNS`, in (host, pid, window_start, comm) order)
+    cut from the lifecycle events.
+
+    Per (host, pid, comm pointer), in line order: an event opens an incarnation unless it is
+    a ``COMPLETE`` right after a ``START`` of the same rank (it completes that one) or an
+    ``END`` after an open one (it closes it); an ``END`` that opens one (no Init before it)
+    spans from the previous close of the pointer (or line 1). Hosts of spliced lines are
+    repaired with every known host first.
+    """
+    if ev.is_empty():
+        return pl.DataFrame(schema=_INC_SCHEMA)
+    if ev["spliced"].any():
+        fixes = {h: _fix_host(h, known_hosts) for h in ev.filter("spliced")["host"].unique()}
+        ev = ev.with_columns(
+            host=pl.when("spliced").then(pl.col("host").replace(fixes)).otherwise("host")
+        )
+    ev = ev.with_columns(
+        comm=pl.col("comm").str.to_lowercase(),  # hex digits (ASCII) by the patterns
+        busid=pl.col("busid").str.to_lowercase(),
+        commid=pl.col("commid").str.to_lowercase(),
+        parent=_lower_expr("parent", ev["parent"]),
+        **{c: _int_column(pl.col(c), ev[c]) for c in (*_INIT_NUMBERS, *_SPLIT_NUMBERS)},
+    ).sort("host", "pid", "comm", "line_no", maintain_order=True)
+    same = (
+        (pl.col("host") == pl.col("host").shift(1))
+        & (pl.col("pid") == pl.col("pid").shift(1))
+        & (pl.col("comm") == pl.col("comm").shift(1))
+    ).fill_null(False)
+    prev_kind = pl.when(same).then(pl.col("kind").shift(1))
+    kind = pl.col("kind")
+    ev = ev.with_columns(
+        attach=(kind == "COMPLETE")
+        & (prev_kind == "START").fill_null(False)
+        & (pl.col("rank") == pl.col("rank").shift(1)),
+        closes=(kind == "END") & prev_kind.is_not_null() & (prev_kind != "END"),
+        last_close=pl.when(prev_kind == "END").then(pl.col("line_no").shift(1)).otherwise(0),
+    ).with_columns(opens=~pl.col("attach") & ~pl.col("closes"))
+    ev = ev.with_columns(inc=pl.col("opens").cum_sum())
+    opens = ev.filter("opens")
+    attached = ev.filter("attach").select(
+        "inc",
+        a_line="line_no",
+        a_tid="tid",
+        a_commid="commid",
+        a_parent="parent",
+        a_color="color",
+        a_key="key",
+    )
+    ends = ev.filter(kind == "END").select("inc", end_line="line_no")
+    o_kind = pl.col("kind")
+    no_color = pl.col("color").is_null()
+    incs = (
+        opens.join(attached, on="inc", how="left")
+        .join(ends, on="inc", how="left")
+        .select(
+            "host",
+            "pid",
+            "comm",
+            "rank",
+            "nranks",
+            "cudadev",
+            "nvmldev",
+            "busid",
+            comm_hash=pl.coalesce("commid", "a_commid"),
+            parent=pl.coalesce("parent", "a_parent"),
+            window_start=pl.when(o_kind == "END")
+            .then(pl.col("last_close") + 1)
+            .otherwise(pl.col("line_no")),
+            split_color=pl.when(no_color).then(pl.col("a_color")).otherwise(pl.col("color")),
+            split_key=pl.when(no_color).then(pl.col("a_key")).otherwise(pl.col("key")),
+            first_init_line=pl.when(o_kind != "END").then(pl.col("line_no")),
+            has_start=o_kind == "START",
+            complete_line=pl.when(o_kind == "COMPLETE")
+            .then(pl.col("line_no"))
+            .otherwise(pl.col("a_line")),
+            end_line="end_line",
+            init_tids=pl.when(o_kind == "END")
+            .then(pl.lit([], dtype=pl.List(pl.Int64)))
+            .otherwise(pl.concat_list("tid", pl.col("a_tid")).list.drop_nulls()),
+            inc="inc",
+        )
+    )
+    return incs.sort("host", "pid", "window_start", "comm", "inc").drop("inc")

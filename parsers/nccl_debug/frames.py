@@ -181,7 +181,7 @@ class _Pass2:
         self.one_pass = one_pass
         self.known_hosts = set() if one_pass else set(reg.known_hosts)
         self.repair_checks: list[tuple[frozenset[str], list[str]]] = []
-        prior = resume if resume and resume.get("v") == 1 else {}
+        prior = resume if resume and resume.get("v") in (1, communicators.STATE_VERSION) else {}
         _add_hosts(self.known_hosts, list(prior.get("pass2_hosts", [])))
         self.emitted_comms: dict[str, str] = dict(prior.get("comms", {}))
         self.emitted_topo: set[str] = set(prior.get("topo", []))
@@ -371,7 +371,7 @@ class _Pass2:
         matched each lifecycle line already); return how many are parsed, add the rejects."""
         if not lines.height:
             return 0
-        kept = lines.get_column("line_no").is_in(list(self.reg.event_lines))
+        kept = lines.get_column("line_no").is_in(self.reg.event_line_series())
         if cut_line is not None:
             kept = kept & (lines.get_column("line_no") != cut_line)
         parsed = int(kept.sum())  # records pass 1 kept: nothing more to decide
@@ -715,31 +715,69 @@ class _Pass2:
         }
         incs = reg.incs
         parents = [i.parent_inc for i in incs]
+        # what the per-process rules decide comes from the objects; the rest from the
+        # columns finalize() cut (one list per column either way: no dict per incarnation)
         comm_cols: dict[str, list[Any]] = {
-            "comm_id": [i.comm for i in incs],
-            "rank": [i.rank for i in incs],
-            "nranks": [i.nranks for i in incs],
             "global_rank": [
                 i.global_rank if i.global_rank is not None else self.rank for i in incs
             ],
-            "host": [i.host for i in incs],
-            "pid": [i.pid for i in incs],
-            "cuda_dev": [i.cuda_dev for i in incs],
-            "nvml_dev": [i.nvml_dev for i in incs],
-            "bus_id": [i.bus_id for i in incs],
-            "comm_hash": [i.comm_hash for i in incs],
-            "parent_comm_id": [i.parent for i in incs],
             "parent_comm_hash": [p.ident if p else None for p in parents],
             "parent_nranks": [p.nranks if p else None for p in parents],
-            "split_color": [i.split_color for i in incs],
-            "split_key": [i.split_key for i in incs],
             "nccl_version": [i.nccl_version for i in incs],
-            "source_line": [i.source_line for i in incs],
         }
-        # one list per column, not a dict per incarnation (10,000 incarnations: 10,000 dicts)
-        comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema).sort(
-            "source_line"
-        )
+        table = reg.inc_table
+        if table is None or table.height != len(incs):  # incs set by hand (tests)
+            comm_cols |= {
+                "comm_id": [i.comm for i in incs],
+                "rank": [i.rank for i in incs],
+                "nranks": [i.nranks for i in incs],
+                "host": [i.host for i in incs],
+                "pid": [i.pid for i in incs],
+                "cuda_dev": [i.cuda_dev for i in incs],
+                "nvml_dev": [i.nvml_dev for i in incs],
+                "bus_id": [i.bus_id for i in incs],
+                "comm_hash": [i.comm_hash for i in incs],
+                "parent_comm_id": [i.parent for i in incs],
+                "split_color": [i.split_color for i in incs],
+                "split_key": [i.split_key for i in incs],
+                "source_line": [i.source_line for i in incs],
+            }
+            comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema)
+        else:
+            # an int out of its column's range is null, as _fit_columns makes it
+            decided = pl.DataFrame(
+                [
+                    pl.Series(c, v, dtype=pl.Int64, strict=False).cast(pl.Int32, strict=False)
+                    if comm_schema[c] == pl.Int32
+                    else pl.Series(c, v, dtype=comm_schema[c])
+                    for c, v in comm_cols.items()
+                ]
+            )
+            comms = pl.concat(
+                [
+                    table.select(
+                        comm_id="comm",
+                        rank="rank",
+                        nranks="nranks",
+                        host="host",
+                        pid="pid",
+                        cuda_dev="cudadev",
+                        nvml_dev="nvmldev",
+                        bus_id="busid",
+                        comm_hash="comm_hash",
+                        parent_comm_id="parent",
+                        split_color="split_color",
+                        split_key="split_key",
+                        source_line=pl.coalesce("first_init_line", "end_line", pl.lit(0)),
+                    ),
+                    decided,
+                ],
+                how="horizontal",
+            )
+            comms = comms.select(
+                pl.col(c).cast(t, strict=False) for c, t in comm_schema.items()
+            )  # an int out of its column's range is null, as _fit_columns makes it
+        comms = comms.sort("source_line")
         comms = self._new_rows(comms)
         warnings = list(reg.warnings)
         if self.n_registry_full:
@@ -792,7 +830,11 @@ class _Pass2:
         ).to_series()
         keep: list[bool] = []
         emitted = self.emitted_comms
-        for ident, fp in zip(idents.to_list(), _fingerprints(comms), strict=True):
+        keys, fps = idents.to_list(), _fingerprints(comms)
+        if not emitted and len(set(keys)) == len(keys):  # nothing emitted before: all new
+            emitted.update(zip(keys, fps, strict=True))
+            return comms
+        for ident, fp in zip(keys, fps, strict=True):
             before = emitted.get(ident)
             keep.append(before is None)
             if before is None:

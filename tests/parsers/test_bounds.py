@@ -361,7 +361,7 @@ def test_communicator_registry_bounded_synthetic(
     assert counts.balanced and counts.total == 802
     assert counts.parsed == 101 and counts.rejected == 700  # 100 kept lines + the COLL line
     assert tables["communicators"].height == 50
-    assert len(state["events"]) == 100 and state["full_from"] == 102
+    assert len(nd.state_v1(state)["events"]) == 100 and state["full_from"] == 102
     assert set(tables["rejects"]["reason"]) == {nd.REGISTRY_FULL}
     assert tables["rejects"]["line_no"].min() == 102
     assert any("700 Init/Destroy lines from line 102 on rejected" in w for w in warnings)

@@ -95,8 +95,15 @@ def _random_registry(rnd: random.Random, n_events: int) -> Any:
     return reg, line
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["start_lines_first", "index_only"])
 @pytest.mark.parametrize("seed", range(40))
-def test_index_gives_the_full_scan_answer(seed: int) -> None:
+def test_index_gives_the_full_scan_answer(
+    seed: int, fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """:meth:`_Registry.attribute` answers as the scan does: through the index alone, and
+    with its START-line shortcut for lines on an init thread (whose memo intervals must hold
+    for the later queries too: queries in random order, many per key)."""
+    monkeypatch.setattr(nd.communicators, "_FAST_ATTRIBUTION", fast)
     rnd = random.Random(seed)
     reg, last = _random_registry(rnd, rnd.choice([5, 30, 200]))
     for _ in range(300):
@@ -235,10 +242,12 @@ def scale_parse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
     mp = pytest.MonkeyPatch()
     mp.setattr(nd._IncIndex, "__init__", keep)
+    mp.setattr(nd.communicators, "_FAST_ATTRIBUTION", False)  # every line through the index
     try:
         chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
     finally:
         mp.undo()
+    fast = [c.tables.get("topology") for c in NcclDebugParser().parse(Source(path), run_id="r")]
     tables: dict[str, list[pl.DataFrame]] = {}
     counts = LineCounts()
     for c in chunks:
@@ -250,7 +259,14 @@ def scale_parse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "tables": {k: pl.concat(v) for k, v in tables.items()},
         "counts": counts,
         "indexes": indexes,
+        "fast_topology": pl.concat([t for t in fast if t is not None]),
     }
+
+
+def test_scale_start_line_shortcut_equals_the_index(scale_parse: dict[str, Any]) -> None:
+    """:meth:`_Registry.attribute` with its START-line shortcut gives the index's topology
+    rows."""
+    assert scale_parse["fast_topology"].equals(scale_parse["tables"]["topology"])
 
 
 def test_scale_every_row_on_its_incarnation(scale_parse: dict[str, Any]) -> None:
@@ -307,11 +323,14 @@ def test_one_process_with_ten_thousand_incarnations(tmp_path: Path) -> None:
 
     mp = pytest.MonkeyPatch()
     mp.setattr(nd._IncIndex, "__init__", keep)
+    mp.setattr(nd.communicators, "_FAST_ATTRIBUTION", False)  # every line through the index
     try:
         chunks = list(NcclDebugParser().parse(Source(path), run_id="r"))
     finally:
         mp.undo()
     topo = pl.concat([c.tables["topology"] for c in chunks if "topology" in c.tables])
+    fast = [c.tables.get("topology") for c in NcclDebugParser().parse(Source(path), run_id="r")]
+    assert pl.concat([t for t in fast if t is not None]).equals(topo)
     assert topo["comm_id"].to_list() == [f"0x{i % 3 + 16:x}" for i in range(n)]
     (index,) = indexes
     depth = math.ceil(math.log2(n + 1)) + 1

@@ -25,7 +25,7 @@ import pytest
 
 from commscope.parsers._io import Source
 from commscope.parsers.deepspeed_comms import DeepSpeedCommsParser
-from commscope.parsers.nccl_debug import NcclDebugParser
+from commscope.parsers.nccl_debug import NcclDebugParser, state_v1
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT.parent / "shared" / "samples"
@@ -79,6 +79,8 @@ def _dump(parser: Any, source: Source, resume: dict[str, Any] | None = None) -> 
         warnings.extend(chunk.warnings)
         if chunk.state is not None:
             state = chunk.state
+    if state and isinstance(parser, NcclDebugParser):  # state v2 (columns) in v1's form
+        state = state_v1(state)
     tables = {}
     for name, dfs in sorted(frames.items()):
         dfs = [d for d in dfs if d.width]
