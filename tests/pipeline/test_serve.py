@@ -11,7 +11,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -164,16 +163,46 @@ def _store_contents(store: Path) -> dict[str, pl.DataFrame]:
     return out
 
 
-def _report_pieces(path: Path) -> Counter[str]:
-    """A report's text, cut between the records of its chart datasets (``},{``), without what
-    may differ between two builds from the same input: the time it was written, floats beyond
-    12 significant digits (sums in another order differ in the last bit), the chart datasets'
-    names (a digest of their values), and the order of records that tie (two derives of one
-    store may list them in either order)."""
-    text = _REPORT_TIME.sub("T", path.read_text())
-    text = _DATASET.sub("data-D", text)
-    text = _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.12g}", text)
-    return Counter(text.split("},{"))
+_CHART_SCRIPT = re.compile(
+    r'(<script type="application/json" data-spec="[^"]*"[^>]*>)(.*?)(</script>)', re.S
+)
+
+
+def _round_floats(value: Any) -> Any:
+    """``value`` with every float cut to 12 significant digits (sums in another order differ
+    in the last bit)."""
+    if isinstance(value, float):
+        return float(f"{value:.12g}")
+    if isinstance(value, dict):
+        return {k: _round_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_round_floats(v) for v in value]
+    return value
+
+
+def _report_pieces(path: Path) -> tuple[str, list[tuple[str, list[list[str]]]]]:
+    """A report as (its page without the chart specs, each chart's spec and datasets), without
+    what may differ between two builds from the same input: the time it was written, floats
+    beyond 12 significant digits, the chart datasets' names (a digest of their values), and
+    the order of a dataset's records (two derives of one store may list records that tie in
+    either order): each chart's JSON is parsed and its datasets compared as sorted records."""
+    charts: list[tuple[str, list[list[str]]]] = []
+
+    def take(m: re.Match[str]) -> str:
+        spec = json.loads(m.group(2))
+        datasets = spec.pop("datasets", {})
+        records = sorted(
+            sorted(json.dumps(_round_floats(r), sort_keys=True) for r in rows)
+            for rows in datasets.values()
+        )
+        charts.append(
+            (_DATASET.sub("data-D", json.dumps(_round_floats(spec), sort_keys=True)), records)
+        )
+        return m.group(1) + "SPEC" + m.group(3)
+
+    page = _CHART_SCRIPT.sub(take, _REPORT_TIME.sub("T", path.read_text()))
+    page = _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.12g}", page)
+    return page, charts
 
 
 def _normal(summary: dict[str, Any], root: Path) -> str:
