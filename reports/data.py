@@ -253,6 +253,30 @@ def headline(data: RunData) -> pl.DataFrame:
 
 HEADLINE_TERMS = ("T_comm", "R_comm", "R_bubble", "R_bubble_eq7")
 """model_vs_measured terms the headline states with its own, like-with-like definition."""
+TERM_ORDER = (
+    "T_comp",
+    "T_TP",
+    "T_PP",
+    "T_DP",
+    "T_EmbTableSyn",
+    "T_EP",
+    "T_bubble",
+    "T_sync_wait",
+    "T_comm",
+    "T_iter",
+    "R_comm",
+    "R_bubble",
+    "R_bubble_eq7",
+    "C_TP",
+    "C_PP",
+    "C_DP",
+    "C_EP",
+    "C_EmbTableSyn",
+)
+"""The order of the model_vs_measured table: the model's times (eqs. 2-9), ratios, then the
+transfer bandwidths; any other term after them by name. The mart has no ORDER BY (a derive
+writes it in whatever order its threads finish), so without this the rows changed places
+between two builds of one run."""
 
 
 def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.DataFrame:
@@ -276,6 +300,10 @@ def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.Da
         for c in ("term", "unit", "measured", "predicted", "abs_error", "rel_error", "n_samples")
         if c in df.columns
     ]
+    if "term" in df.columns:
+        rank = {t: i for i, t in enumerate(TERM_ORDER)}
+        order = pl.col("term").replace_strict(rank, default=len(TERM_ORDER), return_dtype=pl.Int64)
+        df = df.sort(order, "term", nulls_last=True)
     out = df.select(cols).head(MAX_TABLE_ROWS)
     if "unit" not in out.columns:
         return out

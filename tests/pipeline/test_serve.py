@@ -168,6 +168,10 @@ _CHART_SCRIPT = re.compile(
 )
 
 
+_TABLE_BODY = re.compile(r"<tbody>(.*?)</tbody>", re.S)
+_TABLE_ROW = re.compile(r"<tr>.*?</tr>", re.S)
+
+
 def _round_floats(value: Any) -> Any:
     """``value`` with every float cut to 12 significant digits (sums in another order differ
     in the last bit)."""
@@ -184,8 +188,9 @@ def _report_pieces(path: Path) -> tuple[str, list[tuple[str, list[list[str]]]]]:
     """A report as (its page without the chart specs, each chart's spec and datasets), without
     what may differ between two builds from the same input: the time it was written, floats
     beyond 12 significant digits, the chart datasets' names (a digest of their values), and
-    the order of a dataset's records (two derives of one store may list records that tie in
-    either order): each chart's JSON is parsed and its datasets compared as sorted records."""
+    the order of a dataset's records and of a table's rows (two derives of one store may list
+    rows that tie, or rows of a mart without ORDER BY, in either order): each chart's JSON is
+    parsed and its datasets compared as sorted records, each table body as sorted rows."""
     charts: list[tuple[str, list[list[str]]]] = []
 
     def take(m: re.Match[str]) -> str:
@@ -202,6 +207,10 @@ def _report_pieces(path: Path) -> tuple[str, list[tuple[str, list[list[str]]]]]:
 
     page = _CHART_SCRIPT.sub(take, _REPORT_TIME.sub("T", path.read_text()))
     page = _LONG_FLOAT.sub(lambda m: f"{float(m.group()):.12g}", page)
+    # rows of a table read from a mart without ORDER BY may come in either order
+    page = _TABLE_BODY.sub(
+        lambda m: "<tbody>" + "".join(sorted(_TABLE_ROW.findall(m.group(1)))) + "</tbody>", page
+    )
     return page, charts
 
 

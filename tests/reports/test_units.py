@@ -91,7 +91,19 @@ def test_model_vs_measured_bandwidths_in_gb_s() -> None:
     )
     d = rd.RunData("r", None, {}, marts={"model_vs_measured": mvm})
     out = rd.model_vs_measured(d)
-    assert out["unit"].to_list() == ["GB/s", "s"]
-    assert out["measured"].to_list() == pytest.approx([0.019, 0.11])
-    assert out["predicted"].to_list() == pytest.approx([25.0, 0.0002])
-    assert out["rel_error"].to_list() == [-0.99924, 549.0]  # a ratio: unchanged
+    assert out["term"].to_list() == ["T_iter", "C_DP"]  # the model's order (TERM_ORDER)
+    assert out["unit"].to_list() == ["s", "GB/s"]
+    assert out["measured"].to_list() == pytest.approx([0.11, 0.019])
+    assert out["predicted"].to_list() == pytest.approx([0.0002, 25.0])
+    assert out["rel_error"].to_list() == [549.0, -0.99924]  # a ratio: unchanged
+
+
+def test_model_vs_measured_rows_in_one_order_whatever_the_mart_order() -> None:
+    # the mart has no ORDER BY: the page must not depend on the order a derive wrote it in
+    terms = ["C_PP", "T_comp", "X_new", "C_DP", "T_bubble", "A_new"]
+    mvm = pl.DataFrame({"term": terms, "unit": ["s"] * 6, "measured": [1.0] * 6})
+    want = ["T_comp", "T_bubble", "C_PP", "C_DP", "A_new", "X_new"]
+    for shift in range(len(terms)):
+        rolled = pl.concat([mvm.tail(shift), mvm.head(len(terms) - shift)]) if shift else mvm
+        d = rd.RunData("r", None, {}, marts={"model_vs_measured": rolled})
+        assert rd.model_vs_measured(d)["term"].to_list() == want
