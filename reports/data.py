@@ -253,34 +253,11 @@ def headline(data: RunData) -> pl.DataFrame:
 
 HEADLINE_TERMS = ("T_comm", "R_comm", "R_bubble", "R_bubble_eq7")
 """model_vs_measured terms the headline states with its own, like-with-like definition."""
-TERM_ORDER = (
-    "T_comp",
-    "T_TP",
-    "T_PP",
-    "T_DP",
-    "T_EmbTableSyn",
-    "T_EP",
-    "T_bubble",
-    "T_sync_wait",
-    "T_comm",
-    "T_iter",
-    "R_comm",
-    "R_bubble",
-    "R_bubble_eq7",
-    "C_TP",
-    "C_PP",
-    "C_DP",
-    "C_EP",
-    "C_EmbTableSyn",
-)
-"""The order of the model_vs_measured table: the model's times (eqs. 2-9), ratios, then the
-transfer bandwidths; any other term after them by name. The mart has no ORDER BY (a derive
-writes it in whatever order its threads finish), so without this the rows changed places
-between two builds of one run."""
 
 
 def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.DataFrame:
-    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors).
+    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors), its
+    rows in the mart's term_order.
 
     T_comm, R_comm, R_bubble and R_bubble_eq7 are left out: the headline (:mod:`commscope.reports.headline`) states
     them with one definition on both sides, so the page shows one number per quantity. With
@@ -301,9 +278,10 @@ def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.Da
         if c in df.columns
     ]
     if "term" in df.columns:
-        rank = {t: i for i, t in enumerate(TERM_ORDER)}
-        order = pl.col("term").replace_strict(rank, default=len(TERM_ORDER), return_dtype=pl.Int64)
-        df = df.sort(order, "term", nulls_last=True)
+        # the mart's order (its term_order: the model's times, ratios, then bandwidths), whatever
+        # order its rows were read in; a run derived before term_order existed, by name
+        keys = [c for c in ("term_order", "term") if c in df.columns]
+        df = df.sort(keys, nulls_last=True)
     out = df.select(cols).head(MAX_TABLE_ROWS)
     if "unit" not in out.columns:
         return out
