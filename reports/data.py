@@ -469,8 +469,9 @@ def onoff_overview(data: RunData) -> tuple[pl.DataFrame, str]:
     block = _rank_blocks(data.world())
     unit = "rank" if block == 1 else f"rank block of {block}"
     df = (
-        oo.with_columns(rank_axis=(pl.col("rank") // block).cast(pl.Int32))
-        .group_by("rank_axis", "iteration")
+        oo.sort("rank", "iteration")  # means of a block add in one order (their last bits)
+        .with_columns(rank_axis=(pl.col("rank") // block).cast(pl.Int32))
+        .group_by("rank_axis", "iteration", maintain_order=True)
         .agg(
             pl.col("duty_cycle").mean(),
             (pl.col("on_ns").mean() / 1e6).alias("on_ms"),
@@ -498,7 +499,7 @@ def onoff_timeline(data: RunData) -> pl.DataFrame:
     if df.height > MAX_TIMELINE_ROWS:  # drop compute first (the view is about comm on/off)
         df = df.filter(pl.col("activity") == "comm")
     if df.height > MAX_TIMELINE_ROWS:
-        df = df.sort("ts_ns").head(MAX_TIMELINE_ROWS)
+        df = df.sort("ts_ns", "rank", "iteration", "activity", "end_ns").head(MAX_TIMELINE_ROWS)
     t0 = int(df["ts_ns"].min())  # type: ignore[arg-type]
     return df.select(
         pl.col("rank").cast(pl.Int32),
@@ -673,9 +674,14 @@ def bubbles(data: RunData) -> pl.DataFrame:
     br = data.mart("bubble_ratio")
     if br.is_empty():
         raise Unavailable("bubble_ratio has no rows (no timed iterations per stage)")
-    agg = br.group_by("stage").agg(
-        pl.col("bubble_ratio").mean().alias("measured"),
-        pl.col("predicted_bubble_ratio").mean().alias("predicted"),
+    # a mean's last bits depend on the order it adds: add in the mart's grain order
+    agg = (
+        br.sort("stage", "iteration", nulls_last=True)
+        .group_by("stage", maintain_order=True)
+        .agg(
+            pl.col("bubble_ratio").mean().alias("measured"),
+            pl.col("predicted_bubble_ratio").mean().alias("predicted"),
+        )
     )
     return (
         agg.unpivot(index="stage", variable_name="source", value_name="bubble_ratio")
@@ -730,7 +736,7 @@ def files(data: RunData) -> pl.DataFrame:
     df = _query(
         data,
         "SELECT path, format, bytes, lines_total, lines_parsed, lines_ignored, lines_rejected, "
-        "rows_written, warnings FROM ingested_files WHERE run_id = $run_id ORDER BY path",
+        "rows_written, warnings FROM ingested_files WHERE run_id = $run_id ORDER BY ALL",
     )
     if df.is_empty():
         raise Unavailable("no ingested files recorded for this run")
@@ -763,7 +769,7 @@ def rejects(data: RunData) -> tuple[pl.DataFrame, int]:
     df = _query(
         data,
         "SELECT path, line_no, reason, left(raw, 200) AS raw FROM rejects "
-        f"WHERE run_id = $run_id ORDER BY path, line_no LIMIT {MAX_TABLE_ROWS}",
+        f"WHERE run_id = $run_id ORDER BY path, line_no, reason, raw LIMIT {MAX_TABLE_ROWS}",
     )
     return df, int(total)
 
@@ -788,7 +794,7 @@ def clock_alignment(data: RunData) -> pl.DataFrame:
         "SELECT source_format, count(DISTINCT rank) AS ranks, "
         "count(DISTINCT rank) FILTER (WHERE aligned) AS aligned_ranks, "
         "count(DISTINCT host) AS hosts, min(clock_anchor_ns) AS min_anchor_ns, "
-        "max(clock_anchor_ns) AS max_anchor_ns, string_agg(DISTINCT host, ', ') AS host_names "
+        "max(clock_anchor_ns) AS max_anchor_ns, string_agg(DISTINCT host, ', ' ORDER BY host) AS host_names "
         "FROM trace_meta WHERE run_id = $run_id GROUP BY source_format ORDER BY source_format",
     )
     return df.with_columns(pl.col("host_names").str.slice(0, 500))
