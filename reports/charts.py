@@ -613,9 +613,12 @@ def skew_per_class(
     dots = (
         alt.Chart(_data(points))
         .mark_point(filled=True, size=90)
+        # drawn median, p95, max: where two coincide the larger statistic shows
+        .transform_calculate(z=f"indexof({stats}, datum.statistic)")
         .encode(
             x=x,
             y=alt.Y("skew_us:Q", title=y_title, scale=y_scale),
+            order=alt.Order("z:Q"),
             color=alt.Color("statistic:N", title="skew", sort=stats),
             tooltip=["traffic_class:N", "statistic:N", alt.Tooltip("skew_us:Q", format=".4g")],
         )

@@ -104,7 +104,9 @@ def test_model_vs_measured_rows_in_one_order_whatever_the_mart_order() -> None:
     # them by name), whatever order the rows were read in
     terms = ["C_PP", "T_comp", "X_new", "C_DP", "T_bubble", "A_new"]
     order = [15, 1, None, 16, 7, None]
-    mvm = pl.DataFrame({"term": terms, "unit": ["s"] * 6, "measured": [1.0] * 6, "term_order": order})
+    mvm = pl.DataFrame(
+        {"term": terms, "unit": ["s"] * 6, "measured": [1.0] * 6, "term_order": order}
+    )
     want = ["T_comp", "T_bubble", "C_PP", "C_DP", "A_new", "X_new"]
     for shift in range(len(terms)):
         rolled = pl.concat([mvm.tail(shift), mvm.head(len(terms) - shift)]) if shift else mvm
@@ -113,4 +115,3 @@ def test_model_vs_measured_rows_in_one_order_whatever_the_mart_order() -> None:
         # a run derived before the mart had term_order: by name, still one order
         old = rd.RunData("r", None, {}, marts={"model_vs_measured": rolled.drop("term_order")})
         assert rd.model_vs_measured(old)["term"].to_list() == sorted(terms)
-
