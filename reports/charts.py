@@ -4,7 +4,10 @@ Why: the frames come from :mod:`commscope.reports.data`, which does every comput
 maps columns to marks and channels (no aggregation, no transforms that change numbers), so
 charts are easy to test (``to_dict()`` and a JSON round-trip) and to restyle (colours and fonts
 live in :mod:`commscope.reports.theme` only). Comparisons of measured and predicted are one tidy frame
-with a ``source`` column, or a layer of two marks.
+with a ``source`` column, or a layer of two marks. A chart's records are sorted by every
+column (:func:`_data`), so the spec does not depend on the order of the frame's rows; an order
+a person sees (an axis, a stack, which of two coinciding marks is on top) is stated in the
+encoding.
 """
 
 from __future__ import annotations

@@ -8,6 +8,12 @@ blocks, and the on/off timeline shows a few selected ranks over a few iterations
 :data:`MAX_TIMELINE_ROWS` intervals. A 1024-rank report therefore embeds a bounded number of
 rows whatever the run's size.
 
+A mart's rows come in whatever order its derive wrote them (no ORDER BY on call-sized marts),
+so no frame here depends on it: tables sort by a full key, a row picked among ties is picked by
+a stated rule, and a float mean adds in the mart's grain order (its last bits would otherwise
+move); chart records are then sorted by every column (:mod:`commscope.reports.charts`). Two
+builds from the same marts give the same page.
+
 A view that cannot be computed raises :class:`Unavailable` with the reason (mart not derived,
 an older run without the mart, no data of that kind); the page then shows the view's gap from
 :mod:`commscope.reports.gaps` (what the input lacks and what to record), or this reason where none is
