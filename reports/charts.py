@@ -40,8 +40,9 @@ def _data(df: pl.DataFrame) -> alt.InlineData:
 def _order(df: pl.DataFrame, column: str) -> list[object]:
     """The values of ``column`` in the order the frame first lists them: the sort of an axis
     drawn in the prepared frame's order (commscope.reports.data gives it), stated in the spec
-    since the records themselves are sorted (:func:`_data`)."""
-    return df[column].unique(maintain_order=True).to_list()
+    since the records themselves are sorted (:func:`_data`). A null is left out (a sort list
+    holds values only; Vega-Lite draws what it does not list after them)."""
+    return df[column].drop_nulls().unique(maintain_order=True).to_list()
 
 
 SOURCE_SCALE = alt.Scale(domain=["measured", "predicted"], range=[theme.MEASURED, theme.PREDICTED])
