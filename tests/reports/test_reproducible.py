@@ -12,6 +12,7 @@ import polars as pl
 import pytest
 
 from commscope.pipeline.store import Store
+from commscope.reports import charts
 from commscope.reports.html import build_report
 
 if TYPE_CHECKING:
@@ -55,3 +56,23 @@ def test_report_bytes_do_not_depend_on_the_order_of_mart_rows(
     assert _shuffle_rows(copy, run) > 5
     second = build_report(copy, run, tmp_path / "b.html").read_bytes()
     assert first == second, _first_difference(first, second)
+
+
+def test_a_chart_spec_does_not_depend_on_the_order_of_its_rows() -> None:
+    # the records are sorted by every column; the order a person sees (bars top to bottom) is
+    # the prepared frame's, stated in the encoding
+    df = pl.DataFrame(
+        {
+            "bar": ["stage 1 measured", "stage 1 measured", "stage 0 measured", "stage 0 measured"],
+            "source": ["measured"] * 4,
+            "component": ["compute", "TP", "compute", "TP"],
+            "seconds": [1.0, 0.5, 1.0, 0.5],
+            "order": [0, 1, 0, 1],
+        }
+    )
+    swapped = df[[1, 0, 3, 2]]  # the same bars in the same order, their rows swapped
+    assert charts.breakdown(swapped).to_json() == charts.breakdown(df).to_json()
+    spec = charts.breakdown(df).to_dict()
+    assert spec["encoding"]["y"]["sort"] == ["stage 1 measured", "stage 0 measured"]
+    (records,) = spec["datasets"].values()
+    assert records == df.sort(df.columns).to_dicts()
