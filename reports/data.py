@@ -800,7 +800,8 @@ def clock_alignment(data: RunData) -> pl.DataFrame:
         "SELECT source_format, count(DISTINCT rank) AS ranks, "
         "count(DISTINCT rank) FILTER (WHERE aligned) AS aligned_ranks, "
         "count(DISTINCT host) AS hosts, min(clock_anchor_ns) AS min_anchor_ns, "
-        "max(clock_anchor_ns) AS max_anchor_ns, string_agg(DISTINCT host, ', ' ORDER BY host) AS host_names "
+        "max(clock_anchor_ns) AS max_anchor_ns, "
+        "string_agg(DISTINCT host, ', ' ORDER BY host) AS host_names "
         "FROM trace_meta WHERE run_id = $run_id GROUP BY source_format ORDER BY source_format",
     )
     return df.with_columns(pl.col("host_names").str.slice(0, 500))

@@ -265,9 +265,9 @@ def table3(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFra
 
     Returns:
         One row per class in report order. ``message size`` is the size carrying most of
-        the class's volume (the paper's column; on a tie the smaller); ``sizes`` counts distinct sizes; ``ops`` is
-        the split by op (PP: "8 recv + 8 send"); ``match`` is True when measured and predicted
-        have the same signatures (op, size) with the same counts.
+        the class's volume (the paper's column; on a tie the smaller); ``sizes`` counts
+        distinct sizes; ``ops`` is the split by op (PP: "8 recv + 8 send"); ``match`` is True
+        when measured and predicted have the same signatures (op, size) with the same counts.
     """
     meas = _class_rows(measured, "measured")
     pred = (
