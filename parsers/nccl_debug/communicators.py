@@ -24,7 +24,6 @@ from commscope.parsers.nccl_debug.lines import (
     _NCCL_LINE_HINT,
     _NCCL_LINE_KEYS,
     _VERSION_RE,
-    _fit_columns,
     _fix_host,
     _launcher_tag,
     _split_block,
@@ -150,7 +149,6 @@ class _WorldOf:
 class _Registry:
     """Everything pass 1 learns: incarnations, versions, hosts."""
 
-    events: list[_Event] = field(default_factory=list)  # built by hand (tests): kept first
     event_frames: list[pl.DataFrame] = field(default_factory=list)  # rows of _EVENT_SCHEMA
     n_events: int = 0  # rows in event_frames
     known_hosts: set[str] = field(default_factory=set)
@@ -330,7 +328,7 @@ class _Registry:
         for line_no in m.filter(~pl.col("fits"))["line_no"].to_list():
             self._note_line(self.unfit_lines, line_no)  # (pass 2 rejects the line)
         kept = m.filter("fits").drop("fits")
-        room = MAX_LIFECYCLE_EVENTS - self.n_events - len(self.events)
+        room = MAX_LIFECYCLE_EVENTS - self.n_events
         if kept.height > room:  # pass 2 rejects the rest (REGISTRY_FULL)
             if self.full_from is None:
                 self.full_from = int(kept["line_no"][max(room, 0)])
@@ -386,7 +384,6 @@ class _Registry:
             self.event_frames = [ev] if ev.height else []
         else:
             return
-        self.events = []
         self.n_events = sum(f.height for f in self.event_frames)
         self.known_hosts = set(state.get("known_hosts", []))
         self.proc_versions = {(h, int(p)): v for h, p, v in state.get("proc_versions", [])}
@@ -437,11 +434,8 @@ class _Registry:
         self._assign_versions()
 
     def _event_frame(self) -> pl.DataFrame:
-        """Every event kept (``events`` objects first: tests build registries from them), as
-        one frame of :data:`_EVENT_SCHEMA`."""
-        frames = list(self.event_frames)
-        if self.events:
-            frames.insert(0, _events_frame(self.events))
+        """Every event kept, as one frame of :data:`_EVENT_SCHEMA`."""
+        frames = self.event_frames
         if not frames:
             return pl.DataFrame(schema=_EVENT_SCHEMA)
         return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
@@ -589,29 +583,20 @@ class _Registry:
             "identity_world": [i.identity_world for i in incs],
         }
         table = self.inc_table
-        if table is None or table.height != len(incs):  # incs set by hand (tests)
-            cols |= {
-                "host": [i.host for i in incs],
-                "pid": [i.pid for i in incs],
-                "comm_key": [i.comm for i in incs],
-                "window_start": [i.window_start for i in incs],
-                "window_end": [i.end_line for i in incs],
-                "group_rank": [i.rank for i in incs],
-            }
-            frame = pl.DataFrame(_fit_columns(cols, schema), schema=schema)
-        else:  # what finalize() cut stays in columns; the per-process rules' results join it
-            frame = table.select(
-                "host",
-                "pid",
-                comm_key="comm",
-                window_start="window_start",
-                window_end="end_line",
-                group_rank=pl.col("rank").cast(pl.Int32, strict=False),
-                **{
-                    c: pl.Series(cols[c], dtype=schema[c], strict=False)
-                    for c in ("inc_global", "comm_hash", "identity_world")
-                },
-            )
+        assert table is not None  # set by finalize()
+        # what finalize() cut stays in columns; the per-process rules' results join it
+        frame = table.select(
+            "host",
+            "pid",
+            comm_key="comm",
+            window_start="window_start",
+            window_end="end_line",
+            group_rank=pl.col("rank").cast(pl.Int32, strict=False),
+            **{
+                c: pl.Series(cols[c], dtype=schema[c], strict=False)
+                for c in ("inc_global", "comm_hash", "identity_world")
+            },
+        )
         return frame.select(list(schema)).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:

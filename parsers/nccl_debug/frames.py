@@ -34,7 +34,6 @@ from commscope.parsers.nccl_debug.lines import (
     LINE_LIMIT,
     MAX_KNOWN_HOSTS,
     _add_hosts,
-    _fit_columns,
     _fit_ints,
     _split_block,
     _ts_ns_expr,
@@ -726,57 +725,38 @@ class _Pass2:
             "nccl_version": [i.nccl_version for i in incs],
         }
         table = reg.inc_table
-        if table is None or table.height != len(incs):  # incs set by hand (tests)
-            comm_cols |= {
-                "comm_id": [i.comm for i in incs],
-                "rank": [i.rank for i in incs],
-                "nranks": [i.nranks for i in incs],
-                "host": [i.host for i in incs],
-                "pid": [i.pid for i in incs],
-                "cuda_dev": [i.cuda_dev for i in incs],
-                "nvml_dev": [i.nvml_dev for i in incs],
-                "bus_id": [i.bus_id for i in incs],
-                "comm_hash": [i.comm_hash for i in incs],
-                "parent_comm_id": [i.parent for i in incs],
-                "split_color": [i.split_color for i in incs],
-                "split_key": [i.split_key for i in incs],
-                "source_line": [i.source_line for i in incs],
-            }
-            comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema)
-        else:
-            # an int out of its column's range is null, as _fit_columns makes it
-            decided = pl.DataFrame(
-                [
-                    pl.Series(c, v, dtype=pl.Int64, strict=False).cast(pl.Int32, strict=False)
-                    if comm_schema[c] == pl.Int32
-                    else pl.Series(c, v, dtype=comm_schema[c])
-                    for c, v in comm_cols.items()
-                ]
-            )
-            comms = pl.concat(
-                [
-                    table.select(
-                        comm_id="comm",
-                        rank="rank",
-                        nranks="nranks",
-                        host="host",
-                        pid="pid",
-                        cuda_dev="cudadev",
-                        nvml_dev="nvmldev",
-                        bus_id="busid",
-                        comm_hash="comm_hash",
-                        parent_comm_id="parent",
-                        split_color="split_color",
-                        split_key="split_key",
-                        source_line=pl.coalesce("first_init_line", "end_line", pl.lit(0)),
-                    ),
-                    decided,
-                ],
-                how="horizontal",
-            )
-            comms = comms.select(
-                pl.col(c).cast(t, strict=False) for c, t in comm_schema.items()
-            )  # an int out of its column's range is null, as _fit_columns makes it
+        assert table is not None  # set by finalize()
+        # an int out of its column's range is null (a corrupt line's number), never a crash
+        decided = pl.DataFrame(
+            [
+                pl.Series(c, v, dtype=pl.Int64, strict=False).cast(pl.Int32, strict=False)
+                if comm_schema[c] == pl.Int32
+                else pl.Series(c, v, dtype=comm_schema[c])
+                for c, v in comm_cols.items()
+            ]
+        )
+        comms = pl.concat(
+            [
+                table.select(
+                    comm_id="comm",
+                    rank="rank",
+                    nranks="nranks",
+                    host="host",
+                    pid="pid",
+                    cuda_dev="cudadev",
+                    nvml_dev="nvmldev",
+                    bus_id="busid",
+                    comm_hash="comm_hash",
+                    parent_comm_id="parent",
+                    split_color="split_color",
+                    split_key="split_key",
+                    source_line=pl.coalesce("first_init_line", "end_line", pl.lit(0)),
+                ),
+                decided,
+            ],
+            how="horizontal",
+        )
+        comms = comms.select(pl.col(c).cast(t, strict=False) for c, t in comm_schema.items())
         comms = comms.sort("source_line")
         comms = self._new_rows(comms)
         warnings = list(reg.warnings)

@@ -352,19 +352,6 @@ def _fit_ints(rows: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[s
     return rows
 
 
-def _fit_columns(cols: dict[str, list[Any]], schema: dict[str, Any]) -> dict[str, list[Any]]:
-    """:func:`_fit_ints` of a frame given as one list per column."""
-    for c, t in schema.items():
-        bits = _INT_BITS.get(t)
-        values = cols.get(c)
-        if bits is None or values is None:
-            continue
-        b = 1 << bits
-        if any(isinstance(v, int) and not -b <= v < b for v in values):
-            cols[c] = [None if isinstance(v, int) and not -b <= v < b else v for v in values]
-    return cols
-
-
 def _lower(text: str | None) -> str | None:
     return text.lower() if text is not None else None
 
