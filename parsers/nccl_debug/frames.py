@@ -12,7 +12,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -159,6 +159,18 @@ class _Held:
         return frames
 
 
+class _Split(NamedTuple):
+    """A block split by :meth:`_Pass2.split` (line count, cut final line, plain COLL rows,
+    prefixed and bare lines of the rest, hosts repaired)."""
+
+    n_lines: int
+    cut_line: int | None
+    plain: pl.DataFrame | None
+    prefixed: pl.DataFrame
+    bare: pl.DataFrame
+    repairs: list[str]
+
+
 class _Pass2:
     """Row emission, block by block, with what pass 1 learnt."""
 
@@ -246,10 +258,15 @@ class _Pass2:
         (:mod:`commscope.parsers._nccl_coll_fields`); only the other lines go through the general path.
         Lines over ``commscope.parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
         path takes; each is rejected here with its reason. Needs of the registry only pass 1's
-        verdicts on the block's own lifecycle lines (so the one-pass parse calls it right
-        after scanning the block); COLL ranks, TUNING pairs and topology lines wait for
-        :meth:`emit`.
+        verdicts on the block's own lifecycle lines (so the one-pass parse scans the block
+        between :meth:`split` and :meth:`classify`); COLL ranks, TUNING pairs and topology
+        lines wait for :meth:`emit`.
         """
+        return self.classify(self.split(lines, first_line_no, complete), overlong)
+
+    def split(self, lines: pl.Series, first_line_no: int, complete: bool) -> _Split:
+        """The block's plain COLL lines parsed from their tokens, the others split into prefix
+        fields and message (:func:`_split_block`, hosts repaired with ``known_hosts``)."""
         n_lines = len(lines)
         cut_line = first_line_no + n_lines - 1 if not complete else None
         numbers = pl.int_range(first_line_no, first_line_no + n_lines, dtype=pl.Int64, eager=True)
@@ -267,6 +284,12 @@ class _Pass2:
             )
         else:
             prefixed, bare = _split_block(lines, first_line_no, self.known_hosts, repairs)
+        return _Split(n_lines, cut_line, plain, prefixed, bare, repairs)
+
+    def classify(self, split: _Split, overlong: tuple[LongLine, ...] = ()) -> _Held:
+        """:meth:`prepare` after the split: rejects, COLL fields, TUNING and topology lines,
+        Init/Destroy lines classified from pass 1's verdicts."""
+        n_lines, cut_line, plain, prefixed, bare, repairs = split
         if repairs and self.one_pass:
             self.repair_checks.append((frozenset(self.reg.known_hosts), repairs))
         cut = cut_line if cut_line is not None else -1
@@ -712,17 +735,16 @@ class _Pass2:
             "nccl_version": pl.Utf8,
             "source_line": pl.Int64,
         }
-        incs = reg.incs
-        parents = [i.parent_inc for i in incs]
-        # what the per-process rules decide comes from the objects; the rest from the
-        # columns finalize() cut (one list per column either way: no dict per incarnation)
+        # what the per-process rules decide (one value per incarnation, finalize()) beside
+        # the columns finalize() cut: no object and no dict per incarnation
+        rank = self.rank
         comm_cols: dict[str, list[Any]] = {
-            "global_rank": [
-                i.global_rank if i.global_rank is not None else self.rank for i in incs
-            ],
-            "parent_comm_hash": [p.ident if p else None for p in parents],
-            "parent_nranks": [p.nranks if p else None for p in parents],
-            "nccl_version": [i.nccl_version for i in incs],
+            "global_rank": reg.inc_global
+            if rank is None
+            else [g if g is not None else rank for g in reg.inc_global],
+            "parent_comm_hash": reg.inc_parent_ident,
+            "parent_nranks": reg.inc_parent_nranks,
+            "nccl_version": reg.inc_version,
         }
         table = reg.inc_table
         assert table is not None  # set by finalize()
@@ -836,13 +858,20 @@ class _Pass2:
         rows: list[dict[str, Any]] = []
         topo, self.topo, self.topo_pending = self.topo, [], 0
         seen = self.topo_seen
+        reg = self.reg
+        attribute = reg.attribute_at
+        comms, nranks_of = (
+            (reg.inc_column("comm"), reg.inc_column("nranks")) if topo and reg.n_incs else ([], [])
+        )
         for t in topo:
-            inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            at = attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            comm = comms[at] if at is not None else None
+            n_of = nranks_of[at] if at is not None else None
             # Rows are a function of this key: a line repeating it (a re-created communicator
             # on the same pointer) adds only rows that the de-duplication below would drop.
             ident = (
-                inc.comm if inc is not None else None,
-                inc.nranks if inc is not None and t.ring_order is not None else None,
+                comm,
+                n_of if t.ring_order is not None else None,
                 t.host,
                 t.pid,
                 t.text,
@@ -854,12 +883,12 @@ class _Pass2:
             seen.add(ident)
             edges = t.rows
             if t.ring_order is not None and t.channel is not None:
-                nranks = inc.nranks if inc is not None else None
+                nranks = n_of
                 edges = _ring_order_rows(t.ring_order, t.channel, t.ring_order_cut, nranks)
             for e in edges:
                 rows.append(
                     {
-                        "comm_id": inc.comm if inc is not None else None,
+                        "comm_id": comm,
                         "host": t.host,
                         "pid": t.pid,
                         "source_line": t.line_no,

@@ -77,6 +77,15 @@ _END_RE = re.compile(
     r"^comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
     r"cudaDev (?P<cudadev>\d+) busId (?P<busid>[0-9a-fA-F]+) - (?P<what>Destroy|Abort) COMPLETE\s*$"
 )
+_PLAIN_LIFECYCLE = (
+    r"^(?:(?:ncclComm\w+ )?comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ cudaDev \d+"
+    r"(?: nvmlDev \d+)?(?: busId [0-9a-fA-F]+)?(?: commId 0x[0-9a-fA-F]+)? - Init (?:START|COMPLETE)"
+    r"|comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ cudaDev \d+ busId [0-9a-fA-F]+ "
+    r"- (?:Destroy|Abort) COMPLETE)$"
+)
+"""The lifecycle messages every NCCL 2.4-2.28 logs outside splits, as a capture-free pattern:
+each matches ``_INIT_RE`` or ``_END_RE`` with one token per group (single spaces, no
+``[Rank N]``, split or trailing text), so its groups are cut from the tokens."""
 _VERSION_RE = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+[^+\s]*)(?:\+cuda[\d.]+)?")
 _BARE_VERSION_RE = re.compile(
     r"^(?P<pre>.*?)NCCL version (?P<ver>\d+\.\d+\.\d+[^+\s]*)\+cuda[\d.]+\s*$"
