@@ -1325,8 +1325,10 @@ def state_v1(state: dict[str, Any]) -> dict[str, Any]:
 
 def _int_column(col: pl.Expr, values: pl.Series) -> pl.Expr:
     """A digit-run text column as Int64: by a cast when every value is ASCII digits, else by
-    Python's ``int`` (other Unicode digits match ``\\d`` too), as the object path read them."""
-    if values.drop_nulls().str.contains(r"^-?[0-9]+$").all():
+    Python's ``int`` (other Unicode digits match ``\\d`` too), as the object path read them.
+    The values are ``-?\\d+`` runs whose numbers fit (``_init_fits``): Polars' cast reads
+    exactly the ASCII ones, so a cast that nulls no value means every value is ASCII."""
+    if values.cast(pl.Int64, strict=False).null_count() == values.null_count():
         return col.cast(pl.Int64)
     return col.map_elements(int, return_dtype=pl.Int64)
 

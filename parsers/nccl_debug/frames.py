@@ -319,13 +319,15 @@ class _Pass2:
         n_parsed += self._lifecycle(others.filter(is_init), cut_line, rejects)
         topo_lines = others.filter(~is_init).select(_OTHER)
 
-        decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
         lost = prefixed.filter(pl.col("spliced") & pl.col("frag_kind").is_not_null()).join(
             good.select("line_no"), on="line_no", how="anti"
         )
-        for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
-            if line_no not in decided:
-                rejects.append((line_no, raw, f"spliced line: {kind} record cut by another writer"))
+        if lost.height:  # (rare) lines no other rule decided
+            decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
+            for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
+                if line_no not in decided:
+                    why = f"spliced line: {kind} record cut by another writer"
+                    rejects.append((line_no, raw, why))
         bare_records = bare.filter(pl.col("raw").str.contains(_BARE_RECORD))
         for line_no, raw in bare_records.select("line_no", "raw").iter_rows():
             why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
