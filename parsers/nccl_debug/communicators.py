@@ -191,7 +191,8 @@ class _Registry:
     # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
     # (``unsure_from``) pass 2 matches the lines itself.
     event_lines: set[int] = field(default_factory=set)
-    event_line_parts: list[pl.Series] = field(default_factory=list)  # event_lines as Series
+    event_line_parts: list[pl.Series] = field(default_factory=list)  # below the bound
+    n_event_lines: int = 0  # lines in event_line_parts
     unfit_lines: set[int] = field(default_factory=set)
     unsure_from: int | None = None
 
@@ -202,16 +203,17 @@ class _Registry:
             self.unsure_from = line_no
 
     def event_line_series(self) -> pl.Series:
-        """``event_lines`` as a Series (for a vectorised ``is_in``): the parts kept as they
-        were added, or the set itself once a bound cut them short."""
+        """The lines pass 1 kept as records, as a Series (for a vectorised ``is_in``): the
+        parts kept as they were added, or the ``event_lines`` set once a bound cut them short
+        (the set is only filled from then on: below the bound the parts are enough)."""
         parts = self.event_line_parts
-        if parts and sum(len(p) for p in parts) == len(self.event_lines):
-            return pl.concat(parts)
+        if not self.event_lines:
+            return pl.concat(parts) if parts else pl.Series("line_no", [], dtype=pl.Int64)
         return pl.Series("line_no", list(self.event_lines), dtype=pl.Int64)
 
     def lifecycle_status(self, line_no: int) -> str | bool | None:
-        """Pass 1's verdict on an INFO Init/Destroy-like line of this range: None (a record it
-        kept), ``"unfit"`` (a number out of range), ``"nofit"`` (no full pattern), or False
+        """Pass 1's verdict on an INFO Init/Destroy-like line of this range that is not in
+        :meth:`event_line_series` (records pass 1 kept): None (a record it kept), ``"unfit"`` (a number out of range), ``"nofit"`` (no full pattern), or False
         when pass 1 cannot tell (past a bound: the caller matches the line itself)."""
         if line_no in self.event_lines:
             return None
@@ -341,15 +343,16 @@ class _Registry:
         long = pl.any_horizontal(
             pl.col(c).str.len_chars() >= 10 for c in (*_INIT_NUMBERS, *_SPLIT_NUMBERS)
         ).fill_null(False)
-        fits = pl.Series("fits", [True] * m.height, dtype=pl.Boolean)
         check = m.select(long.alias("long"))["long"].arg_true()
+        kept = m
         if check.len():
             rows = m.select(*_INIT_NUMBERS, *_SPLIT_NUMBERS)[check.to_list()]
-            fits = fits.scatter(check, [_init_fits(r) for r in rows.iter_rows(named=True)])
-        m = m.with_columns(fits)
-        for line_no in m.filter(~pl.col("fits"))["line_no"].to_list():
-            self._note_line(self.unfit_lines, line_no)  # (pass 2 rejects the line)
-        kept = m.filter("fits").drop("fits")
+            fits = pl.Series("fits", [True] * m.height, dtype=pl.Boolean).scatter(
+                check, [_init_fits(r) for r in rows.iter_rows(named=True)]
+            )
+            for line_no in m.filter(~fits)["line_no"].to_list():
+                self._note_line(self.unfit_lines, line_no)  # (pass 2 rejects the line)
+            kept = m.filter(fits)
         room = MAX_LIFECYCLE_EVENTS - self.n_events
         if kept.height > room:  # pass 2 rejects the rest (REGISTRY_FULL)
             if self.full_from is None:
@@ -359,12 +362,14 @@ class _Registry:
             return
         self.event_frames.append(kept)
         self.n_events += kept.height
-        lines = kept["line_no"].to_list()
-        if len(self.event_lines) + len(lines) < MAX_LIFECYCLE_EVENTS:
-            self.event_lines.update(lines)
+        if not self.event_lines and self.n_event_lines + kept.height < MAX_LIFECYCLE_EVENTS:
             self.event_line_parts.append(kept["line_no"])
-        else:
-            for line_no in lines:
+            self.n_event_lines += kept.height
+        else:  # the bound: from here on a set, filled up to it (then ``unsure_from``)
+            if not self.event_lines:
+                for part in self.event_line_parts:
+                    self.event_lines.update(part.to_list())
+            for line_no in kept["line_no"].to_list():
                 self._note_line(self.event_lines, line_no)
 
     # -- resume state ------------------------------------------------------------------------
