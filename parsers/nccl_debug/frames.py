@@ -295,6 +295,15 @@ class _Pass2:
         cut = cut_line if cut_line is not None else -1
         self.n_spliced += int(prefixed["spliced"].sum() or 0)
         info = prefixed.filter(pl.col("level") == "INFO")
+        # Lines pass 1 kept as lifecycle records are parsed: set apart before the patterns
+        # below (none of which such a message matches but the Init/Destroy one).
+        events = info.get_column("line_no").is_in(self.reg.event_line_series())
+        if cut_line is not None:
+            events = events & (info.get_column("line_no") != cut_line)
+        n_events = int(events.sum())
+        event_nos = info.get_column("line_no").filter(events) if n_events else None
+        if n_events:
+            info = info.filter(~events)
         rejects: list[tuple[int, str, str]] = []  # (line_no, raw, reason)
         cut_reason = "final line has no newline (file cut mid-line)"
 
@@ -310,7 +319,7 @@ class _Pass2:
             why = cut_reason if line_no == cut else "COLL line does not fit its pattern (cut?)"
             rejects.append((line_no, raw, why))
 
-        n_parsed = good.height + (plain.height if plain is not None else 0)
+        n_parsed = good.height + (plain.height if plain is not None else 0) + n_events
         others = info.filter(
             pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
             & ~pl.col("msg").str.contains(_COLL_LIKE)
@@ -324,6 +333,7 @@ class _Pass2:
         )
         if lost.height:  # (rare) lines no other rule decided
             decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
+            decided.update(event_nos.to_list() if event_nos is not None else ())
             for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
                 if line_no not in decided:
                     why = f"spliced line: {kind} record cut by another writer"
