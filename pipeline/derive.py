@@ -485,7 +485,7 @@ def materialise_intermediates(
 
 _AS_PARQUET = frozenset(
     {
-        "int_comm_ops_classified",
+        "int_comm_ops_shaped",
         "int_comm_op_iteration",
         "int_instance_lane_calls",
         "int_instance_matched",
@@ -616,7 +616,9 @@ wrote a 40-column copy of every call (256 ranks: 5.2 s CPU of the derive; the ma
 same either way, ``bench/README.md``). With paired records its per-call aggregate is worth
 computing once, so it is materialised."""
 
-_VIEW_ONLY = frozenset({"int_instance_members", "int_instance_calls", "int_call_lines"})
+_VIEW_ONLY = frozenset(
+    {"int_comm_ops_classified", "int_instance_members", "int_instance_calls", "int_call_lines"}
+)
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
 (``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
 string per instance that a table would store for each of 18 M calls at 1024 ranks;
