@@ -487,7 +487,7 @@ _AS_PARQUET = frozenset(
     {
         "int_comm_ops_shaped",
         "int_comm_op_iteration",
-        "int_instance_lane_calls",
+        "int_instance_lane_shaped",
         "int_instance_matched",
     }
 )
@@ -617,7 +617,13 @@ same either way, ``bench/README.md``). With paired records its per-call aggregat
 computing once, so it is materialised."""
 
 _VIEW_ONLY = frozenset(
-    {"int_comm_ops_classified", "int_instance_members", "int_instance_calls", "int_call_lines"}
+    {
+        "int_comm_ops_classified",
+        "int_instance_lane_calls",
+        "int_instance_members",
+        "int_instance_calls",
+        "int_call_lines",
+    }
 )
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
 (``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
