@@ -58,15 +58,10 @@ WITH
       s.group_size,
       c.seq,
       c.peer_rank,
-      t.rank IS NOT NULL AS timed,
-      t.ts_ns,
-      t.dur_ns,
       ci.launch_ts_ns,
       coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
-      CASE
-        WHEN t.rank IS NOT NULL THEN t.iteration
-        WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration
-      END AS iteration,
+      CASE WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration END
+        AS ci_iteration,
       -- an iteration that names a training step (not a position in a detected period)
       ci.method IN ('source', 'marker') AS step_iteration
     -- int_comm_ops_classified's rows, its shapes joined here directly (the shape_id is kept)
@@ -75,9 +70,6 @@ WITH
     SEMI JOIN lane AS l
       ON l.run_id = s.run_id AND l.rank = s.rank
       AND l.source_format IS NOT DISTINCT FROM s.source_format
-    LEFT JOIN timed AS t
-      ON t.run_id = s.run_id AND t.rank = s.rank AND t.source_file = s.source_file
-      AND t.source_line = c.source_line
     -- the iteration rows of the lane's ranks only (a superset of what the join keeps): with the
     -- same filter on both sides DuckDB hashes the narrow iteration rows, not the wide calls
     LEFT JOIN (
@@ -104,7 +96,7 @@ SELECT
   c.call_key,
   c.source_line,
   c.seq,
-  c.iteration,
+  CASE WHEN t.rank IS NOT NULL THEN t.iteration ELSE c.ci_iteration END AS iteration,
   c.step_iteration,
   c.launch_ts_ns,
   c.order_ts,
@@ -113,10 +105,15 @@ SELECT
     g.global_rank,
     CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
   ) END AS peer_resolved,
-  c.timed,
-  c.ts_ns,
-  c.dur_ns
+  t.rank IS NOT NULL AS timed,
+  t.ts_ns,
+  t.dur_ns
 FROM calls AS c
 LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
 LEFT JOIN members AS g
   ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
+-- last: DuckDB's estimate of a left join to the (often empty) timed calls is that of an inner
+-- join, and the joins after it would then hash the calls instead of the small tables
+LEFT JOIN timed AS t
+  ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
+  AND t.source_line = c.source_line
