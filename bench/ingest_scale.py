@@ -41,7 +41,11 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` importable
 from bench._common import CHILD, PY, ROOT, Context, Measurement, Row, measure, ratio
 
 NAME = "ingest_scale"
-SHARED = ROOT.parent / "shared" / "samples"
+SHARED = next(
+    (p for p in (ROOT.parent / "shared" / "samples", Path("/work/shared/samples")) if p.is_dir()),
+    ROOT.parent / "shared" / "samples",
+)
+"""The shared samples: beside the checkout, else at /work/shared (a worktree's checkout)."""
 NCCLTESTS = SHARED / "nccl_debug" / "nccltests_2.27.7_1proc_2gpu_allreduce.log"
 DEEPSPEED = SHARED / "deepspeed_comms" / "mlprof_thetagpu_2node_16gpu_verbose_run1.log"
 SPEED_ROUNDS = 3

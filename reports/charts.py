@@ -4,7 +4,10 @@ Why: the frames come from :mod:`commscope.reports.data`, which does every comput
 maps columns to marks and channels (no aggregation, no transforms that change numbers), so
 charts are easy to test (``to_dict()`` and a JSON round-trip) and to restyle (colours and fonts
 live in :mod:`commscope.reports.theme` only). Comparisons of measured and predicted are one tidy frame
-with a ``source`` column, or a layer of two marks.
+with a ``source`` column, or a layer of two marks. A chart's records are sorted by every
+column (:func:`_data`), so the spec does not depend on the order of the frame's rows; an order
+a person sees (an axis, a stack, which of two coinciding marks is on top) is stated in the
+encoding.
 """
 
 from __future__ import annotations
@@ -19,9 +22,27 @@ theme.enable()
 
 def _data(df: pl.DataFrame) -> alt.InlineData:
     """Inline the frame's rows (bounded upstream by commscope.reports.data, so Altair's 5000-row guard
-    does not apply); NaN becomes null so the spec is valid JSON."""
+    does not apply); NaN becomes null so the spec is valid JSON.
+
+    The records are sorted by every column: a chart's data, and so the page's bytes, do not
+    depend on the order the frame's rows came in (a mart without ORDER BY, a group_by, rows
+    that tie on a partial sort). No encoding depends on the records' order: an axis in a
+    given order names it (:func:`_order`), lines are drawn in x order, stacks by ``order`` or
+    colour.
+    """
     floats = [c for c, t in df.schema.items() if t.is_float()]
-    return alt.InlineData(values=df.with_columns(pl.col(floats).fill_nan(None)).to_dicts())
+    df = df.with_columns(pl.col(floats).fill_nan(None))
+    if df.width and df.height > 1:
+        df = df.sort(df.columns, nulls_last=True, maintain_order=True)
+    return alt.InlineData(values=df.to_dicts())
+
+
+def _order(df: pl.DataFrame, column: str) -> list[object]:
+    """The values of ``column`` in the order the frame first lists them: the sort of an axis
+    drawn in the prepared frame's order (commscope.reports.data gives it), stated in the spec
+    since the records themselves are sorted (:func:`_data`). A null is left out (a sort list
+    holds values only; Vega-Lite draws what it does not list after them)."""
+    return df[column].drop_nulls().unique(maintain_order=True).to_list()
 
 
 SOURCE_SCALE = alt.Scale(domain=["measured", "predicted"], range=[theme.MEASURED, theme.PREDICTED])
@@ -57,7 +78,7 @@ def headline_errors(
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_bar()
         .encode(
-            y=alt.Y("metric:N", title=None, sort=None),
+            y=alt.Y("metric:N", title=None, sort=_order(df, "metric")),
             x=alt.X("rel_error:Q", title="relative error", axis=alt.Axis(format="%")),
             color=alt.condition(
                 "abs(datum.rel_error) > 0.15",
@@ -81,7 +102,7 @@ def breakdown(df: pl.DataFrame, *, title: str = "Iteration time breakdown") -> a
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_bar()
         .encode(
-            y=alt.Y("bar:N", title=None, sort=None),
+            y=alt.Y("bar:N", title=None, sort=_order(df, "bar")),
             x=alt.X("seconds:Q", title="time per iteration (s)", stack="zero"),
             color=alt.Color("component:N", title="component", sort=alt.SortField("order")),
             order=alt.Order("order:Q"),
@@ -386,7 +407,7 @@ def comm_ratio(df: pl.DataFrame, *, group_title: str, title: str) -> alt.Chart:
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_bar()
         .encode(
-            x=alt.X("group:N", title=group_title, sort=None),
+            x=alt.X("group:N", title=group_title, sort=_order(df, "group")),
             y=alt.Y("ratio:Q", title="share of iteration time", axis=alt.Axis(format="%")),
             color=alt.Color("component:N", title="term"),
             tooltip=["group:N", "component:N", alt.Tooltip("ratio:Q", format=".2%")],
@@ -474,7 +495,7 @@ def model_vs_measured(
             alt.Chart(_data(part), width=WIDTH // 2)
             .mark_bar()
             .encode(
-                x=alt.X("term:N", title=None, sort=None),
+                x=alt.X("term:N", title=None, sort=_order(part, "term")),
                 xOffset="source:N",
                 y=alt.Y("value:Q", title=y_title, axis=alt.Axis(format=fmt)),
                 color=alt.Color("source:N", title=None, scale=SOURCE_SCALE),
@@ -487,7 +508,7 @@ def model_vs_measured(
 def normalised(df: pl.DataFrame, *, title: str = "Fig. 8a: B normalised to A") -> alt.Chart:
     """Communication and iteration time of each run over run A's (tidy run, metric, value;
     runs in the frame's order, A first)."""
-    runs = df["run"].unique(maintain_order=True).to_list()
+    runs = _order(df, "run")
     return (
         alt.Chart(_data(df), title=title, width=WIDTH)
         .mark_bar()
@@ -576,7 +597,12 @@ def skew_per_class(
     lo = float(points["skew_us"].min() or 0) if points.height else 0.0  # type: ignore[arg-type]
     hi = float(points["skew_us"].max() or 0) if points.height else 0.0  # type: ignore[arg-type]
     y_scale = alt.Scale(type="log") if lo > 0 and hi / lo >= 10 else alt.Scale(zero=True)
-    x = alt.X("traffic_class:N", title="traffic class", sort=None, axis=alt.Axis(labelAngle=0))
+    x = alt.X(
+        "traffic_class:N",
+        title="traffic class",
+        sort=_order(ranges, "traffic_class"),
+        axis=alt.Axis(labelAngle=0),
+    )
     y_title = "skew: last - first arrival (µs)"
     line = (
         alt.Chart(_data(ranges.select("traffic_class", "median_skew_us", "max_skew_us")))
@@ -591,9 +617,12 @@ def skew_per_class(
     dots = (
         alt.Chart(_data(points))
         .mark_point(filled=True, size=90)
+        # drawn median, p95, max: where two coincide the larger statistic shows
+        .transform_calculate(z=f"indexof({stats}, datum.statistic)")
         .encode(
             x=x,
             y=alt.Y("skew_us:Q", title=y_title, scale=y_scale),
+            order=alt.Order("z:Q"),
             color=alt.Color("statistic:N", title="skew", sort=stats),
             tooltip=["traffic_class:N", "statistic:N", alt.Tooltip("skew_us:Q", format=".4g")],
         )

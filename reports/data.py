@@ -8,6 +8,12 @@ blocks, and the on/off timeline shows a few selected ranks over a few iterations
 :data:`MAX_TIMELINE_ROWS` intervals. A 1024-rank report therefore embeds a bounded number of
 rows whatever the run's size.
 
+A mart's rows come in whatever order its derive wrote them (no ORDER BY on call-sized marts),
+so no frame here depends on it: tables sort by a full key, a row picked among ties is picked by
+a stated rule, and a float mean adds in the mart's grain order (its last bits would otherwise
+move); chart records are then sorted by every column (:mod:`commscope.reports.charts`). Two
+builds from the same marts give the same page.
+
 A view that cannot be computed raises :class:`Unavailable` with the reason (mart not derived,
 an older run without the mart, no data of that kind); the page then shows the view's gap from
 :mod:`commscope.reports.gaps` (what the input lacks and what to record), or this reason where none is
@@ -253,34 +259,11 @@ def headline(data: RunData) -> pl.DataFrame:
 
 HEADLINE_TERMS = ("T_comm", "R_comm", "R_bubble", "R_bubble_eq7")
 """model_vs_measured terms the headline states with its own, like-with-like definition."""
-TERM_ORDER = (
-    "T_comp",
-    "T_TP",
-    "T_PP",
-    "T_DP",
-    "T_EmbTableSyn",
-    "T_EP",
-    "T_bubble",
-    "T_sync_wait",
-    "T_comm",
-    "T_iter",
-    "R_comm",
-    "R_bubble",
-    "R_bubble_eq7",
-    "C_TP",
-    "C_PP",
-    "C_DP",
-    "C_EP",
-    "C_EmbTableSyn",
-)
-"""The order of the model_vs_measured table: the model's times (eqs. 2-9), ratios, then the
-transfer bandwidths; any other term after them by name. The mart has no ORDER BY (a derive
-writes it in whatever order its threads finish), so without this the rows changed places
-between two builds of one run."""
 
 
 def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.DataFrame:
-    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors).
+    """The model_vs_measured mart as a table (term, unit, measured, predicted, errors), its
+    rows in the mart's term_order.
 
     T_comm, R_comm, R_bubble and R_bubble_eq7 are left out: the headline (:mod:`commscope.reports.headline`) states
     them with one definition on both sides, so the page shows one number per quantity. With
@@ -301,9 +284,10 @@ def model_vs_measured(data: RunData, *, calibrated: bool | None = None) -> pl.Da
         if c in df.columns
     ]
     if "term" in df.columns:
-        rank = {t: i for i, t in enumerate(TERM_ORDER)}
-        order = pl.col("term").replace_strict(rank, default=len(TERM_ORDER), return_dtype=pl.Int64)
-        df = df.sort(order, "term", nulls_last=True)
+        # the mart's order (its term_order: the model's times, ratios, then bandwidths), whatever
+        # order its rows were read in; a run derived before term_order existed, by name
+        keys = [c for c in ("term_order", "term") if c in df.columns]
+        df = df.sort(keys, nulls_last=True)
     out = df.select(cols).head(MAX_TABLE_ROWS)
     if "unit" not in out.columns:
         return out
@@ -491,8 +475,9 @@ def onoff_overview(data: RunData) -> tuple[pl.DataFrame, str]:
     block = _rank_blocks(data.world())
     unit = "rank" if block == 1 else f"rank block of {block}"
     df = (
-        oo.with_columns(rank_axis=(pl.col("rank") // block).cast(pl.Int32))
-        .group_by("rank_axis", "iteration")
+        oo.sort("rank", "iteration")  # means of a block add in one order (their last bits)
+        .with_columns(rank_axis=(pl.col("rank") // block).cast(pl.Int32))
+        .group_by("rank_axis", "iteration", maintain_order=True)
         .agg(
             pl.col("duty_cycle").mean(),
             (pl.col("on_ns").mean() / 1e6).alias("on_ms"),
@@ -520,7 +505,7 @@ def onoff_timeline(data: RunData) -> pl.DataFrame:
     if df.height > MAX_TIMELINE_ROWS:  # drop compute first (the view is about comm on/off)
         df = df.filter(pl.col("activity") == "comm")
     if df.height > MAX_TIMELINE_ROWS:
-        df = df.sort("ts_ns").head(MAX_TIMELINE_ROWS)
+        df = df.sort("ts_ns", "rank", "iteration", "activity", "end_ns").head(MAX_TIMELINE_ROWS)
     t0 = int(df["ts_ns"].min())  # type: ignore[arg-type]
     return df.select(
         pl.col("rank").cast(pl.Int32),
@@ -695,9 +680,14 @@ def bubbles(data: RunData) -> pl.DataFrame:
     br = data.mart("bubble_ratio")
     if br.is_empty():
         raise Unavailable("bubble_ratio has no rows (no timed iterations per stage)")
-    agg = br.group_by("stage").agg(
-        pl.col("bubble_ratio").mean().alias("measured"),
-        pl.col("predicted_bubble_ratio").mean().alias("predicted"),
+    # a mean's last bits depend on the order it adds: add in the mart's grain order
+    agg = (
+        br.sort("stage", "iteration", nulls_last=True)
+        .group_by("stage", maintain_order=True)
+        .agg(
+            pl.col("bubble_ratio").mean().alias("measured"),
+            pl.col("predicted_bubble_ratio").mean().alias("predicted"),
+        )
     )
     return (
         agg.unpivot(index="stage", variable_name="source", value_name="bubble_ratio")
@@ -752,7 +742,7 @@ def files(data: RunData) -> pl.DataFrame:
     df = _query(
         data,
         "SELECT path, format, bytes, lines_total, lines_parsed, lines_ignored, lines_rejected, "
-        "rows_written, warnings FROM ingested_files WHERE run_id = $run_id ORDER BY path",
+        "rows_written, warnings FROM ingested_files WHERE run_id = $run_id ORDER BY ALL",
     )
     if df.is_empty():
         raise Unavailable("no ingested files recorded for this run")
@@ -785,7 +775,7 @@ def rejects(data: RunData) -> tuple[pl.DataFrame, int]:
     df = _query(
         data,
         "SELECT path, line_no, reason, left(raw, 200) AS raw FROM rejects "
-        f"WHERE run_id = $run_id ORDER BY path, line_no LIMIT {MAX_TABLE_ROWS}",
+        f"WHERE run_id = $run_id ORDER BY path, line_no, reason, raw LIMIT {MAX_TABLE_ROWS}",
     )
     return df, int(total)
 
@@ -810,7 +800,8 @@ def clock_alignment(data: RunData) -> pl.DataFrame:
         "SELECT source_format, count(DISTINCT rank) AS ranks, "
         "count(DISTINCT rank) FILTER (WHERE aligned) AS aligned_ranks, "
         "count(DISTINCT host) AS hosts, min(clock_anchor_ns) AS min_anchor_ns, "
-        "max(clock_anchor_ns) AS max_anchor_ns, string_agg(DISTINCT host, ', ') AS host_names "
+        "max(clock_anchor_ns) AS max_anchor_ns, "
+        "string_agg(DISTINCT host, ', ' ORDER BY host) AS host_names "
         "FROM trace_meta WHERE run_id = $run_id GROUP BY source_format ORDER BY source_format",
     )
     return df.with_columns(pl.col("host_names").str.slice(0, 500))

@@ -189,7 +189,8 @@ def _per(con: Any, sql: str, run_id: str) -> dict[str, int]:
         rows = con.execute(sql, {"run_id": run_id}).fetchall()
     except duckdb.Error:  # an absent table reads as empty
         return {}
-    return {str(k if k is not None else ""): int(v) for k, v in rows if v}
+    # by key: a GROUP BY's rows come in any order, and texts list these counts
+    return dict(sorted((str(k if k is not None else ""), int(v)) for k, v in rows if v))
 
 
 def evidence(con: Any, run_id: str, marts: dict[str, Any]) -> Evidence:

@@ -21,6 +21,12 @@ Sections follow issue 7; each is computed by :mod:`commscope.reports.data` and d
 the run's tables and what to record to get it (:mod:`commscope.reports.gaps`); a view that leaves some
 calls out says how many and why above its chart; a view with truly nothing to show (no
 all-to-all, a one-rank world) says "nothing to show" and why.
+
+Two builds of one run from the same marts give the same bytes, whatever order the marts' rows
+were written in (a derive's threads decide it): chart records are sorted by every column
+(:mod:`commscope.reports.charts`), tables and the frames behind them sort by a full key, and
+the one field that depends on the build, its time, is ``SOURCE_DATE_EPOCH`` when set
+(:func:`generated_at`).
 """
 
 from __future__ import annotations
@@ -575,9 +581,22 @@ def render_page(title: str, header_html: str, body_html: str) -> str:
     )
 
 
+def generated_at() -> str:
+    """When the page is built, UTC to the minute: the one part of a page that is not a function
+    of the store (two builds from the same marts are otherwise the same bytes). The
+    reproducible-builds variable ``SOURCE_DATE_EPOCH`` (seconds since 1970) fixes it."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    when = (
+        dt.datetime.fromtimestamp(int(epoch), dt.UTC)
+        if epoch.isdigit()
+        else dt.datetime.now(dt.UTC)
+    )
+    return when.strftime("%Y-%m-%d %H:%M UTC")
+
+
 def _header(title: str, d_list: list[rd.RunData]) -> str:
     out = [f"<h1>{esc(title)}</h1>"]
-    now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    now = generated_at()
     for d in d_list:
         src = d.stored.source if d.stored else "none (inferred)"
         out.append(

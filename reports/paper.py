@@ -152,7 +152,7 @@ def measured_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFrame
         pl.col("msg_bytes").cast(pl.Int64),
         (pl.col("calls") / n_iter).alias("per_iteration"),
         pl.col("tol_bytes").cast(pl.Float64).fill_null(0.0),
-    )
+    ).sort(pl.all(), nulls_last=True)  # one order whatever the mart's (sums, ties below)
 
 
 def snap_to_predicted(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFrame:
@@ -170,8 +170,8 @@ def snap_to_predicted(measured: pl.DataFrame, predicted: pl.DataFrame | None) ->
             on=["traffic_class", "op"],
         )
         .filter((pl.col("_p") - pl.col("msg_bytes")).abs() <= pl.col("tol_bytes"))
-        .sort((pl.col("_p") - pl.col("msg_bytes")).abs())
-        .group_by("_i")
+        .sort((pl.col("_p") - pl.col("msg_bytes")).abs(), "_p")  # equally near: the smaller
+        .group_by("_i", maintain_order=True)
         .agg(pl.col("_p").first())
     )
     return (
@@ -193,7 +193,9 @@ def predicted_signatures(d: rd.RunData, rank: int = DEFAULT_RANK) -> pl.DataFram
     df = sig.filter(pl.col("rank") == rank).select(
         "traffic_class", "op", "group_size", "msg_bytes", pl.col("count").alias("per_iteration")
     )
-    return None if df.is_empty() else df.cast(SIGNATURE_SCHEMA)  # type: ignore[arg-type]
+    if df.is_empty():
+        return None
+    return df.cast(SIGNATURE_SCHEMA).sort(pl.all(), nulls_last=True)  # type: ignore[arg-type]
 
 
 def _count_text(x: pl.Expr) -> pl.Expr:
@@ -241,7 +243,7 @@ def _class_rows(sig: pl.DataFrame, source: str) -> pl.DataFrame:
         )
     )
     return (
-        s.sort("volume", descending=True)
+        s.sort("volume", "msg_bytes", descending=[True, False], maintain_order=True)
         .group_by("traffic_class", maintain_order=True)
         .agg(
             pl.col("per_iteration").sum().alias(f"messages / iteration, {source}"),
@@ -263,9 +265,9 @@ def table3(measured: pl.DataFrame, predicted: pl.DataFrame | None) -> pl.DataFra
 
     Returns:
         One row per class in report order. ``message size`` is the size carrying most of
-        the class's volume (the paper's column); ``sizes`` counts distinct sizes; ``ops`` is
-        the split by op (PP: "8 recv + 8 send"); ``match`` is True when measured and predicted
-        have the same signatures (op, size) with the same counts.
+        the class's volume (the paper's column; on a tie the smaller); ``sizes`` counts
+        distinct sizes; ``ops`` is the split by op (PP: "8 recv + 8 send"); ``match`` is True
+        when measured and predicted have the same signatures (op, size) with the same counts.
     """
     meas = _class_rows(measured, "measured")
     pred = (

@@ -120,7 +120,10 @@ def heatmap(d: rd.RunData) -> Heat:
         .agg(
             (pl.col("wait").sum() / 1e6).alias("wait_ms"),
             pl.col("instances_last").sum(),
-            pl.col("rank").sort_by("wait", descending=True).first().alias("top_rank"),
+            pl.col("rank")  # the lowest rank of those that caused the most
+            .sort_by("wait", "rank", descending=[True, False])
+            .first()
+            .alias("top_rank"),
             (pl.col("wait").max() / 1e6).alias("top_wait_ms"),
         )
         .filter(pl.col("wait_ms") > 0)
@@ -152,7 +155,7 @@ def offenders(st: pl.DataFrame, top: int | None = MAX_OFFENDERS) -> pl.DataFrame
     if run.is_empty():
         raise rd.Unavailable("stragglers has no run-level rows (iteration null)")
     order = "rank_order" if "rank_order" in run.columns else "wait_caused_ns"
-    run = run.sort(order, descending=order != "rank_order", nulls_last=True)
+    run = run.sort(order, "rank", descending=[order != "rank_order", False], nulls_last=True)
     if top is not None:
         run = run.head(top)
     cols: list[pl.Expr] = [pl.col(c) for c in _has(run, "rank_order", "rank", "instances_last")]
@@ -373,7 +376,7 @@ def instance_gaps(d: rd.RunData) -> tuple[pl.DataFrame, str]:
         bad.group_by(keys)
         .agg(aggs)
         .with_columns(_o=pl.col("status").replace_strict(STATUS_ORDER, default=9))
-        .sort("_o", pl.col("instances"), *keys[:1], descending=[False, True, False])
+        .sort("_o", "instances", *keys, descending=[False, True] + [False] * len(keys))
         .drop("_o")
     )
     return out, text + "."

@@ -1,14 +1,19 @@
-"""Shared fixtures: the real samples in ../shared, the bundled sample traces, a temp store, and
-one store of two bundled real runs ingested and derived (golden marts, the duckdb CLI, query)."""
+"""Shared fixtures: the real samples in ../shared, the bundled sample traces, a temp store, one
+store of two bundled real runs ingested and derived (golden marts, the duckdb CLI, query), and
+one store of a 2-rank NCCL run ingested for the derive tests."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from commscope.pipeline.store import Store
 
 # Property tests: no per-example deadline (the machines here are shared and noisy) and a fixed
 # example sequence, so a CI run is reproducible; more examples where a test asks for them.
@@ -96,3 +101,26 @@ def real_runs_store(tmp_path_factory: pytest.TempPathFactory, sample_traces: Pat
             )
             assert main(["derive", run_id, "--store", str(root)]) == 0
     return root
+
+
+GFBENCH_2RANK = "gfbench_2.20.5_2rank_normal_rank*_debugfile.txt"
+"""The NCCL debug logs (../shared/samples/nccl_debug) of a 2-rank gfbench run, one per rank."""
+
+
+@pytest.fixture(scope="session")
+def gfbench_store(tmp_path_factory: pytest.TempPathFactory, shared_samples: Path) -> Store:
+    """A store holding the 2-rank gfbench run (:data:`GFBENCH_2RANK`) as run ``r``, ingested
+    without the catalog, once per session for the derive tests (the file-backed derive's
+    comm_ops view and call-sized intermediates).
+
+    Shared: a test may derive the run (each derive adds a generation of marts beside the last)
+    or read its tables, never change what was ingested.
+    """
+    from commscope.pipeline.ingest import ingest_paths
+    from commscope.pipeline.store import Store
+
+    files = sorted((shared_samples / "nccl_debug").glob(GFBENCH_2RANK))
+    assert len(files) == 2, files
+    store = Store.open(tmp_path_factory.mktemp("gfbench") / "store")
+    ingest_paths(store, files, run_id="r", build_catalog=False)
+    return store

@@ -392,14 +392,20 @@ class NcclDebugParser:
             lines = split_lines(raw.data)
             if raw.complete:  # the text after the final "\n" is no line
                 lines = lines.head(lines.len() - 1)
-                reg.scan_lines(lines, raw.first_line_no)
             else:  # a final line cut mid-way is rejected, not used
                 reg.nccl_lines += b"NCCL " in raw.data
             first, complete, overlong = raw.first_line_no, raw.complete, raw.overlong
             del raw
+            # Pass 2's split first: pass 1 reads the block's lifecycle lines from it. The
+            # repairs are those of scanning first: the hosts pass 1 learns from the block are
+            # hosts of its clean lines, which the split learns itself before it repairs any.
             state.sync_hosts()
-            block = state.prepare(lines, first, complete, overlong)
-            del lines
+            split = state.split(lines, first, complete)
+            if complete:
+                reg.scan_split(lines, split.prefixed, split.bare)
+            state.sync_hosts()
+            block = state.classify(split, overlong)
+            del lines, split
             held.append(block)
             held_bytes += block.size()
             if held_bytes > frames.HOLD_BYTES:
@@ -421,7 +427,7 @@ class NcclDebugParser:
         """Finish the registry after pass 1; return pass 1's raw state (for resume)."""
         raw_state = reg.raw_state()
         reg.finalize()
-        if not reg.incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
+        if not reg.n_incs:  # no Init/Destroy line: infer what the COLL lines show (rank_source)
             summary = _coll_summary(source, reg, resume)
             raw_state["coll_summary"] = summary.state()
             inferred, notes = infer_ranks(summary)

@@ -23,8 +23,10 @@ from commscope.parsers.nccl_debug.lines import (
     _LIFECYCLE_KEYS,
     _NCCL_LINE_HINT,
     _NCCL_LINE_KEYS,
+    _PLAIN_LIFECYCLE,
+    _TAG_ONLY,
     _VERSION_RE,
-    _fit_columns,
+    _add_hosts,
     _fix_host,
     _launcher_tag,
     _split_block,
@@ -83,6 +85,7 @@ class _Inc:
     global_rank: int | None = None
     identity_world: bool = False
     nccl_version: str | None = None
+    at: int = -1  # its row in the registry's incarnation table
 
     @property
     def source_line(self) -> int:
@@ -150,7 +153,6 @@ class _WorldOf:
 class _Registry:
     """Everything pass 1 learns: incarnations, versions, hosts."""
 
-    events: list[_Event] = field(default_factory=list)  # built by hand (tests): kept first
     event_frames: list[pl.DataFrame] = field(default_factory=list)  # rows of _EVENT_SCHEMA
     n_events: int = 0  # rows in event_frames
     known_hosts: set[str] = field(default_factory=set)
@@ -159,25 +161,38 @@ class _Registry:
     tag_procs: dict[str, set[tuple[str, int]]] = field(default_factory=lambda: defaultdict(set))
     nccl_lines: int = 0  # > 0 once any NCCL line was seen (pass 1 stops counting there)
     full_from: int | None = None  # first lifecycle line past MAX_LIFECYCLE_EVENTS
-    incs: list[_Inc] = field(default_factory=list)
-    by_proc: dict[tuple[str, int], list[_Inc]] = field(default_factory=dict)
     proc_global: dict[tuple[str, int], int] = field(default_factory=dict)
     proc_how: dict[tuple[str, int], str] = field(default_factory=dict)  # rank_source if not logged
     world_size: int | None = None
     warnings: list[str] = field(default_factory=list)
     _index: _IncIndex | None = None  # built on the first attribute() call
     _started: pl.DataFrame | None = None  # finalize(): incarnations with a START, per init tid
-    inc_table: pl.DataFrame | None = None  # finalize(): ``incs`` as columns (_INC_COLUMNS)
+    inc_table: pl.DataFrame | None = None  # finalize(): the incarnations (_INC_COLUMNS)
+    # What the per-process rules decide, one value per row of ``inc_table`` (finalize()):
+    # global rank, world comm of its process, identity, version, the parent's identity and
+    # nranks (split children).
+    inc_global: list[int | None] = field(default_factory=list)
+    inc_world: list[bool] = field(default_factory=list)
+    inc_ident: list[str | None] = field(default_factory=list)
+    inc_version: list[str | None] = field(default_factory=list)
+    inc_parent_ident: list[str | None] = field(default_factory=list)
+    inc_parent_nranks: list[int | None] = field(default_factory=list)
+    _objs: dict[int, _Inc] = field(default_factory=dict)  # rows made objects by the rules
+    _all: list[_Inc] | None = None  # every row as an object, made on first use (``incs``)
+    _cols: dict[str, list[Any]] = field(default_factory=dict)  # inc_table columns as lists
     _by_start: dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]] | None = (
         None  # _started per (host, pid, tid, rank), built on the first attribute() call
     )
-    _memo: dict[tuple[Any, ...], tuple[int, int, _Inc | None]] = field(default_factory=dict)
+    _memo: dict[tuple[Any, ...], tuple[int, int, int | None]] = field(default_factory=dict)
+    # (bus id, nvml device, CUDA device) per incarnation row (built with ``_by_start``)
+    _devs: list[tuple[str | None, int | None, int | None]] = field(default_factory=list)
     # Lines of *this* parse's range that pass 1 read as lifecycle records (``event_lines``) or
     # as lifecycle records with a number out of range (``unfit_lines``): pass 2 classifies its
     # Init/Destroy lines from them instead of matching each again. Bounded; past the bound
     # (``unsure_from``) pass 2 matches the lines itself.
     event_lines: set[int] = field(default_factory=set)
-    event_line_parts: list[pl.Series] = field(default_factory=list)  # event_lines as Series
+    event_line_parts: list[pl.Series] = field(default_factory=list)  # below the bound
+    n_event_lines: int = 0  # lines in event_line_parts
     unfit_lines: set[int] = field(default_factory=set)
     unsure_from: int | None = None
 
@@ -188,16 +203,17 @@ class _Registry:
             self.unsure_from = line_no
 
     def event_line_series(self) -> pl.Series:
-        """``event_lines`` as a Series (for a vectorised ``is_in``): the parts kept as they
-        were added, or the set itself once a bound cut them short."""
+        """The lines pass 1 kept as records, as a Series (for a vectorised ``is_in``): the
+        parts kept as they were added, or the ``event_lines`` set once a bound cut them short
+        (the set is only filled from then on: below the bound the parts are enough)."""
         parts = self.event_line_parts
-        if parts and sum(len(p) for p in parts) == len(self.event_lines):
-            return pl.concat(parts)
+        if not self.event_lines:
+            return pl.concat(parts) if parts else pl.Series("line_no", [], dtype=pl.Int64)
         return pl.Series("line_no", list(self.event_lines), dtype=pl.Int64)
 
     def lifecycle_status(self, line_no: int) -> str | bool | None:
-        """Pass 1's verdict on an INFO Init/Destroy-like line of this range: None (a record it
-        kept), ``"unfit"`` (a number out of range), ``"nofit"`` (no full pattern), or False
+        """Pass 1's verdict on an INFO Init/Destroy-like line of this range that is not in
+        :meth:`event_line_series` (records pass 1 kept): None (a record it kept), ``"unfit"`` (a number out of range), ``"nofit"`` (no full pattern), or False
         when pass 1 cannot tell (past a bound: the caller matches the line itself)."""
         if line_no in self.event_lines:
             return None
@@ -241,15 +257,36 @@ class _Registry:
             nos.append(line_no)
         self._scan_selected(sub, nos)
 
-    def scan_lines(self, lines: pl.Series, first_line_no: int) -> None:
-        """:meth:`scan` of a block already split into lines (the one-pass parse): the same
-        lines are selected (the hints are ASCII, so a decoded line holds one exactly when its
-        bytes do), by one vectorised match instead of a search per hint."""
-        if not self.nccl_lines:
+    def scan_split(self, lines: pl.Series, prefixed: pl.DataFrame, bare: pl.DataFrame) -> None:
+        """:meth:`scan` of a block that pass 2 has already split (the one-pass parse:
+        ``prefixed``/``bare`` from :func:`_split_block` of the block's lines that are not
+        plain COLL lines, which never hold a hint). The same lines are selected (the hints
+        are ASCII, so a decoded line holds one exactly when its bytes do) and read as
+        :meth:`scan` reads them.
+
+        Only the host repair differs between the two splits: pass 1 repairs with the hosts of
+        the lifecycle and version lines alone. So the clean hosts are learnt as :meth:`scan`
+        learns them, and the lines whose host a split repairs (glued to foreign text, or
+        spliced) and the lines without a usable prefix are split again with those hosts.
+        Why: splitting the hint lines a second time cost ~0.6 us a line, and a file of 10,000
+        incarnations has 29,000 lifecycle lines (issue 21, item 1).
+        """
+        if not self.nccl_lines:  # only "none at all" matters: stop at the first
             self.nccl_lines += bool(lines.str.contains(_NCCL_LINE_HINT).any())
-        at = lines.str.contains(_LIFECYCLE_HINT).arg_true()
-        if at.len():
-            self._scan_selected(lines.gather(at).to_list(), (at + first_line_no).to_list())
+        hint = pl.col("raw").str.contains(_LIFECYCLE_HINT)
+        hp = prefixed.filter(hint)
+        hb = bare.filter(hint)
+        if not hp.height and not hb.height:
+            return
+        odd = hp.select((pl.col("spliced") | ~pl.col("pre").str.contains(_TAG_ONLY)).alias("o"))
+        odd_rows = odd.get_column("o")
+        plain = hp.filter(~odd_rows) if odd_rows.any() else hp
+        _add_hosts(self.known_hosts, plain.get_column("host").unique().to_list())
+        if plain.height < hp.height or hb.height:
+            again = pl.concat([hp.filter(odd_rows).select("raw", "line_no"), hb])
+            redo, hb = _split_block(again["raw"], again["line_no"], self.known_hosts)
+            hp = pl.concat([plain, redo]).sort("line_no")
+        self._scan_rows(hp, hb)
 
     def _scan_selected(self, sub: list[str], nos: list[int]) -> None:
         """Pass 1 on the lines holding a lifecycle or version hint (numbers ``nos``).
@@ -260,6 +297,10 @@ class _Registry:
         Version and launcher-tagged lines (few) are read per line as before.
         """
         prefixed, bare = _split_block(sub, nos, self.known_hosts)
+        self._scan_rows(prefixed, bare)
+
+    def _scan_rows(self, prefixed: pl.DataFrame, bare: pl.DataFrame) -> None:
+        """Pass 1 on the split hint lines (``prefixed``/``bare`` of :func:`_split_block`)."""
         info = prefixed.filter(pl.col("level") == "INFO")
         is_version = pl.col("msg").str.starts_with("NCCL version")
         versions = info.filter(is_version)
@@ -289,48 +330,30 @@ class _Registry:
         """Match the INFO lines of ``rest`` against ``_INIT_RE`` then ``_END_RE``; keep the
         records whose numbers fit (``_init_fits``) as event rows, up to
         ``MAX_LIFECYCLE_EVENTS`` (then ``full_from``), and note pass 1's verdicts."""
-        init = pl.col("msg").str.extract_groups(_INIT_RE.pattern)
-        end = pl.col("msg").str.extract_groups(_END_RE.pattern)
-        m = rest.select("line_no", "host", "pid", "tid", "spliced", i=init, e=end).with_columns(
-            kind=pl.when(pl.col("i").struct.field("phase").is_not_null())
-            .then(pl.col("i").struct.field("phase"))
-            .when(pl.col("e").struct.field("comm").is_not_null())
-            .then(pl.lit("END"))
-        )
+        rest = rest.select("line_no", "host", "pid", "tid", "spliced", "msg")
+        plain = rest.get_column("msg").str.contains(_PLAIN_LIFECYCLE)
+        parts = [_plain_lifecycle_rows(rest.filter(plain))] if plain.any() else []
+        if not plain.all():
+            parts.append(_captured_lifecycle_rows(rest.filter(~plain)))
+        m = pl.concat(parts).sort("line_no") if len(parts) > 1 else parts[0]
         m = m.filter(pl.col("kind").is_not_null())
         if not m.height:
             return
-        is_init = pl.col("kind") != "END"
-        m = m.select(
-            "line_no",
-            "host",
-            "pid",
-            "tid",
-            "kind",
-            "spliced",
-            *(
-                pl.when(is_init)
-                .then(pl.col("i").struct.field(name) if name in _INIT_GROUPS else None)
-                .otherwise(pl.col("e").struct.field(name) if name in _END_GROUPS else None)
-                .cast(pl.Utf8)
-                .alias(name)
-                for name in _EVENT_FIELDS
-            ),
-        )
         # A number of 10+ characters may not fit int32: those rows (rare) are checked in Python.
         long = pl.any_horizontal(
             pl.col(c).str.len_chars() >= 10 for c in (*_INIT_NUMBERS, *_SPLIT_NUMBERS)
         ).fill_null(False)
-        fits = pl.Series("fits", [True] * m.height, dtype=pl.Boolean)
         check = m.select(long.alias("long"))["long"].arg_true()
+        kept = m
         if check.len():
             rows = m.select(*_INIT_NUMBERS, *_SPLIT_NUMBERS)[check.to_list()]
-            fits = fits.scatter(check, [_init_fits(r) for r in rows.iter_rows(named=True)])
-        m = m.with_columns(fits)
-        for line_no in m.filter(~pl.col("fits"))["line_no"].to_list():
-            self._note_line(self.unfit_lines, line_no)  # (pass 2 rejects the line)
-        kept = m.filter("fits").drop("fits")
-        room = MAX_LIFECYCLE_EVENTS - self.n_events - len(self.events)
+            fits = pl.Series("fits", [True] * m.height, dtype=pl.Boolean).scatter(
+                check, [_init_fits(r) for r in rows.iter_rows(named=True)]
+            )
+            for line_no in m.filter(~fits)["line_no"].to_list():
+                self._note_line(self.unfit_lines, line_no)  # (pass 2 rejects the line)
+            kept = m.filter(fits)
+        room = MAX_LIFECYCLE_EVENTS - self.n_events
         if kept.height > room:  # pass 2 rejects the rest (REGISTRY_FULL)
             if self.full_from is None:
                 self.full_from = int(kept["line_no"][max(room, 0)])
@@ -339,12 +362,14 @@ class _Registry:
             return
         self.event_frames.append(kept)
         self.n_events += kept.height
-        lines = kept["line_no"].to_list()
-        if len(self.event_lines) + len(lines) < MAX_LIFECYCLE_EVENTS:
-            self.event_lines.update(lines)
+        if not self.event_lines and self.n_event_lines + kept.height < MAX_LIFECYCLE_EVENTS:
             self.event_line_parts.append(kept["line_no"])
-        else:
-            for line_no in lines:
+            self.n_event_lines += kept.height
+        else:  # the bound: from here on a set, filled up to it (then ``unsure_from``)
+            if not self.event_lines:
+                for part in self.event_line_parts:
+                    self.event_lines.update(part.to_list())
+            for line_no in kept["line_no"].to_list():
                 self._note_line(self.event_lines, line_no)
 
     # -- resume state ------------------------------------------------------------------------
@@ -386,7 +411,6 @@ class _Registry:
             self.event_frames = [ev] if ev.height else []
         else:
             return
-        self.events = []
         self.n_events = sum(f.height for f in self.event_frames)
         self.known_hosts = set(state.get("known_hosts", []))
         self.proc_versions = {(h, int(p)): v for h, p, v in state.get("proc_versions", [])}
@@ -416,32 +440,131 @@ class _Registry:
             .explode("tid")
             .sort("first_init_line")
         )
-        make = _Inc
-        self.incs = [
-            make(*vals[:13], None, None, *vals[13:17], set(vals[17]))
-            for vals in zip(*(incs.get_column(c).to_list() for c in _INC_COLUMNS), strict=True)
-        ]
-        # incs are in (host, pid, ...) order: each process's incarnations are consecutive
-        for proc, group in itertools.groupby(self.incs, key=_proc_of):
-            self.by_proc.setdefault(proc, []).extend(group)
+        n = incs.height
         self.world_size = incs.get_column("nranks").max()  # type: ignore[assignment]
-        # only a process with a split child (a parent pointer) has parents to link
-        with_parent = set(incs.filter(pl.col("parent").is_not_null()).select("host", "pid").rows())
-        for proc, incs_of in self.by_proc.items():
+        self.inc_parent_ident = [None] * n
+        self.inc_parent_nranks = [None] * n
+        if not n:
+            self._assign_versions([])
+            return
+        # Per process: how many distinct ranks its world-size comms give, that rank, and
+        # whether it has split children (a parent pointer). A process with one world rank (or
+        # none) and no split child is decided by columns: every row gets that rank, its world
+        # comms are its identity worlds, a logged commId is the identity. The others (several
+        # GPUs in one process, split children) go through the rules on objects.
+        is_world = pl.col("nranks") == self.world_size
+        procs = incs.group_by("host", "pid", maintain_order=True).agg(
+            n=pl.len(),
+            n_ranks=pl.col("rank").filter(is_world).n_unique(),
+            world_rank=pl.col("rank").filter(is_world).first(),
+            parents=pl.col("parent").is_not_null().any(),
+        )
+        hard = (pl.col("n_ranks") > 1) | pl.col("parents")
+        single = pl.col("n_ranks") == 1
+        rows = incs.select("host", "pid", "nranks").join(
+            procs, on=["host", "pid"], how="left", maintain_order="left"
+        )
+        decided = rows.select(
+            glob=pl.when(single & ~hard).then(pl.col("world_rank")),
+            world=(single & ~hard & is_world).fill_null(False),
+            hard=hard,
+        )
+        self.inc_global = decided.get_column("glob").to_list()
+        self.inc_world = decided.get_column("world").to_list()
+        self.inc_ident = incs.get_column("comm_hash").to_list()
+        for host, pid, world_rank in (
+            procs.filter(single & ~hard).select("host", "pid", "world_rank").iter_rows()
+        ):
+            self.proc_global[(host, pid)] = world_rank
+        at = decided.get_column("hard").arg_true()
+        if at.len():
+            self._hard_rules(incs, at.to_list())
+        self._assign_versions(procs.select("host", "pid", "n").rows())
+
+    def _hard_rules(self, incs: pl.DataFrame, at: list[int]) -> None:
+        """The per-process rules on objects for the rows ``at`` (whole processes: several
+        GPUs in one process, or split children), in process order as the columns are."""
+        made = self._make(incs, at)
+        self._objs.update(zip(at, made, strict=True))
+        with_parent = set(
+            incs[at].filter(pl.col("parent").is_not_null()).select("host", "pid").rows()
+        )
+        # rows are in (host, pid, ...) order: each process's incarnations are consecutive
+        for proc, group in itertools.groupby(made, key=_proc_of):
+            incs_of = list(group)
             self._assign_global(proc, incs_of)
             if proc in with_parent:
                 self._link_parents(incs_of)
         ident = self._ident
-        for inc in self.incs:  # a logged commId is the identity (_ident's first step)
+        for inc in made:  # a logged commId is the identity (_ident's first step)
             inc.ident = inc.comm_hash if inc.comm_hash is not None else ident(inc)
-        self._assign_versions()
+        for n, inc in zip(at, made, strict=True):
+            self.inc_global[n] = inc.global_rank
+            self.inc_world[n] = inc.identity_world
+            self.inc_ident[n] = inc.ident
+            parent = inc.parent_inc
+            if parent is not None:
+                self.inc_parent_ident[n] = parent.ident
+                self.inc_parent_nranks[n] = parent.nranks
+
+    @staticmethod
+    def _make(incs: pl.DataFrame, at: list[int] | None = None) -> list[_Inc]:
+        """:class:`_Inc` objects of the rows ``at`` (all when None) of the incarnation table."""
+        rows = incs[at] if at is not None else incs
+        make = _Inc
+        made = [
+            make(*vals[:13], None, None, *vals[13:17], set(vals[17]))
+            for vals in zip(*(rows.get_column(c).to_list() for c in _INC_COLUMNS), strict=True)
+        ]
+        for n, inc in zip(at if at is not None else range(len(made)), made, strict=True):
+            inc.at = n
+        return made
+
+    @property
+    def n_incs(self) -> int:
+        """Incarnations found (after :meth:`finalize`)."""
+        return self.inc_table.height if self.inc_table is not None else 0
+
+    @property
+    def incs(self) -> list[_Inc]:
+        """Every incarnation as an :class:`_Inc` (in ``inc_table`` order), made on first use:
+        the index of :meth:`attribute` and the tests read objects; the parse itself reads the
+        columns (a file of 10,000 incarnations made 10,000 objects, ~1 us each)."""
+        if self._all is None:
+            table = self.inc_table
+            if table is None:
+                return []
+            made = self._make(table)
+            for n, obj in self._objs.items():
+                made[n] = obj
+            for n, inc in enumerate(made):
+                if n not in self._objs:
+                    inc.global_rank = self.inc_global[n]
+                    inc.identity_world = self.inc_world[n]
+                    inc.ident = self.inc_ident[n]
+                inc.nccl_version = self.inc_version[n]
+            self._all = made
+        return self._all
+
+    @property
+    def by_proc(self) -> dict[tuple[str, int], list[_Inc]]:
+        """:attr:`incs` per process."""
+        out: dict[tuple[str, int], list[_Inc]] = {}
+        for inc in self.incs:
+            out.setdefault((inc.host, inc.pid), []).append(inc)
+        return out
+
+    def inc_column(self, name: str) -> list[Any]:
+        """A column of ``inc_table`` as a list (kept)."""
+        got = self._cols.get(name)
+        if got is None:
+            assert self.inc_table is not None  # set by finalize()
+            got = self._cols[name] = self.inc_table.get_column(name).to_list()
+        return got
 
     def _event_frame(self) -> pl.DataFrame:
-        """Every event kept (``events`` objects first: tests build registries from them), as
-        one frame of :data:`_EVENT_SCHEMA`."""
-        frames = list(self.event_frames)
-        if self.events:
-            frames.insert(0, _events_frame(self.events))
+        """Every event kept, as one frame of :data:`_EVENT_SCHEMA`."""
+        frames = self.event_frames
         if not frames:
             return pl.DataFrame(schema=_EVENT_SCHEMA)
         return pl.concat(frames, how="vertical") if len(frames) > 1 else frames[0]
@@ -538,29 +661,31 @@ class _Registry:
         for w in worlds:
             w.identity_world = True
 
-    def _assign_versions(self) -> None:
+    def _assign_versions(self, procs: list[tuple[str, int, int]]) -> None:
+        """``inc_version``: one version per process (``procs``: host, pid and its number of
+        rows, in row order)."""
         by_proc = dict(self.proc_versions)
         for tag, ver in self.bare_versions:
-            procs = self.tag_procs.get(tag or "", set())
-            if len(procs) == 1:
-                by_proc.setdefault(next(iter(procs)), ver)
-        procs_in_file = set(self.by_proc)
-        if len(procs_in_file) == 1 and self.bare_versions:
-            by_proc.setdefault(next(iter(procs_in_file)), self.bare_versions[0][1])
+            tagged = self.tag_procs.get(tag or "", set())
+            if len(tagged) == 1:
+                by_proc.setdefault(next(iter(tagged)), ver)
+        if len(procs) == 1 and self.bare_versions:
+            by_proc.setdefault((procs[0][0], procs[0][1]), self.bare_versions[0][1])
         host_versions: dict[str, set[str]] = defaultdict(set)
         for (host, _), ver in by_proc.items():
             host_versions[host].add(ver)
         distinct = set(self.proc_versions.values()) | {v for _, v in self.bare_versions}
         fallback = next(iter(distinct)) if len(distinct) == 1 else None
         inferred = 0
-        for (host, pid), incs in self.by_proc.items():  # every inc of a process: one version
+        versions: list[str | None] = []
+        for host, pid, n in procs:  # every inc of a process: one version
             ver = by_proc.get((host, pid))
             if ver is None:
                 on_host = host_versions.get(host, set())
                 ver = next(iter(on_host)) if len(on_host) == 1 else fallback
-                inferred += len(incs) if ver is not None else 0
-            for inc in incs:
-                inc.nccl_version = ver
+                inferred += n if ver is not None else 0
+            versions.extend(itertools.repeat(ver, n))
+        self.inc_version = versions
         if inferred:
             self.warnings.append(
                 f"nccl_version of {inferred} communicators inferred from other processes of the "
@@ -582,36 +707,26 @@ class _Registry:
             "comm_hash": pl.Utf8,
             "identity_world": pl.Boolean,
         }
-        incs = self.incs
         cols: dict[str, list[Any]] = {
-            "inc_global": [i.global_rank for i in incs],
-            "comm_hash": [i.ident for i in incs],
-            "identity_world": [i.identity_world for i in incs],
+            "inc_global": self.inc_global,
+            "comm_hash": self.inc_ident,
+            "identity_world": self.inc_world,
         }
         table = self.inc_table
-        if table is None or table.height != len(incs):  # incs set by hand (tests)
-            cols |= {
-                "host": [i.host for i in incs],
-                "pid": [i.pid for i in incs],
-                "comm_key": [i.comm for i in incs],
-                "window_start": [i.window_start for i in incs],
-                "window_end": [i.end_line for i in incs],
-                "group_rank": [i.rank for i in incs],
-            }
-            frame = pl.DataFrame(_fit_columns(cols, schema), schema=schema)
-        else:  # what finalize() cut stays in columns; the per-process rules' results join it
-            frame = table.select(
-                "host",
-                "pid",
-                comm_key="comm",
-                window_start="window_start",
-                window_end="end_line",
-                group_rank=pl.col("rank").cast(pl.Int32, strict=False),
-                **{
-                    c: pl.Series(cols[c], dtype=schema[c], strict=False)
-                    for c in ("inc_global", "comm_hash", "identity_world")
-                },
-            )
+        assert table is not None  # set by finalize()
+        # what finalize() cut stays in columns; the per-process rules' results join it
+        frame = table.select(
+            "host",
+            "pid",
+            comm_key="comm",
+            window_start="window_start",
+            window_end="end_line",
+            group_rank=pl.col("rank").cast(pl.Int32, strict=False),
+            **{
+                c: pl.Series(cols[c], dtype=schema[c], strict=False)
+                for c in ("inc_global", "comm_hash", "identity_world")
+            },
+        )
         return frame.select(list(schema)).sort("window_start")
 
     def proc_frame(self) -> pl.DataFrame:
@@ -646,6 +761,14 @@ class _Registry:
         Answered from :class:`_IncIndex` in O(log n) per line (n = incarnations of the
         process), with the same result as a scan of every incarnation.
         """
+        at = self.attribute_at(host, pid, tid, line_no, me_rank, me_dev)
+        return self.incs[at] if at is not None else None
+
+    def attribute_at(
+        self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
+    ) -> int | None:
+        """:meth:`attribute` as the incarnation's row in ``inc_table`` (no object made when
+        the START lines answer)."""
         # The answer only changes where some incarnation of the process starts, completes,
         # ends or has its source line: remembered per query key for the interval between two
         # such lines (consecutive topology lines of one init mostly fall in one interval).
@@ -665,38 +788,48 @@ class _Registry:
         idx = self._index
         found = self._attribute(idx, host, pid, tid, line_no, me_rank, me_dev)
         lo, hi = idx.interval(host, pid, line_no)
-        memo[key] = (lo, hi, found)
-        return found
+        at = found.at if found is not None else None
+        memo[key] = (lo, hi, at)
+        return at
 
     def _started_on_thread(
         self, host: str, pid: int, tid: int, line_no: int, me_rank: int | None, me_dev: str | None
-    ) -> tuple[int, int, _Inc] | None:
+    ) -> tuple[int, int, int] | None:
         """The common case of :meth:`attribute` without the index: a line on the thread that
         initialises its comm. The incarnation of the process with the line's rank whose Init
         START on this thread is the latest at or before the line, when it is live at the line
         and its device fits, is what the rule picks (the latest of those live); it stays the
         answer for this query key from its START until the next START of the key's thread and
-        rank or its end, the interval returned with it. None when that does not hold (the
-        caller asks the index). O(log n): a bisection in the key's START lines.
+        rank or its end, the interval returned with it (and its row). None when that does not
+        hold (the caller asks the index). O(log n): a bisection in the key's START lines.
 
         Why: 10,000 incarnations made 10,000 distinct query keys, each building index groups
         (~7 us) for a question the START lines answer (issue 21, item 1)."""
         if not _FAST_ATTRIBUTION or me_rank is None:
             return None
-        if self._by_start is None:
-            self._by_start = _starts_by_thread(self._started)
-        got = self._by_start.get((host, pid, tid, me_rank))
+        by_start = self._by_start
+        if by_start is None:
+            by_start = self._by_start = _starts_by_thread(self._started)
+            self._devs = list(
+                zip(
+                    self.inc_column("busid"),
+                    self.inc_column("nvmldev"),
+                    self.inc_column("cudadev"),
+                    strict=True,
+                )
+            )
+        got = by_start.get((host, pid, tid, me_rank))
         if got is None:
             return None
         starts, ends, which = got
         at = bisect.bisect_right(starts, line_no) - 1
         if at < 0 or ends[at] < line_no:
             return None
-        inc = self.incs[which[at]]
-        if me_dev is not None and not _dev_matches(inc, me_dev):
+        row = which[at]
+        if me_dev is not None and not _dev_fits(*self._devs[row], me_dev):
             return None
         hi = min(ends[at] + 1, starts[at + 1] if at + 1 < len(starts) else _NEVER)
-        return starts[at], hi, inc
+        return starts[at], hi, row
 
     @staticmethod
     def _attribute(
@@ -740,28 +873,13 @@ def _starts_by_thread(
     out: dict[tuple[str, int, int, int], tuple[list[int], list[int], list[int]]] = {}
     if started is None or started.is_empty():
         return out
-    cols = (
+    groups = (
         started.sort("first_init_line")
-        .select(
-            "host",
-            "pid",
-            "tid",
-            "rank",
-            "first_init_line",
-            pl.col("end_line").fill_null(_NEVER),
-            "inc",
-        )
-        .get_columns()
+        .group_by("host", "pid", "tid", "rank", maintain_order=True)
+        .agg("first_init_line", pl.col("end_line").fill_null(_NEVER), "inc")
     )
-    for host, pid, tid, rank, start, end, inc in zip(*(c.to_list() for c in cols), strict=True):
-        key = (host, pid, tid, rank)
-        got = out.get(key)
-        if got is None:
-            out[key] = ([start], [end], [inc])
-        else:
-            got[0].append(start)
-            got[1].append(end)
-            got[2].append(inc)
+    for host, pid, tid, rank, starts, ends, incs in groups.iter_rows():
+        out[(host, pid, tid, rank)] = (starts, ends, incs)
     return out
 
 
@@ -947,6 +1065,80 @@ a hash of the group's ranks as the color, often 10 digits (``color 2130503744``,
 torch 2.11), so a digit count is not a range check."""
 
 
+def _captured_lifecycle_rows(rest: pl.DataFrame) -> pl.DataFrame:
+    """Event rows of ``rest`` (``line_no, host, pid, tid, spliced, msg``) by ``_INIT_RE`` then
+    ``_END_RE`` (Polars' captures); ``kind`` null where neither matches."""
+    init = pl.col("msg").str.extract_groups(_INIT_RE.pattern)
+    end = pl.col("msg").str.extract_groups(_END_RE.pattern)
+    m = rest.select("line_no", "host", "pid", "tid", "spliced", i=init, e=end).with_columns(
+        kind=pl.when(pl.col("i").struct.field("phase").is_not_null())
+        .then(pl.col("i").struct.field("phase"))
+        .when(pl.col("e").struct.field("comm").is_not_null())
+        .then(pl.lit("END"))
+    )
+    is_init = pl.col("kind") != "END"
+    return m.select(
+        *_EVENT_HEAD,
+        *(
+            pl.when(is_init)
+            .then(pl.col("i").struct.field(name) if name in _INIT_GROUPS else None)
+            .otherwise(pl.col("e").struct.field(name) if name in _END_GROUPS else None)
+            .cast(pl.Utf8)
+            .alias(name)
+            for name in _EVENT_FIELDS
+        ),
+    )
+
+
+def _plain_lifecycle_rows(rest: pl.DataFrame) -> pl.DataFrame:
+    """Event rows of lines whose message matches :data:`_PLAIN_LIFECYCLE`, cut from its
+    space-separated tokens: what ``_INIT_RE``/``_END_RE`` capture from such a message (the
+    pattern fixes every token, so each group is a token at a known position).
+
+    Why: Polars' captures cost ~1 us a line, a capture-free match and a split a fraction of
+    it, and a file of 10,000 incarnations has 29,000 lifecycle lines (issue 21, item 1).
+    """
+    t = pl.col("t")
+
+    def tok(i: pl.Expr | int) -> pl.Expr:
+        return t.list.get(i, null_on_oob=True)
+
+    named = pl.col("b")  # 1 when an ncclComm* function name leads the Init line
+    j1 = named + 8  # after "comm X rank R nranks N cudaDev D": nvmlDev, busId, commId in turn
+    has_nvml = tok(j1) == "nvmlDev"
+    j2 = j1 + 2 * has_nvml.cast(pl.Int64)
+    has_bus = tok(j2) == "busId"
+    j3 = j2 + 2 * has_bus.cast(pl.Int64)
+    has_cid = tok(j3) == "commId"
+    is_end = tok(-2) != "Init"
+    text = pl.lit(None, dtype=pl.Utf8)
+    fields = {
+        "fn": pl.when(named == 1).then(tok(0)),
+        "comm": tok(named + 1),
+        "rank": tok(named + 3),
+        "nranks": tok(named + 5),
+        "cudadev": tok(named + 7),
+        "nvmldev": pl.when(has_nvml).then(tok(j1 + 1)),
+        "busid": pl.when(has_bus).then(tok(j2 + 1)),
+        "commid": pl.when(has_cid).then(tok(j3 + 1)),
+        "phase": pl.when(~is_end).then(t.list.last()),
+        "what": pl.when(is_end).then(tok(-2)),
+    }
+    return (
+        rest.with_columns(t=pl.col("msg").str.split(" "))
+        .with_columns(b=(t.list.first() != "comm").cast(pl.Int64))
+        .select(
+            "line_no",
+            "host",
+            "pid",
+            "tid",
+            pl.when(is_end).then(pl.lit("END")).otherwise(t.list.last()).alias("kind"),
+            "spliced",
+            *(fields.get(name, text).alias(name) for name in _EVENT_FIELDS),
+        )
+    )
+
+
 def _init_fits(fields: dict[str, Any]) -> bool:
     """Whether an Init/Destroy line's numbers fit their columns (int32; color/key int32 as in C)."""
     for name in (*_INIT_NUMBERS, *_SPLIT_NUMBERS):
@@ -960,11 +1152,16 @@ def _init_fits(fields: dict[str, Any]) -> bool:
 
 def _dev_matches(inc: _Inc, dev: str) -> bool:
     """Does the ``[x]`` of a connection line (busId hex <= 2.18, nvmlDev 2.19+) fit ``inc``?"""
-    if inc.bus_id is not None and dev.lower().lstrip("0") == inc.bus_id.lstrip("0"):
+    return _dev_fits(inc.bus_id, inc.nvml_dev, inc.cuda_dev, dev)
+
+
+def _dev_fits(bus_id: str | None, nvml_dev: int | None, cuda_dev: int | None, dev: str) -> bool:
+    """:func:`_dev_matches` of an incarnation given by its bus id and devices."""
+    if bus_id is not None and dev.lower().lstrip("0") == bus_id.lstrip("0"):
         return True
     if dev.isdigit():
         n = int(dev)
-        return n in (inc.nvml_dev, inc.cuda_dev)
+        return n in (nvml_dev, cuda_dev)
     return False
 
 
@@ -1133,8 +1330,10 @@ def state_v1(state: dict[str, Any]) -> dict[str, Any]:
 
 def _int_column(col: pl.Expr, values: pl.Series) -> pl.Expr:
     """A digit-run text column as Int64: by a cast when every value is ASCII digits, else by
-    Python's ``int`` (other Unicode digits match ``\\d`` too), as the object path read them."""
-    if values.drop_nulls().str.contains(r"^-?[0-9]+$").all():
+    Python's ``int`` (other Unicode digits match ``\\d`` too), as the object path read them.
+    The values are ``-?\\d+`` runs whose numbers fit (``_init_fits``): Polars' cast reads
+    exactly the ASCII ones, so a cast that nulls no value means every value is ASCII."""
+    if values.cast(pl.Int64, strict=False).null_count() == values.null_count():
         return col.cast(pl.Int64)
     return col.map_elements(int, return_dtype=pl.Int64)
 

@@ -12,7 +12,7 @@ import io
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import polars as pl
 
@@ -34,7 +34,6 @@ from commscope.parsers.nccl_debug.lines import (
     LINE_LIMIT,
     MAX_KNOWN_HOSTS,
     _add_hosts,
-    _fit_columns,
     _fit_ints,
     _split_block,
     _ts_ns_expr,
@@ -160,6 +159,18 @@ class _Held:
         return frames
 
 
+class _Split(NamedTuple):
+    """A block split by :meth:`_Pass2.split` (line count, cut final line, plain COLL rows,
+    prefixed and bare lines of the rest, hosts repaired)."""
+
+    n_lines: int
+    cut_line: int | None
+    plain: pl.DataFrame | None
+    prefixed: pl.DataFrame
+    bare: pl.DataFrame
+    repairs: list[str]
+
+
 class _Pass2:
     """Row emission, block by block, with what pass 1 learnt."""
 
@@ -247,10 +258,15 @@ class _Pass2:
         (:mod:`commscope.parsers._nccl_coll_fields`); only the other lines go through the general path.
         Lines over ``commscope.parsers._io.MAX_LINE_BYTES`` (``overlong``) come as empty lines, which no
         path takes; each is rejected here with its reason. Needs of the registry only pass 1's
-        verdicts on the block's own lifecycle lines (so the one-pass parse calls it right
-        after scanning the block); COLL ranks, TUNING pairs and topology lines wait for
-        :meth:`emit`.
+        verdicts on the block's own lifecycle lines (so the one-pass parse scans the block
+        between :meth:`split` and :meth:`classify`); COLL ranks, TUNING pairs and topology
+        lines wait for :meth:`emit`.
         """
+        return self.classify(self.split(lines, first_line_no, complete), overlong)
+
+    def split(self, lines: pl.Series, first_line_no: int, complete: bool) -> _Split:
+        """The block's plain COLL lines parsed from their tokens, the others split into prefix
+        fields and message (:func:`_split_block`, hosts repaired with ``known_hosts``)."""
         n_lines = len(lines)
         cut_line = first_line_no + n_lines - 1 if not complete else None
         numbers = pl.int_range(first_line_no, first_line_no + n_lines, dtype=pl.Int64, eager=True)
@@ -268,11 +284,26 @@ class _Pass2:
             )
         else:
             prefixed, bare = _split_block(lines, first_line_no, self.known_hosts, repairs)
+        return _Split(n_lines, cut_line, plain, prefixed, bare, repairs)
+
+    def classify(self, split: _Split, overlong: tuple[LongLine, ...] = ()) -> _Held:
+        """:meth:`prepare` after the split: rejects, COLL fields, TUNING and topology lines,
+        Init/Destroy lines classified from pass 1's verdicts."""
+        n_lines, cut_line, plain, prefixed, bare, repairs = split
         if repairs and self.one_pass:
             self.repair_checks.append((frozenset(self.reg.known_hosts), repairs))
         cut = cut_line if cut_line is not None else -1
         self.n_spliced += int(prefixed["spliced"].sum() or 0)
         info = prefixed.filter(pl.col("level") == "INFO")
+        # Lines pass 1 kept as lifecycle records are parsed: set apart before the patterns
+        # below (none of which such a message matches but the Init/Destroy one).
+        events = info.get_column("line_no").is_in(self.reg.event_line_series())
+        if cut_line is not None:
+            events = events & (info.get_column("line_no") != cut_line)
+        n_events = int(events.sum())
+        event_nos = info.get_column("line_no").filter(events) if n_events else None
+        if n_events:
+            info = info.filter(~events)
         rejects: list[tuple[int, str, str]] = []  # (line_no, raw, reason)
         cut_reason = "final line has no newline (file cut mid-line)"
 
@@ -288,7 +319,7 @@ class _Pass2:
             why = cut_reason if line_no == cut else "COLL line does not fit its pattern (cut?)"
             rejects.append((line_no, raw, why))
 
-        n_parsed = good.height + (plain.height if plain is not None else 0)
+        n_parsed = good.height + (plain.height if plain is not None else 0) + n_events
         others = info.filter(
             pl.col("msg").str.contains(f"{_INIT_LIKE}|{_TOPO_LIKE}")
             & ~pl.col("msg").str.contains(_COLL_LIKE)
@@ -297,13 +328,16 @@ class _Pass2:
         n_parsed += self._lifecycle(others.filter(is_init), cut_line, rejects)
         topo_lines = others.filter(~is_init).select(_OTHER)
 
-        decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
         lost = prefixed.filter(pl.col("spliced") & pl.col("frag_kind").is_not_null()).join(
             good.select("line_no"), on="line_no", how="anti"
         )
-        for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
-            if line_no not in decided:
-                rejects.append((line_no, raw, f"spliced line: {kind} record cut by another writer"))
+        if lost.height:  # (rare) lines no other rule decided
+            decided = {r[0] for r in rejects} | set(others["line_no"].to_list())
+            decided.update(event_nos.to_list() if event_nos is not None else ())
+            for line_no, raw, kind in lost.select("line_no", "raw", "frag_kind").iter_rows():
+                if line_no not in decided:
+                    why = f"spliced line: {kind} record cut by another writer"
+                    rejects.append((line_no, raw, why))
         bare_records = bare.filter(pl.col("raw").str.contains(_BARE_RECORD))
         for line_no, raw in bare_records.select("line_no", "raw").iter_rows():
             why = cut_reason if line_no == cut else "NCCL record without its host:pid:tid prefix"
@@ -713,70 +747,50 @@ class _Pass2:
             "nccl_version": pl.Utf8,
             "source_line": pl.Int64,
         }
-        incs = reg.incs
-        parents = [i.parent_inc for i in incs]
-        # what the per-process rules decide comes from the objects; the rest from the
-        # columns finalize() cut (one list per column either way: no dict per incarnation)
+        # what the per-process rules decide (one value per incarnation, finalize()) beside
+        # the columns finalize() cut: no object and no dict per incarnation
+        rank = self.rank
         comm_cols: dict[str, list[Any]] = {
-            "global_rank": [
-                i.global_rank if i.global_rank is not None else self.rank for i in incs
-            ],
-            "parent_comm_hash": [p.ident if p else None for p in parents],
-            "parent_nranks": [p.nranks if p else None for p in parents],
-            "nccl_version": [i.nccl_version for i in incs],
+            "global_rank": reg.inc_global
+            if rank is None
+            else [g if g is not None else rank for g in reg.inc_global],
+            "parent_comm_hash": reg.inc_parent_ident,
+            "parent_nranks": reg.inc_parent_nranks,
+            "nccl_version": reg.inc_version,
         }
         table = reg.inc_table
-        if table is None or table.height != len(incs):  # incs set by hand (tests)
-            comm_cols |= {
-                "comm_id": [i.comm for i in incs],
-                "rank": [i.rank for i in incs],
-                "nranks": [i.nranks for i in incs],
-                "host": [i.host for i in incs],
-                "pid": [i.pid for i in incs],
-                "cuda_dev": [i.cuda_dev for i in incs],
-                "nvml_dev": [i.nvml_dev for i in incs],
-                "bus_id": [i.bus_id for i in incs],
-                "comm_hash": [i.comm_hash for i in incs],
-                "parent_comm_id": [i.parent for i in incs],
-                "split_color": [i.split_color for i in incs],
-                "split_key": [i.split_key for i in incs],
-                "source_line": [i.source_line for i in incs],
-            }
-            comms = pl.DataFrame(_fit_columns(comm_cols, comm_schema), schema=comm_schema)
-        else:
-            # an int out of its column's range is null, as _fit_columns makes it
-            decided = pl.DataFrame(
-                [
-                    pl.Series(c, v, dtype=pl.Int64, strict=False).cast(pl.Int32, strict=False)
-                    if comm_schema[c] == pl.Int32
-                    else pl.Series(c, v, dtype=comm_schema[c])
-                    for c, v in comm_cols.items()
-                ]
-            )
-            comms = pl.concat(
-                [
-                    table.select(
-                        comm_id="comm",
-                        rank="rank",
-                        nranks="nranks",
-                        host="host",
-                        pid="pid",
-                        cuda_dev="cudadev",
-                        nvml_dev="nvmldev",
-                        bus_id="busid",
-                        comm_hash="comm_hash",
-                        parent_comm_id="parent",
-                        split_color="split_color",
-                        split_key="split_key",
-                        source_line=pl.coalesce("first_init_line", "end_line", pl.lit(0)),
-                    ),
-                    decided,
-                ],
-                how="horizontal",
-            )
-            comms = comms.select(
-                pl.col(c).cast(t, strict=False) for c, t in comm_schema.items()
-            )  # an int out of its column's range is null, as _fit_columns makes it
+        assert table is not None  # set by finalize()
+        # an int out of its column's range is null (a corrupt line's number), never a crash
+        decided = pl.DataFrame(
+            [
+                pl.Series(c, v, dtype=pl.Int64, strict=False).cast(pl.Int32, strict=False)
+                if comm_schema[c] == pl.Int32
+                else pl.Series(c, v, dtype=comm_schema[c])
+                for c, v in comm_cols.items()
+            ]
+        )
+        comms = pl.concat(
+            [
+                table.select(
+                    comm_id="comm",
+                    rank="rank",
+                    nranks="nranks",
+                    host="host",
+                    pid="pid",
+                    cuda_dev="cudadev",
+                    nvml_dev="nvmldev",
+                    bus_id="busid",
+                    comm_hash="comm_hash",
+                    parent_comm_id="parent",
+                    split_color="split_color",
+                    split_key="split_key",
+                    source_line=pl.coalesce("first_init_line", "end_line", pl.lit(0)),
+                ),
+                decided,
+            ],
+            how="horizontal",
+        )
+        comms = comms.select(pl.col(c).cast(t, strict=False) for c, t in comm_schema.items())
         comms = comms.sort("source_line")
         comms = self._new_rows(comms)
         warnings = list(reg.warnings)
@@ -856,13 +870,20 @@ class _Pass2:
         rows: list[dict[str, Any]] = []
         topo, self.topo, self.topo_pending = self.topo, [], 0
         seen = self.topo_seen
+        reg = self.reg
+        attribute = reg.attribute_at
+        comms, nranks_of = (
+            (reg.inc_column("comm"), reg.inc_column("nranks")) if topo and reg.n_incs else ([], [])
+        )
         for t in topo:
-            inc = self.reg.attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            at = attribute(t.host, t.pid, t.tid, t.line_no, t.me_rank, t.me_dev)
+            comm = comms[at] if at is not None else None
+            n_of = nranks_of[at] if at is not None else None
             # Rows are a function of this key: a line repeating it (a re-created communicator
             # on the same pointer) adds only rows that the de-duplication below would drop.
             ident = (
-                inc.comm if inc is not None else None,
-                inc.nranks if inc is not None and t.ring_order is not None else None,
+                comm,
+                n_of if t.ring_order is not None else None,
                 t.host,
                 t.pid,
                 t.text,
@@ -874,12 +895,12 @@ class _Pass2:
             seen.add(ident)
             edges = t.rows
             if t.ring_order is not None and t.channel is not None:
-                nranks = inc.nranks if inc is not None else None
+                nranks = n_of
                 edges = _ring_order_rows(t.ring_order, t.channel, t.ring_order_cut, nranks)
             for e in edges:
                 rows.append(
                     {
-                        "comm_id": inc.comm if inc is not None else None,
+                        "comm_id": comm,
                         "host": t.host,
                         "pid": t.pid,
                         "source_line": t.line_no,

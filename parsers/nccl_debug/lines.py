@@ -77,6 +77,15 @@ _END_RE = re.compile(
     r"^comm (?P<comm>0x[0-9a-fA-F]+) rank (?P<rank>\d+) nranks (?P<nranks>\d+) "
     r"cudaDev (?P<cudadev>\d+) busId (?P<busid>[0-9a-fA-F]+) - (?P<what>Destroy|Abort) COMPLETE\s*$"
 )
+_PLAIN_LIFECYCLE = (
+    r"^(?:(?:ncclComm\w+ )?comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ cudaDev \d+"
+    r"(?: nvmlDev \d+)?(?: busId [0-9a-fA-F]+)?(?: commId 0x[0-9a-fA-F]+)? - Init (?:START|COMPLETE)"
+    r"|comm 0x[0-9a-fA-F]+ rank \d+ nranks \d+ cudaDev \d+ busId [0-9a-fA-F]+ "
+    r"- (?:Destroy|Abort) COMPLETE)$"
+)
+"""The lifecycle messages every NCCL 2.4-2.28 logs outside splits, as a capture-free pattern:
+each matches ``_INIT_RE`` or ``_END_RE`` with one token per group (single spaces, no
+``[Rank N]``, split or trailing text), so its groups are cut from the tokens."""
 _VERSION_RE = re.compile(r"NCCL version (?P<ver>\d+\.\d+\.\d+[^+\s]*)(?:\+cuda[\d.]+)?")
 _BARE_VERSION_RE = re.compile(
     r"^(?P<pre>.*?)NCCL version (?P<ver>\d+\.\d+\.\d+[^+\s]*)\+cuda[\d.]+\s*$"
@@ -350,19 +359,6 @@ def _fit_ints(rows: list[dict[str, Any]], schema: dict[str, Any]) -> list[dict[s
             if isinstance(v, int) and not -b <= v < b:
                 row[c] = None
     return rows
-
-
-def _fit_columns(cols: dict[str, list[Any]], schema: dict[str, Any]) -> dict[str, list[Any]]:
-    """:func:`_fit_ints` of a frame given as one list per column."""
-    for c, t in schema.items():
-        bits = _INT_BITS.get(t)
-        values = cols.get(c)
-        if bits is None or values is None:
-            continue
-        b = 1 << bits
-        if any(isinstance(v, int) and not -b <= v < b for v in values):
-            cols[c] = [None if isinstance(v, int) and not -b <= v < b else v for v in values]
-    return cols
 
 
 def _lower(text: str | None) -> str | None:

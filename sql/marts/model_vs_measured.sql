@@ -1,5 +1,5 @@
 -- The analytical model's prediction beside the measured value for each term (T_comp, T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP, T_bubble, T_sync_wait, T_comm, T_iter, R_comm, R_bubble, R_bubble_eq7, C_TP, C_PP, C_DP, C_EP), with absolute and relative errors (APNet'24 Fig. 10 validation), like with like.
--- One row per (run, term) that is measured or predicted. Inputs: int_breakdown_rank_iteration, int_breakdown_calls, int_rank_nodes, int_class_bandwidth, predicted_times, run_config. Measured = mean over the sample: the ranks of rank 0's pipeline stage (the model predicts rank 0; all ranks when stages are unknown) and their steady-state iterations (a rank's first iteration left out when it has 3 or more). The model's communication terms are transfers (T_X = bus bytes / C_X, eqs 2-4), so the measured T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP and T_comm are the transfer parts of the calls (int_breakdown_calls.xfer_ns); the sync wait (same-stage waiting, which iteration_breakdown's T_TP/T_DP/T_EP include) is its own row T_sync_wait, with no prediction; T_bubble = waits of cross-stage calls. Measured C_* = the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, bytes/s, decimal; whole run). Predicted = predicted_times (stage_exact mode, rank 0; seconds) and run_config's platform bandwidths; null without a config.
+-- One row per (run, term) that is measured or predicted. Inputs: int_breakdown_rank_iteration, int_breakdown_calls, int_rank_nodes, int_class_bandwidth, predicted_times, run_config. Measured = mean over the sample: the ranks of rank 0's pipeline stage (the model predicts rank 0; all ranks when stages are unknown) and their steady-state iterations (a rank's first iteration left out when it has 3 or more). The model's communication terms are transfers (T_X = bus bytes / C_X, eqs 2-4), so the measured T_TP, T_PP, T_DP, T_EmbTableSyn, T_EP and T_comm are the transfer parts of the calls (int_breakdown_calls.xfer_ns); the sync wait (same-stage waiting, which iteration_breakdown's T_TP/T_DP/T_EP include) is its own row T_sync_wait, with no prediction; T_bubble = waits of cross-stage calls. Measured C_* = the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, bytes/s, decimal; whole run). Predicted = predicted_times (stage_exact mode, rank 0; seconds) and run_config's platform bandwidths; null without a config. Rows in the model's order (term_order: times, ratios, then bandwidths), which the report's table shows.
 CREATE OR REPLACE VIEW model_vs_measured(
   -- Training run identifier.
   run_id,
@@ -16,7 +16,9 @@ CREATE OR REPLACE VIEW model_vs_measured(
   -- (measured - predicted) / predicted.
   rel_error,
   -- Number of (rank, iteration) samples averaged (C_*: calls of the class in int_class_bandwidth).
-  n_samples
+  n_samples,
+  -- Position of the term in the model's order, 1 = first: the times of eqs. 2-9 (T_comp .. T_iter), the ratios (R_*), then the bandwidths (C_*), as listed in term above; the rows' order (null for a term outside that list: none today).
+  term_order
 ) AS
 WITH
   bd AS (
@@ -138,6 +140,17 @@ WITH
     ) AS v(term, predicted)
     WHERE config_json IS NOT NULL
   ),
+  term_orders AS (
+    -- the model's order of every term this mart gives (the report's table shows its rows so)
+    SELECT *
+    FROM (
+      VALUES
+        (1, 'T_comp'), (2, 'T_TP'), (3, 'T_PP'), (4, 'T_DP'), (5, 'T_EmbTableSyn'), (6, 'T_EP'),
+        (7, 'T_bubble'), (8, 'T_sync_wait'), (9, 'T_comm'), (10, 'T_iter'),
+        (11, 'R_comm'), (12, 'R_bubble'), (13, 'R_bubble_eq7'),
+        (14, 'C_TP'), (15, 'C_PP'), (16, 'C_DP'), (17, 'C_EP')
+    ) AS v(term_order, term)
+  ),
   known_predicted AS (
     SELECT run_id, term, max(predicted) AS predicted
     FROM predicted
@@ -159,6 +172,9 @@ SELECT
   p.predicted,
   abs(m.measured - p.predicted) AS abs_error,
   (m.measured - p.predicted) / nullif(p.predicted, 0) AS rel_error,
-  coalesce(m.n, 0) AS n_samples
+  coalesce(m.n, 0) AS n_samples,
+  o.term_order
 FROM measured AS m
 FULL OUTER JOIN known_predicted AS p ON p.run_id = m.run_id AND p.term = m.term
+LEFT JOIN term_orders AS o ON o.term = coalesce(m.term, p.term)
+ORDER BY run_id, term_order, term

@@ -68,8 +68,16 @@ def _scan(reg: Any, host: str, pid: int, tid: int, line_no: int, rank: Any, dev:
     return min(cands, key=lambda i: i.source_line)
 
 
+def _set_events(reg: Any, events: list[Any]) -> None:
+    """Give a registry its lifecycle events as pass 1 keeps them (event rows), as if scanned."""
+    if events:
+        reg.event_frames = [nd.communicators._events_frame(events)]
+        reg.n_events = len(events)
+
+
 def _random_registry(rnd: random.Random, n_events: int) -> Any:
     reg = nd._Registry()
+    events: list[Any] = []
     line = 0
     for _ in range(n_events):
         line += rnd.randint(1, 3)
@@ -88,9 +96,10 @@ def _random_registry(rnd: random.Random, n_events: int) -> Any:
             fields["parent"] = rnd.choice(["0xa0", "0xb0"])
             fields["color"] = str(rnd.randint(0, 1))
             fields["key"] = "0"
-        reg.events.append(
+        events.append(
             nd._Event(line, "h", rnd.choice([1, 2]), rnd.choice([7, 8, 9]), kind, fields, False)
         )
+    _set_events(reg, events)
     reg.finalize()
     return reg, line
 

@@ -17,7 +17,6 @@ from commscope.pipeline.derive import (
     inlined_intermediates,
     stays_view,
 )
-from commscope.pipeline.ingest import ingest_paths
 from commscope.pipeline.sql_modules import discover
 from commscope.pipeline.store import Store
 
@@ -47,17 +46,13 @@ def test_instance_members_is_a_view_over_the_stored_matching() -> None:
 
 @pytest.mark.slow
 def test_file_backed_derive_holds_call_sized_intermediates_as_parquet(
-    tmp_path: Path, shared_samples: Path, monkeypatch: pytest.MonkeyPatch
+    gfbench_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A run of ON_DISK_ROWS calls or more is derived in a database file, where the call-sized
     # intermediates are Parquet files read through views (the file's table writes cost about
     # twice as much CPU at 1024 ranks). Derived that way, every mart is what the in-memory
     # derive gives.
-    files = sorted(
-        (shared_samples / "nccl_debug").glob("gfbench_2.20.5_2rank_normal_rank*_debugfile.txt")
-    )
-    store = Store.open(tmp_path / "s")
-    ingest_paths(store, files, run_id="r", build_catalog=False)
+    store = gfbench_store
 
     def marts(res: DeriveResult) -> dict[str, pl.DataFrame]:
         assert res.generation is not None

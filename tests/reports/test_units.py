@@ -87,11 +87,12 @@ def test_model_vs_measured_bandwidths_in_gb_s() -> None:
             "abs_error": [2.498e10, 0.1098],
             "rel_error": [-0.99924, 549.0],
             "n_samples": [16, 4],
+            "term_order": [16, 10],
         }
     )
     d = rd.RunData("r", None, {}, marts={"model_vs_measured": mvm})
     out = rd.model_vs_measured(d)
-    assert out["term"].to_list() == ["T_iter", "C_DP"]  # the model's order (TERM_ORDER)
+    assert out["term"].to_list() == ["T_iter", "C_DP"]  # the mart's term_order
     assert out["unit"].to_list() == ["s", "GB/s"]
     assert out["measured"].to_list() == pytest.approx([0.11, 0.019])
     assert out["predicted"].to_list() == pytest.approx([0.0002, 25.0])
@@ -99,11 +100,18 @@ def test_model_vs_measured_bandwidths_in_gb_s() -> None:
 
 
 def test_model_vs_measured_rows_in_one_order_whatever_the_mart_order() -> None:
-    # the mart has no ORDER BY: the page must not depend on the order a derive wrote it in
+    # the page shows the mart's term_order (a null one, a term outside the mart's list, after
+    # them by name), whatever order the rows were read in
     terms = ["C_PP", "T_comp", "X_new", "C_DP", "T_bubble", "A_new"]
-    mvm = pl.DataFrame({"term": terms, "unit": ["s"] * 6, "measured": [1.0] * 6})
+    order = [15, 1, None, 16, 7, None]
+    mvm = pl.DataFrame(
+        {"term": terms, "unit": ["s"] * 6, "measured": [1.0] * 6, "term_order": order}
+    )
     want = ["T_comp", "T_bubble", "C_PP", "C_DP", "A_new", "X_new"]
     for shift in range(len(terms)):
         rolled = pl.concat([mvm.tail(shift), mvm.head(len(terms) - shift)]) if shift else mvm
         d = rd.RunData("r", None, {}, marts={"model_vs_measured": rolled})
         assert rd.model_vs_measured(d)["term"].to_list() == want
+        # a run derived before the mart had term_order: by name, still one order
+        old = rd.RunData("r", None, {}, marts={"model_vs_measured": rolled.drop("term_order")})
+        assert rd.model_vs_measured(old)["term"].to_list() == sorted(terms)

@@ -8,15 +8,18 @@ is ``tests/pipeline/test_derive_views.py``, whose file-backed derive takes this 
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import pytest
 
 from commscope.pipeline import derive
 from commscope.pipeline import run_config as rc
-from commscope.pipeline.ingest import ingest_paths
-from commscope.pipeline.store import Store
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from commscope.pipeline.store import Store
 
 
 def _write(con: duckdb.DuckDBPyConnection, path: Path, rows: str) -> str:
@@ -54,13 +57,9 @@ def test_file_view_keeps_the_columns_and_nulls_the_unread(tmp_path: Path) -> Non
 
 @pytest.mark.slow
 def test_file_backed_derive_reads_comm_ops_through_a_view(
-    tmp_path: Path, shared_samples: Path, monkeypatch: pytest.MonkeyPatch
+    gfbench_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    files = sorted(
-        (shared_samples / "nccl_debug").glob("gfbench_2.20.5_2rank_normal_rank*_debugfile.txt")
-    )
-    store = Store.open(tmp_path / "s")
-    ingest_paths(store, files, run_id="r", build_catalog=False)
+    store = gfbench_store
     stored = rc.load(store, "r")
 
     def calls(con: duckdb.DuckDBPyConnection) -> list[tuple[object, ...]]:
