@@ -65,6 +65,11 @@ WITH
       source_line,
       CASE WHEN method <> 'detected' OR period IS NOT NULL THEN iteration END AS iteration
     FROM int_comm_op_iteration
+    -- only runs with records to pair (as `lines`): on a single-source run the join below then
+    -- builds no hash table of every call's iteration
+    WHERE run_id IN (
+      SELECT run_id FROM int_comm_ops_classified WHERE NOT counted AND rank IS NOT NULL
+    )
   ),
   grouped AS (SELECT * FROM int_p2p_groups),
   lines AS (

@@ -23,35 +23,37 @@ WITH
     WHERE on_group AND (op NOT IN ('send', 'recv') OR peer_resolved IS NULL)
   ),
   coll_rank AS (
-    -- per (group, rank), from its calls counted per seq first (no DISTINCT aggregate, which
-    -- keeps a hash set per group): seq_usable = every call has a seq and not all the same
-    -- (or one call), seq_unique = no seq twice (a null seq counts as repeated: its group's
-    -- calls are not distinct values)
+    -- per (group, rank): seq_usable = every call has a seq and not all the same (or one
+    -- call), seq_unique = every call has a seq and no seq twice, seq_contiguous = unique and
+    -- every seq of [seq_lo, seq_hi]; a repeated seq is found beside its twin in seq order
+    -- (one sort of the calls: an aggregate per (group, rank, seq) built a hash table of as
+    -- many groups as calls, ~20 % more CPU)
     SELECT
       run_id,
       gk,
       rank,
       any_value(source_format) AS source_format,
-      sum(n) = coalesce(sum(n) FILTER (WHERE seq IS NOT NULL), 0)
-        AND (count(*) > 1 OR sum(n) = 1) AS seq_usable,
-      count(*) FILTER (WHERE seq IS NOT NULL) = sum(n) AS seq_unique,
-      -- every seq of the rank's range [seq_lo, seq_hi] once and no other
-      coalesce(count(*) FILTER (WHERE seq IS NOT NULL) = sum(n) AND max(seq) - min(seq) + 1 = sum(n), FALSE)
-        AS seq_contiguous,
+      count(seq) = count(*) AND (min(seq) < max(seq) OR count(*) = 1) AS seq_usable,
+      count(seq) = count(*) AND NOT coalesce(bool_or(repeated), FALSE) AS seq_unique,
+      coalesce(
+        count(seq) = count(*) AND NOT coalesce(bool_or(repeated), FALSE)
+        AND max(seq) - min(seq) + 1 = count(*),
+        FALSE
+      ) AS seq_contiguous,
       min(seq) AS seq_lo,
       max(seq) AS seq_hi,
-      bool_and(iter_ok) AS iter_usable
+      bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_usable
     FROM (
       SELECT
         run_id,
         gk,
         rank,
         seq,
-        count(*) AS n,
-        any_value(source_format) AS source_format,
-        bool_and(coalesce(step_iteration, FALSE) AND iteration IS NOT NULL) AS iter_ok
+        source_format,
+        step_iteration,
+        iteration,
+        seq = lag(seq) OVER (PARTITION BY run_id, gk, rank ORDER BY seq) AS repeated
       FROM coll_pre
-      GROUP BY run_id, gk, rank, seq
     )
     GROUP BY run_id, gk, rank
   ),

@@ -72,41 +72,180 @@ WITH
       END AS ik
     FROM int_instance_calls
   ),
-  inst_parts AS (
-    SELECT
-      run_id,
-      ik,
-      instance_seq,
-      any_value(global_group) AS global_group,
-      min(traffic_class) AS traffic_class,
-      CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE min(op) END AS op,
-      any_value(match_method) AS match_method,
-      min(iteration) AS iteration,
-      max(msg_bytes) AS msg_bytes,
-      coalesce(min(msg_bytes) <> max(msg_bytes), FALSE)
-        AND bool_and(op NOT IN ('all_to_all', 'all_to_allv')) AS size_mismatch,
-      -- a send and a recv are the two sides of one transfer, not a mismatch
-      coalesce(
-        min(CASE WHEN op IN ('send', 'recv') THEN 'p2p' ELSE op END)
-        <> max(CASE WHEN op IN ('send', 'recv') THEN 'p2p' ELSE op END),
-        FALSE
-      ) AS op_mismatch,
-      max(group_size) AS ranks_expected,
-      -- a rank is in an instance at most once (int_instance_members' k-th call)
-      count(*) AS ranks_seen,
-      count(*) FILTER (WHERE timed) AS ranks_timed,
-      -- p2p: the pair's two ranks (the sender's src, the receiver's dst)
-      min(CASE WHEN op = 'send' THEN rank ELSE peer_global END) AS p2p_src,
-      min(CASE WHEN op = 'send' THEN peer_global ELSE rank END) AS p2p_dst,
-      bool_or(peer_global IS NOT NULL) AS is_p2p
-    FROM calls
-    GROUP BY run_id, ik, instance_seq
-  ),
-  inst AS (
+  shaped AS NOT MATERIALIZED (
+    -- Algorithm: sh hashes every per-member column an instance reports but iteration and
+    -- timing (ik stands for the group or the p2p pair); members that agree on all of them
+    -- share it, and such an instance takes those columns from the one row of `shapes` for its
+    -- sh: per call only 5 aggregates over integers (the 17 over strings of a per-member
+    -- computation cost about three times as much at 256 ranks); the instances whose members
+    -- differ, or that lack members, are computed from their members (`odd_parts`)
     SELECT
       *,
-      instance_key(is_p2p, global_group, p2p_src, p2p_dst, instance_seq) AS instance_key
-    FROM inst_parts
+      hash(
+        ik,
+        peer_global IS NULL,
+        global_group,
+        op IN ('send', 'recv'),
+        CASE WHEN op NOT IN ('send', 'recv') THEN op END,
+        traffic_class,
+        match_method,
+        group_size,
+        msg_bytes
+      ) AS sh
+    FROM calls
+  ),
+  shapes AS MATERIALIZED (
+    -- one row per distinct sh (a few per group and message size): what an instance whose
+    -- members all share it reports
+    SELECT
+      sh,
+      any_value(global_group) AS global_group,
+      any_value(traffic_class) AS traffic_class,
+      CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE any_value(op) END AS op,
+      any_value(match_method) AS match_method,
+      any_value(msg_bytes) AS msg_bytes,
+      -- one size: never a mismatch (null when the op is unknown, as bool_and is)
+      FALSE AND bool_and(op NOT IN ('all_to_all', 'all_to_allv')) AS size_mismatch,
+      any_value(group_size) AS ranks_expected,
+      any_value(CASE WHEN op = 'send' THEN rank ELSE peer_global END) AS p2p_src,
+      any_value(CASE WHEN op = 'send' THEN peer_global ELSE rank END) AS p2p_dst,
+      bool_or(peer_global IS NOT NULL) AS is_p2p
+    FROM shaped
+    GROUP BY sh
+  ),
+  counted AS MATERIALIZED (
+    -- per instance: the aggregates that may differ between its members; odd: they disagree
+    -- on a column of `shapes`, or the instance has fewer ranks than expected (none on a
+    -- complete, consistent run)
+    SELECT
+      n.*,
+      s.ranks_expected,
+      s.is_p2p,
+      n.mixed OR coalesce(n.ranks_seen < CASE WHEN s.is_p2p THEN 2 ELSE s.ranks_expected END, FALSE)
+        AS odd
+    FROM (
+      SELECT
+        run_id,
+        ik,
+        instance_seq,
+        min(sh) AS sh,
+        max(sh) <> min(sh) AS mixed,
+        min(iteration) AS iteration,
+        -- a rank is in an instance at most once (int_instance_members' k-th call)
+        count(*) AS ranks_seen,
+        count(*) FILTER (WHERE timed) AS ranks_timed
+      FROM shaped
+      GROUP BY run_id, ik, instance_seq
+    ) AS n
+    LEFT JOIN shapes AS s ON s.sh = n.sh AND NOT n.mixed
+  ),
+  odd_calls AS MATERIALIZED (
+    -- the calls of the odd instances (an inner join: its hash table is built on those few
+    -- instances, and with none DuckDB stops reading the calls at once)
+    SELECT c.*
+    FROM calls AS c
+    JOIN (SELECT run_id, ik, instance_seq FROM counted WHERE odd) AS x
+      ON x.run_id = c.run_id AND x.ik = c.ik AND x.instance_seq = c.instance_seq
+  ),
+  odd_parts AS MATERIALIZED (
+    -- the odd instances, every column from their members' own values
+    SELECT
+      c.run_id,
+      c.ik,
+      c.instance_seq,
+      any_value(c.global_group) AS global_group,
+      min(c.traffic_class) AS traffic_class,
+      CASE WHEN bool_and(c.op IN ('send', 'recv')) THEN 'send/recv' ELSE min(c.op) END AS op,
+      any_value(c.match_method) AS match_method,
+      max(c.msg_bytes) AS msg_bytes,
+      coalesce(min(c.msg_bytes) <> max(c.msg_bytes), FALSE)
+        AND bool_and(c.op NOT IN ('all_to_all', 'all_to_allv')) AS size_mismatch,
+      -- a send and a recv are the two sides of one transfer, not a mismatch
+      coalesce(
+        min(CASE WHEN c.op IN ('send', 'recv') THEN 'p2p' ELSE c.op END)
+        <> max(CASE WHEN c.op IN ('send', 'recv') THEN 'p2p' ELSE c.op END),
+        FALSE
+      ) AS op_mismatch,
+      max(c.group_size) AS ranks_expected,
+      -- p2p: the pair's two ranks (the sender's src, the receiver's dst)
+      min(CASE WHEN c.op = 'send' THEN c.rank ELSE c.peer_global END) AS p2p_src,
+      min(CASE WHEN c.op = 'send' THEN c.peer_global ELSE c.rank END) AS p2p_dst,
+      bool_or(c.peer_global IS NOT NULL) AS is_p2p
+    FROM odd_calls AS c
+    GROUP BY c.run_id, c.ik, c.instance_seq
+  ),
+  expected AS (
+    -- the members of the short instances (all odd): collectives, the group's known members;
+    -- p2p, its two ranks
+    SELECT o.run_id, o.ik, o.instance_seq, m.global_rank AS rank
+    FROM odd_parts AS o
+    JOIN counted AS n ON n.run_id = o.run_id AND n.ik = o.ik AND n.instance_seq = o.instance_seq
+    JOIN int_groups_members AS m ON m.run_id = o.run_id AND m.global_group = o.global_group
+    WHERE NOT o.is_p2p AND n.ranks_seen < o.ranks_expected
+    UNION ALL
+    SELECT o.run_id, o.ik, o.instance_seq, unnest([o.p2p_src, o.p2p_dst]) AS rank
+    FROM odd_parts AS o
+    JOIN counted AS n ON n.run_id = o.run_id AND n.ik = o.ik AND n.instance_seq = o.instance_seq
+    WHERE o.is_p2p AND n.ranks_seen < 2
+  ),
+  missing AS (
+    SELECT e.run_id, e.ik, e.instance_seq, string_agg(e.rank::VARCHAR, ',' ORDER BY e.rank) AS ranks
+    FROM expected AS e
+    -- the members seen (odd_calls holds every member of a short instance)
+    ANTI JOIN odd_calls AS c
+      ON c.run_id = e.run_id AND c.ik = e.ik AND c.instance_seq = e.instance_seq
+      AND c.rank = e.rank
+    GROUP BY e.run_id, e.ik, e.instance_seq
+  ),
+  inst AS (
+    -- consistent instances from their row of `shapes`, odd ones from odd_parts
+    SELECT
+      n.run_id,
+      n.ik,
+      n.instance_seq,
+      s.global_group,
+      s.traffic_class,
+      s.op,
+      s.match_method,
+      n.iteration,
+      s.msg_bytes,
+      s.size_mismatch,
+      FALSE AS op_mismatch,
+      n.ranks_expected,
+      n.ranks_seen,
+      n.ranks_timed,
+      s.p2p_src,
+      s.p2p_dst,
+      n.is_p2p,
+      NULL::VARCHAR AS missing_ranks
+    FROM counted AS n
+    JOIN shapes AS s ON s.sh = n.sh
+    WHERE NOT n.odd
+    UNION ALL
+    SELECT
+      n.run_id,
+      n.ik,
+      n.instance_seq,
+      o.global_group,
+      o.traffic_class,
+      o.op,
+      o.match_method,
+      n.iteration,
+      o.msg_bytes,
+      o.size_mismatch,
+      o.op_mismatch,
+      o.ranks_expected,
+      n.ranks_seen,
+      n.ranks_timed,
+      o.p2p_src,
+      o.p2p_dst,
+      o.is_p2p,
+      mi.ranks AS missing_ranks
+    FROM counted AS n
+    JOIN odd_parts AS o ON o.run_id = n.run_id AND o.ik = n.ik AND o.instance_seq = n.instance_seq
+    LEFT JOIN missing AS mi
+      ON mi.run_id = n.run_id AND mi.ik = n.ik AND mi.instance_seq = n.instance_seq
+    WHERE n.odd
   ),
   -- times: only timed calls (the timed columns are output only when every member is timed, so
   -- an instance with an untimed member needs none of this; an untimed run has no rows here)
@@ -157,45 +296,18 @@ WITH
     ) AS c
     GROUP BY c.run_id, c.ik, c.instance_seq
   ),
-  expected AS (
-    -- collectives: the group's known members; p2p: its two ranks
-    SELECT i.run_id, i.ik, i.instance_seq, m.global_rank AS rank
-    FROM inst AS i
-    JOIN int_groups_members AS m ON m.run_id = i.run_id AND m.global_group = i.global_group
-    WHERE NOT i.is_p2p AND i.ranks_seen < i.ranks_expected
-    UNION ALL
-    SELECT run_id, ik, instance_seq, unnest([p2p_src, p2p_dst]) AS rank
-    FROM inst
-    WHERE is_p2p AND ranks_seen < 2
-  ),
-  missing AS (
-    SELECT e.run_id, e.ik, e.instance_seq, string_agg(e.rank::VARCHAR, ',' ORDER BY e.rank) AS ranks
-    FROM expected AS e
-    ANTI JOIN (
-      -- the members of the short instances only
-      SELECT c.run_id, c.ik, c.instance_seq, c.rank
-      FROM calls AS c
-      SEMI JOIN (SELECT DISTINCT run_id, ik, instance_seq FROM expected) AS s
-        ON s.run_id = c.run_id AND s.ik = c.ik AND s.instance_seq = c.instance_seq
-    ) AS c
-      ON c.run_id = e.run_id AND c.ik = e.ik AND c.instance_seq = e.instance_seq
-      AND c.rank = e.rank
-    GROUP BY e.run_id, e.ik, e.instance_seq
-  ),
   judged AS (
     SELECT
-      i.*,
-      mi.ranks AS missing_ranks,
+      *,
+      instance_key(is_p2p, global_group, p2p_src, p2p_dst, instance_seq) AS instance_key,
       CASE
-        WHEN i.ranks_seen < i.ranks_expected THEN 'missing_ranks'
-        WHEN i.op_mismatch THEN 'op_mismatch'
-        WHEN i.size_mismatch THEN 'size_mismatch'
-        WHEN i.ranks_timed > 0 AND i.ranks_timed < i.ranks_seen THEN 'untimed'
+        WHEN ranks_seen < ranks_expected THEN 'missing_ranks'
+        WHEN op_mismatch THEN 'op_mismatch'
+        WHEN size_mismatch THEN 'size_mismatch'
+        WHEN ranks_timed > 0 AND ranks_timed < ranks_seen THEN 'untimed'
         ELSE 'complete'
       END AS status
-    FROM inst AS i
-    LEFT JOIN missing AS mi
-      ON mi.run_id = i.run_id AND mi.ik = i.ik AND mi.instance_seq = i.instance_seq
+    FROM inst
   ),
   timed AS (
     SELECT

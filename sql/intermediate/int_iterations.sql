@@ -49,7 +49,19 @@ marked AS (
   GROUP BY ALL
 ),
 unmarked AS (
-  SELECT a.*
+  -- the boundary candidates counted per (rank, file, iteration) in one pass over the calls
+  -- (a small table: the file choice and the iteration rows both read it)
+  SELECT
+    a.run_id,
+    a.rank,
+    a.source_file,
+    a.iteration,
+    any_value(a.method) AS source,
+    min(a.ts_ns) AS first_ts,
+    max(a.end_ns) AS last_end,
+    min(a.source_line) AS first_line,
+    max(a.source_line) AS last_line,
+    count(*) AS ops
   FROM assigned AS a
   WHERE a.method IN ('source', 'detected')
     AND NOT EXISTS (
@@ -57,29 +69,20 @@ unmarked AS (
       FROM int_iterations_marked AS w
       WHERE w.run_id = a.run_id AND w.rank IS NOT DISTINCT FROM a.rank
     )
+  GROUP BY a.run_id, a.rank, a.source_file, a.iteration
 ),
 best_file AS (
   SELECT run_id, rank, source_file
   FROM unmarked
   GROUP BY run_id, rank, source_file
-  QUALIFY row_number() OVER (PARTITION BY run_id, rank ORDER BY count(*) DESC, source_file) = 1
+  QUALIFY row_number() OVER (PARTITION BY run_id, rank ORDER BY sum(ops) DESC, source_file) = 1
 ),
 seq AS (
-  SELECT
-    u.run_id,
-    u.rank,
-    u.iteration,
-    any_value(u.method) AS source,
-    min(u.ts_ns) AS first_ts,
-    max(u.end_ns) AS last_end,
-    u.source_file,
-    min(u.source_line) AS first_line,
-    max(u.source_line) AS last_line,
-    count(*) AS ops
+  SELECT u.run_id, u.rank, u.iteration, u.source, u.first_ts, u.last_end, u.source_file,
+    u.first_line, u.last_line, u.ops
   FROM unmarked AS u
   JOIN best_file AS b
     ON u.run_id = b.run_id AND coalesce(u.rank, -1) = coalesce(b.rank, -1) AND u.source_file = b.source_file
-  GROUP BY u.run_id, u.rank, u.iteration, u.source_file
 ),
 seq_timed AS (
   SELECT

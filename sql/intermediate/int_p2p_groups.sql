@@ -45,6 +45,20 @@ WITH
     WHERE source_format = 'nccl_debug' AND op IN ('send', 'recv') AND seq IS NOT NULL
       AND comm_id IS NOT NULL AND group_size >= 2
   ),
+  sized AS (
+    -- an exchange has at least 2 x group_size lines: counted first on one integer key per
+    -- group (a hash of its seven columns; two groups sharing a hash only add up, so no exchange
+    -- is lost), and only the groups that reach it are grouped on their columns below (at 1024
+    -- ranks millions of pipeline Send/Recv groups of one line each)
+    SELECT l.*
+    FROM lines AS l
+    SEMI JOIN (
+      SELECT hash(run_id, rank, source_file, host, pid, comm_id, seq) AS k
+      FROM lines
+      GROUP BY k
+      HAVING count(*) >= 2 * min(group_size)
+    ) AS g ON g.k = hash(l.run_id, l.rank, l.source_file, l.host, l.pid, l.comm_id, l.seq)
+  ),
   candidates AS (
     -- Algorithm: an all-to-all exchange is a Send to and a Recv from every member, each once;
     -- first the counts (no DISTINCT aggregate, which keeps a hash set per group: at 1024 ranks
@@ -55,7 +69,7 @@ WITH
       sum(msg_bytes) FILTER (WHERE op = 'recv')::BIGINT AS recv_bytes,
       count(*) AS n_lines,
       arg_min({'line': source_line, 'key': call_key}, source_line) AS head
-    FROM lines
+    FROM sized
     GROUP BY run_id, rank, source_file, host, pid, comm_id, seq
     HAVING count(*) FILTER (WHERE op = 'send') = any_value(group_size)
       AND count(*) FILTER (WHERE op = 'recv') = any_value(group_size)

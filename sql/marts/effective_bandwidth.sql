@@ -74,14 +74,14 @@ CREATE OR REPLACE VIEW effective_bandwidth(
 ) AS
 WITH
   world AS MATERIALIZED (SELECT * FROM int_run_world),
-  group_nodes AS (
+  group_nodes AS NOT MATERIALIZED (
     SELECT m.run_id, m.global_group, count(DISTINCT n.node) AS n_nodes, count(n.node) AS n_known,
       count(*) AS n_members
     FROM int_groups_members AS m
     LEFT JOIN int_rank_nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
     GROUP BY ALL
   ),
-  calls AS (
+  calls AS NOT MATERIALIZED (
     SELECT
       o.run_id,
       o.op,
@@ -119,7 +119,7 @@ WITH
     LEFT JOIN group_nodes AS gn ON gn.run_id = o.run_id AND gn.global_group = o.global_group
     WHERE o.is_traffic AND o.msg_bytes > 0
   ),
-  summaries AS (
+  summaries AS NOT MATERIALIZED (
     SELECT
       c.run_id,
       c.op,
@@ -157,7 +157,7 @@ WITH
     LEFT JOIN world AS w ON w.run_id = c.run_id
     WHERE c.op NOT IN ('barrier', 'other') AND c.msg_bytes > 0
   ),
-  factors AS (
+  factors AS NOT MATERIALIZED (
     -- per call: algbw size S and busbw factor with the true n (the shared macros), and
     -- DeepSpeed's calc_bw_log busbw / msg, which applies the same factors with n = world size
     SELECT
@@ -194,7 +194,7 @@ WITH
       )
     )
   ),
-  per_call AS (
+  per_call AS NOT MATERIALIZED (
     SELECT
       *,
       -- true busbw / DeepSpeed world busbw for the same S and t
@@ -211,7 +211,8 @@ WITH
       op,
       traffic_class,
       n::INTEGER AS group_size,
-      string_agg(DISTINCT group_source, ',' ORDER BY group_source) AS group_source,
+      min(group_source) AS gs_lo,
+      max(group_source) AS gs_hi,
       any_value(nw)::INTEGER AS world_size,
       (2::BIGINT ** floor(log2(s)))::BIGINT AS size_bucket_bytes,
       any_value(msg_bytes) AS msg_bytes,
@@ -220,8 +221,8 @@ WITH
       sum(calls)::BIGINT AS calls,
       sum(s * calls)::BIGINT AS total_bytes,
       sum(CASE WHEN median_dur_ns > 0 THEN calls ELSE 0 END)::BIGINT AS timed_calls,
-      string_agg(DISTINCT timing_source, ',' ORDER BY timing_source)
-        FILTER (WHERE median_dur_ns > 0) AS timing_source,
+      min(timing_source) FILTER (WHERE median_dur_ns > 0) AS ts_lo,
+      max(timing_source) FILTER (WHERE median_dur_ns > 0) AS ts_hi,
       median(median_dur_ns) AS median_dur_ns,
       sum(mean_dur_ns * calls) / nullif(sum(CASE WHEN mean_dur_ns IS NOT NULL THEN calls END), 0)
         AS mean_dur_ns,
@@ -231,12 +232,45 @@ WITH
       median(logged_busbw) AS logged_busbw_gbit_s,
       coalesce(median(logged_busbw), median(ds_busbw_b_ns) * 8) AS ds_world_busbw_gbit_s,
       median(correction) AS correction_factor,
-      any_value(capacity) AS link_capacity_bytes_s
+      any_value(capacity) AS link_capacity_bytes_s,
+      -- the keys as grouped, to find a row's calls again (`listed`)
+      n AS n_key,
+      CASE WHEN source = 'comm_summaries' THEN summary_line END AS line_key
     FROM per_call
     GROUP BY
       run_id, source, op, traffic_class, n,
       (2::BIGINT ** floor(log2(s)))::BIGINT,
       CASE WHEN source = 'comm_summaries' THEN summary_line END
+  ),
+  multi AS MATERIALIZED (
+    -- the rows whose calls name more than one group or timing source (none when every call
+    -- of a row names the same): their lists need the calls again
+    SELECT run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key
+    FROM grouped
+    WHERE gs_lo <> gs_hi OR ts_lo <> ts_hi
+  ),
+  listed AS (
+    SELECT
+      m.run_id,
+      m.source,
+      m.op,
+      m.traffic_class,
+      m.n_key,
+      m.size_bucket_bytes,
+      m.line_key,
+      string_agg(DISTINCT p.group_source, ',' ORDER BY p.group_source) AS group_source,
+      string_agg(DISTINCT p.timing_source, ',' ORDER BY p.timing_source)
+        FILTER (WHERE p.median_dur_ns > 0) AS timing_source
+    FROM per_call AS p
+    -- an inner join: its hash table is built on the few rows of `multi` (with none, DuckDB
+    -- stops reading the calls at once)
+    JOIN multi AS m
+      ON m.run_id = p.run_id AND m.source = p.source AND m.op IS NOT DISTINCT FROM p.op
+      AND m.traffic_class IS NOT DISTINCT FROM p.traffic_class
+      AND m.n_key IS NOT DISTINCT FROM p.n
+      AND m.size_bucket_bytes IS NOT DISTINCT FROM (2::BIGINT ** floor(log2(p.s)))::BIGINT
+      AND m.line_key IS NOT DISTINCT FROM CASE WHEN p.source = 'comm_summaries' THEN p.summary_line END
+    GROUP BY ALL
   ),
   c_run AS (
     -- the one C per class (int_class_bandwidth)
@@ -249,7 +283,8 @@ SELECT
   g.op,
   g.traffic_class,
   g.group_size,
-  g.group_source,
+  CASE WHEN g.gs_lo IS NOT DISTINCT FROM g.gs_hi THEN g.gs_lo ELSE l.group_source END
+    AS group_source,
   g.world_size,
   g.size_bucket_bytes,
   g.msg_bytes,
@@ -258,7 +293,8 @@ SELECT
   g.calls,
   g.total_bytes,
   g.timed_calls,
-  g.timing_source,
+  CASE WHEN g.ts_lo IS NOT DISTINCT FROM g.ts_hi THEN g.ts_lo ELSE l.timing_source END
+    AS timing_source,
   g.median_dur_ns,
   g.mean_dur_ns,
   g.algbw_gb_s,
@@ -280,6 +316,11 @@ SELECT
   any_value(cb.busbw_call_Bps) AS busbw_call_Bps,
   any_value(cb.xfer_source) AS xfer_source
 FROM grouped AS g
+LEFT JOIN listed AS l
+  ON l.run_id = g.run_id AND l.source = g.source AND l.op IS NOT DISTINCT FROM g.op
+  AND l.traffic_class IS NOT DISTINCT FROM g.traffic_class AND l.n_key IS NOT DISTINCT FROM g.n_key
+  AND l.size_bucket_bytes IS NOT DISTINCT FROM g.size_bucket_bytes
+  AND l.line_key IS NOT DISTINCT FROM g.line_key
 LEFT JOIN c_run AS c ON c.run_id = g.run_id
 LEFT JOIN int_class_bandwidth AS cb
   ON cb.run_id = g.run_id AND cb.traffic_class = g.traffic_class
