@@ -565,8 +565,8 @@ def stays_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     source = _VIEW_IF_EMPTY.get(name)
     if source is None:
         return False
-    found = con.execute(f"SELECT count(*) FROM (FROM {quote_ident(source)} LIMIT 1)").fetchone()
-    return not (found and found[0])
+    found = con.execute(f"SELECT count(*) FROM (FROM {quote_ident(source)} LIMIT 1)").fetchall()
+    return not (found and found[0][0])
 
 
 def inlined_intermediates(mods: tuple[SqlModule, ...]) -> frozenset[str]:
