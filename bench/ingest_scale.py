@@ -50,6 +50,8 @@ NCCLTESTS = SHARED / "nccl_debug" / "nccltests_2.27.7_1proc_2gpu_allreduce.log"
 DEEPSPEED = SHARED / "deepspeed_comms" / "mlprof_thetagpu_2node_16gpu_verbose_run1.log"
 SPEED_ROUNDS = 3
 """Rounds of the speed rows (the machine is shared: a ratio with its spread)."""
+HEAD_LINES = 100
+"""Lines of the fixed-cost input: an ingest of them is start-up, imports, store and commit."""
 SCALE_ROUNDS = 5
 """Rounds of the copies and incarnations rows: each round runs both inputs of a pair, in
 swapped order every other round, and the row gives the median round's ratio and the spread.
@@ -248,6 +250,15 @@ def _rounds(
     return out
 
 
+def _head(src: Path, out: Path) -> Path:
+    """The first ``HEAD_LINES`` lines of ``src`` (the fixed-cost input of the speed rows)."""
+    if not out.exists():
+        with src.open("rb") as fh:
+            lines = [fh.readline() for _ in range(HEAD_LINES)]
+        out.write_bytes(b"".join(lines))
+    return out
+
+
 def _median_at(values: list[float]) -> int:
     """Index of the median value (the lower middle one for an even count)."""
     return sorted(range(len(values)), key=values.__getitem__)[(len(values) - 1) // 2]
@@ -277,6 +288,7 @@ def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
     for label, path in inputs.items():
         mb = _mb(path)
         measure(["sh", "-c", f'cat "{path}" > /dev/null'])
+        head = _head(path, data / f"{path.stem}_head{HEAD_LINES}.log")
         runs: list[dict[str, Measurement]] = []
         for _ in range(rounds):
             runs.append(
@@ -285,6 +297,7 @@ def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
                     "rx": measure([PY, str(ROOT / "bench" / "baseline_regex.py"), str(path)]),
                     "floor": measure([PY, str(ROOT / "bench" / "floor_native.py"), str(path)]),
                     "ing": _ingest(ctx, "speed", path),
+                    "fixed": _ingest(ctx, "speed_head", head),
                 }
             )
         speeds = [r["rx"].wall_s / r["ing"].wall_s for r in runs]
@@ -318,14 +331,20 @@ def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
                 f"{o.get('lines_total')} lines = "
                 f"{o.get('lines_parsed')} parsed + {o.get('lines_ignored')} ignored + "
                 f"{o.get('lines_rejected')} rejected; {o.get('rows')} rows; regex matched "
-                f"{mid['rx'].out.get('matches')}; floor rows {fl.get('rows')}",
+                f"{mid['rx'].out.get('matches')}; floor rows {fl.get('rows')}; "
+                f"fixed cost: the ingest of the log's first {HEAD_LINES} lines (interpreter, "
+                f"imports, store, commit) takes {_spread(fig('fixed', 'wall_s'))} s wall, "
+                f"{_spread(fig('fixed', 'cpu_s'))} s CPU, against a 2x budget of "
+                f"{_spread([r['rx'].wall_s / 2 for r in runs])} s wall (half the regex "
+                f"script's): {_spread([r['fixed'].wall_s / (r['rx'].wall_s / 2) for r in runs])}"
+                " of it",
                 {
                     "rounds": rounds,
                     "speed_ratios": [round(x, 3) for x in speeds],
                     "load_avg": [round(x, 2) for x in os.getloadavg()],
                     **{
                         f"{k}_{w}": [round(x, 3) for x in fig(k, w)]
-                        for k in ("ing", "rx", "floor", "wc")
+                        for k in ("ing", "rx", "floor", "wc", "fixed")
                         for w in ("wall_s", "cpu_s")
                     },
                     "ingest": o,
