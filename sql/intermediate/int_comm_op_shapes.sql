@@ -1,7 +1,7 @@
 -- The distinct shapes of the communication calls, each classified: its group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other), the classification of int_comm_ops_classified (whose header states the rules) computed once per shape instead of once per call.
--- One row per distinct (run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank, dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source) of stg_store__comm_ops: every value the classification reads, and the call's other repeated values. Why: the classification depends on a call's shape only, and a 1024-rank run has 18 M calls but few shapes per rank; int_comm_ops_shaped gives each call its shape_id, int_comm_ops_classified joins the two back.
+-- One row per distinct (run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank, dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source) of stg_store__comm_ops: every value the classification reads, and the call's other repeated values. Why: the classification depends on a call's shape only, and a 1024-rank run has 18 M calls but few shapes per rank; int_comm_ops_shaped gives each call its shape_id, int_comm_ops_classified joins the two back. shape_id is comm_op_shape_id of the shape's key (a hash the calls compute from their own values, so neither view reads the other); two distinct shapes with one id stop the query with an error (never a wrong join).
 CREATE OR REPLACE VIEW int_comm_op_shapes(
-  -- Number of the shape within this view (1..n, in the order of all the shape's values).
+  -- comm_op_shape_id of the shape's key (unique: checked here).
   shape_id,
   -- Training run identifier.
   run_id,
@@ -55,11 +55,28 @@ CREATE OR REPLACE VIEW int_comm_op_shapes(
 WITH
   -- the distinct shapes of the calls: everything the classification reads, and the call's
   -- other repeated values, so that int_comm_ops_classified carries them per shape
-  shape_rows AS (
+  distinct_shapes AS (
     SELECT DISTINCT
       run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank,
       dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source
     FROM stg_store__comm_ops
+  ),
+  -- the id the calls compute from their own values (int_comm_ops_shaped); the query stops if
+  -- two distinct shapes share one (a hash collision: never seen, but a join on it would then
+  -- give a call two shapes)
+  shape_rows AS (
+    SELECT
+      d.*,
+      comm_op_shape_id(
+        run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank,
+        dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source
+      ) AS shape_id
+    FROM distinct_shapes AS d
+    QUALIFY CASE
+      WHEN count(*) OVER (PARTITION BY shape_id) > 1
+        THEN error('int_comm_op_shapes: two call shapes share shape_id ' || shape_id::VARCHAR)
+      ELSE true
+    END
   ),
   ops AS (
     -- every source; counted = the rank's primary source (int_rank_primary_source)
@@ -221,13 +238,7 @@ WITH
       AND s.source_format IS NOT DISTINCT FROM k.source_format
   )
 SELECT
-  -- a deterministic number (the shapes in the order of all their values), so that every
-  -- evaluation of this view numbers them alike
-  row_number() OVER (
-    ORDER BY j.run_id, j.rank, j.host, j.source_format, j.source_file, j.op, j.comm_id,
-      j.group_size, j.group_rank, j.dtype, j.msg_bytes, j.is_traffic, j.pid, j.algorithm,
-      j.timing_source, j.group_source
-  )::INTEGER AS shape_id,
+  j.shape_id,
   j.run_id,
   j.rank,
   j.host,

@@ -1,5 +1,5 @@
 -- The calls cross-rank matching works on (int_instance_matched, under int_instance_members): every call of one lane per rank with its iteration, issue order, integer keys, resolved p2p peer and the columns the instance rows carry (issue 18 item 1).
--- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. int_instance_lane_shaped (the per-call values, stored narrow in derive) joined to its shapes (int_comm_op_shapes).
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. int_instance_lane_shaped (the per-call values, stored narrow in derive) joined to its shapes (int_comm_op_shapes, read once), the p2p peer resolved here (per shape, and per shape and logged peer for the member lookup).
 CREATE OR REPLACE VIEW int_instance_lane_calls(
   -- Training run identifier.
   run_id,
@@ -54,7 +54,49 @@ CREATE OR REPLACE VIEW int_instance_lane_calls(
 ) AS
 -- Algorithm: the lane's calls (int_instance_lane_shaped, stored narrow in derive) with their
 -- shape's columns joined back (int_comm_op_shapes: a few thousand rows at 1024 ranks, so the
--- group key and the host are computed per shape, not per call).
+-- group key, the host and a two-rank group's pair are computed per shape, not per call). Every
+-- intermediate is read once: in the catalog each reference inlines it.
+WITH
+  shapes AS MATERIALIZED (SELECT * FROM int_comm_op_shapes),
+  members AS MATERIALIZED (SELECT * FROM int_groups_members),
+  -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
+  -- the logged rank itself on the world or an unknown group
+  pairs AS (
+    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
+    FROM members
+    WHERE group_size = 2
+    GROUP BY run_id, global_group
+  ),
+  -- the members of each p2p shape's group by group rank (a few rows per send/recv shape)
+  shape_members AS (
+    SELECT sh.shape_id, g.group_rank, g.global_rank
+    FROM shapes AS sh
+    JOIN members AS g ON g.run_id = sh.run_id AND g.global_group = sh.global_group
+    WHERE sh.op IN ('send', 'recv')
+  ),
+  shape_cols AS (
+    SELECT
+      sh.shape_id,
+      sh.run_id,
+      sh.rank,
+      sh.op,
+      sh.source_format,
+      hash(sh.global_group) AS gk,
+      sh.global_group IS NOT NULL AND sh.group_size > 1 AS on_group,
+      sh.traffic_class,
+      sh.msg_bytes,
+      sh.group_size,
+      sh.timing_source,
+      coalesce(sh.host, n.host) AS host,
+      sh.source_file,
+      sh.global_group,
+      sh.op IN ('send', 'recv') AS p2p,
+      CASE WHEN sh.rank = pr.lo THEN pr.hi WHEN sh.rank = pr.hi THEN pr.lo END AS pair_peer,
+      sh.global_group IS NULL OR sh.global_group = 'world' AS peer_is_global
+    FROM shapes AS sh
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = sh.run_id AND n.rank = sh.rank
+    LEFT JOIN pairs AS pr ON pr.run_id = sh.run_id AND pr.global_group = sh.global_group
+  )
 SELECT
   s.run_id,
   s.rank,
@@ -69,7 +111,9 @@ SELECT
   l.order_ts,
   s.gk,
   s.on_group,
-  l.peer_resolved,
+  CASE WHEN s.p2p THEN coalesce(
+    s.pair_peer, m.global_rank, CASE WHEN s.peer_is_global THEN l.peer_rank END
+  ) END AS peer_resolved,
   s.traffic_class,
   s.msg_bytes,
   s.group_size,
@@ -83,22 +127,5 @@ SELECT
   s.source_file,
   s.global_group
 FROM int_instance_lane_shaped AS l
-JOIN (
-  SELECT
-    sh.shape_id,
-    sh.run_id,
-    sh.rank,
-    sh.op,
-    sh.source_format,
-    hash(sh.global_group) AS gk,
-    sh.global_group IS NOT NULL AND sh.group_size > 1 AS on_group,
-    sh.traffic_class,
-    sh.msg_bytes,
-    sh.group_size,
-    sh.timing_source,
-    coalesce(sh.host, n.host) AS host,
-    sh.source_file,
-    sh.global_group
-  FROM int_comm_op_shapes AS sh
-  LEFT JOIN int_rank_nodes AS n ON n.run_id = sh.run_id AND n.rank = sh.rank
-) AS s ON s.shape_id = l.shape_id
+JOIN shape_cols AS s ON s.shape_id = l.shape_id
+LEFT JOIN shape_members AS m ON m.shape_id = l.shape_id AND m.group_rank = l.peer_rank

@@ -1,7 +1,7 @@
--- The calls of int_instance_lane_calls as their shape (int_comm_op_shapes) and the values that differ from call to call: iteration, issue order, resolved p2p peer, timing (issue 18 item 1).
--- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls); narrow (twelve numbers a call: int_instance_lane_calls joins the shape's columns back) so that storing it writes no per-call strings.
+-- The calls of int_instance_lane_calls as their shape (int_comm_op_shapes) and the values that differ from call to call: iteration, issue order, logged p2p peer, timing (issue 18 item 1).
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls); narrow (twelve numbers a call: int_instance_lane_calls joins the shape's columns back and resolves the p2p peer) so that storing it writes no per-call strings. Reads the calls (stg_store__comm_ops, the shape id from their own values: comm_op_shape_id), never int_comm_op_shapes or the classified calls: in the catalog every reference to those inlines the classification again.
 CREATE OR REPLACE VIEW int_instance_lane_shaped(
-  -- The call's shape (int_comm_op_shapes.shape_id).
+  -- The call's shape: comm_op_shape_id of its key (int_comm_op_shapes.shape_id).
   shape_id,
   -- Compact key of the call (stg_store__comm_ops.call_key).
   call_key,
@@ -17,8 +17,8 @@ CREATE OR REPLACE VIEW int_instance_lane_shaped(
   launch_ts_ns,
   -- Start on the rank's timeline (the classified call's, else its iteration row's), ns.
   order_ts,
-  -- send/recv: the peer's global rank (a two-rank group's other member, else the member with the logged group rank, else the logged rank on the world or an unknown group); null otherwise.
-  peer_resolved,
+  -- Peer or root rank as logged (inside the communicator for NCCL); int_instance_lane_calls resolves it to a global rank.
+  peer_rank,
   -- True when the call is a row of int_comm_ops_timed (source comm_ops).
   timed,
   -- Start on the rank's raw clock, ns (int_comm_ops_timed); null when untimed.
@@ -41,35 +41,31 @@ WITH
     ANTI JOIN (SELECT DISTINCT run_id, rank FROM timed) AS t
       ON t.run_id = p.run_id AND t.rank = p.rank
   ),
-  members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- every lane call with the columns matching and the instance rows need (no join back to
-  -- int_comm_ops_classified later: int_instance_matched reads them from here)
+  -- every lane call with the columns the iteration and timing joins need
   calls AS (
     SELECT
-      c.shape_id,
-      s.run_id,
-      s.rank,
-      c.call_key,
-      s.source_format,
-      s.source_file,
-      c.source_line,
-      s.op,
-      s.global_group,
-      s.group_size,
-      c.seq,
-      c.peer_rank,
+      comm_op_shape_id(
+        o.run_id, o.rank, o.host, o.source_format, o.source_file, o.op, o.comm_id, o.group_size,
+        o.group_rank, o.dtype, o.msg_bytes, o.is_traffic, o.pid, o.algorithm, o.timing_source,
+        o.group_source
+      ) AS shape_id,
+      o.run_id,
+      o.rank,
+      o.call_key,
+      o.source_file,
+      o.source_line,
+      o.seq,
+      o.peer_rank,
       ci.launch_ts_ns,
-      coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
+      coalesce(o.ts_ns, ci.ts_ns) AS order_ts,
       CASE WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration END
         AS ci_iteration,
       -- an iteration that names a training step (not a position in a detected period)
       ci.method IN ('source', 'marker') AS step_iteration
-    -- int_comm_ops_classified's rows, its shapes joined here directly (the shape_id is kept)
-    FROM int_comm_ops_shaped AS c
-    JOIN int_comm_op_shapes AS s ON s.shape_id = c.shape_id
+    FROM stg_store__comm_ops AS o
     SEMI JOIN lane AS l
-      ON l.run_id = s.run_id AND l.rank = s.rank
-      AND l.source_format IS NOT DISTINCT FROM s.source_format
+      ON l.run_id = o.run_id AND l.rank = o.rank
+      AND l.source_format IS NOT DISTINCT FROM o.source_format
     -- the iteration rows of the lane's ranks only (a superset of what the join keeps): with the
     -- same filter on both sides DuckDB hashes the narrow iteration rows, not the wide calls
     LEFT JOIN (
@@ -78,19 +74,11 @@ WITH
       SEMI JOIN (SELECT DISTINCT run_id, rank FROM lane) AS lr
         ON lr.run_id = int_comm_op_iteration.run_id AND lr.rank = int_comm_op_iteration.rank
     ) AS ci
-      ON ci.call_key = c.call_key AND ci.run_id = s.run_id AND ci.rank = s.rank
-      AND ci.source_line = c.source_line
-    WHERE s.rank IS NOT NULL
-  ),
-  -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
-  -- the logged rank itself on the world or an unknown group
-  pairs AS (
-    SELECT run_id, global_group, min(global_rank) AS lo, max(global_rank) AS hi
-    FROM members
-    WHERE group_size = 2
-    GROUP BY run_id, global_group
+      ON ci.call_key = o.call_key AND ci.run_id = o.run_id AND ci.rank = o.rank
+      AND ci.source_line = o.source_line
+    WHERE o.rank IS NOT NULL
   )
--- the p2p peer resolved; every other column of int_instance_lane_calls is the shape's
+-- the per-call values; every other column of int_instance_lane_calls is the shape's
 SELECT
   c.shape_id,
   c.call_key,
@@ -100,18 +88,11 @@ SELECT
   c.step_iteration,
   c.launch_ts_ns,
   c.order_ts,
-  CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
-    CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
-    g.global_rank,
-    CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
-  ) END AS peer_resolved,
+  c.peer_rank,
   t.rank IS NOT NULL AS timed,
   t.ts_ns,
   t.dur_ns
 FROM calls AS c
-LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
-LEFT JOIN members AS g
-  ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
 -- last: DuckDB's estimate of a left join to the (often empty) timed calls is that of an inner
 -- join, and the joins after it would then hash the calls instead of the small tables
 LEFT JOIN timed AS t
