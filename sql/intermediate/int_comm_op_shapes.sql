@@ -55,11 +55,15 @@ CREATE OR REPLACE VIEW int_comm_op_shapes(
 WITH
   -- the distinct shapes of the calls: everything the classification reads, and the call's
   -- other repeated values, so that int_comm_ops_classified carries them per shape
+  -- (with the shape's number of calls, and of timed calls, for the rank's primary source below)
   distinct_shapes AS (
-    SELECT DISTINCT
+    SELECT
       run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank,
-      dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source
+      dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source,
+      count(*) AS n_calls,
+      count(dur_ns) AS n_timed
     FROM stg_store__comm_ops
+    GROUP BY ALL
   ),
   -- the id the calls compute from their own values (int_comm_ops_shaped); the query stops if
   -- two distinct shapes share one (a hash collision: never seen, but a join on it would then
@@ -78,14 +82,6 @@ WITH
       ELSE true
     END
   ),
-  ops AS (
-    -- every source; counted = the rank's primary source (int_rank_primary_source)
-    SELECT
-      o.*,
-      o.rank IS NULL OR coalesce(ps.source_format, '') = coalesce(o.source_format, '') AS counted
-    FROM shape_rows AS o
-    LEFT JOIN int_rank_primary_source AS ps ON ps.run_id = o.run_id AND ps.rank = o.rank
-  ),
   keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
   nodes AS MATERIALIZED (SELECT * FROM int_rank_nodes),
@@ -100,19 +96,56 @@ WITH
         -- a call of the whole world, named by size only or on the default group of the trace
         CASE WHEN o.group_size = w.world_size THEN 'world' END
       ) AS global_group,
+      -- placed as int_rank_primary_source counts it: a group with complete members, or the world
+      coalesce(ck.members_complete, false) OR coalesce(pk.members_complete, false)
+        OR o.group_size = w.world_size AS placed,
       w.world_size,
       w.has_config,
       w.pp,
       w.tp,
       w.dp,
       w.ep
-    FROM ops AS o
+    FROM shape_rows AS o
     LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
     LEFT JOIN ck
       ON ck.run_id = o.run_id AND ck.comm_id = o.comm_id AND coalesce(ck.host, '') = coalesce(o.host, '')
       AND coalesce(ck.pid, -1) = coalesce(o.pid, -1) AND ck.global_rank = o.rank
     LEFT JOIN pk
       ON pk.run_id = o.run_id AND pk.comm_id = o.comm_id AND pk.group_size = o.group_size
+  ),
+  -- counted = the rank's primary source: int_rank_primary_source's rule (its header) on these
+  -- shapes' call counts, so that this view does not read the calls, the groups and the world a
+  -- second time through it (tests/sql/test_comm_op_shapes.py checks the two agree)
+  per_format AS (
+    SELECT
+      run_id,
+      rank,
+      source_format,
+      coalesce(sum(n_calls) FILTER (WHERE is_traffic), 0) AS traffic_calls,
+      coalesce(sum(n_calls) FILTER (WHERE is_traffic AND placed), 0) AS placed_calls,
+      coalesce(sum(n_timed) FILTER (WHERE is_traffic), 0) AS timed_calls,
+      sum(n_calls) AS calls
+    FROM keyed
+    WHERE rank IS NOT NULL
+    GROUP BY run_id, rank, source_format
+  ),
+  primary_source AS (
+    SELECT run_id, rank, source_format
+    FROM per_format
+    QUALIFY row_number() OVER (
+      PARTITION BY run_id, rank
+      ORDER BY
+        coalesce(source_format, '') IN ('flight_recorder', 'nccl_inspector'),
+        coalesce(source_format, '') = 'deepspeed_comms',
+        traffic_calls DESC,
+        placed_calls DESC,
+        timed_calls DESC,
+        calls DESC,
+        CASE source_format
+          WHEN 'nccl_debug' THEN 0 WHEN 'kineto' THEN 1 WHEN 'nsys' THEN 2 ELSE 3
+        END,
+        source_format
+    ) = 1
   ),
   group_stats AS (
     SELECT
@@ -168,6 +201,7 @@ WITH
     SELECT
       k.*,
       g.n_members IS NOT NULL AS group_known,
+      k.rank IS NULL OR coalesce(ps.source_format, '') = coalesce(k.source_format, '') AS counted,
       CASE WHEN g.n_members IS NULL AND s.n_classes = 1 THEN s.traffic_class END AS sig_class,
       s.sig_group_size,
       CASE
@@ -232,6 +266,7 @@ WITH
       END AS class_source
     FROM keyed AS k
     LEFT JOIN group_stats AS g ON g.run_id = k.run_id AND g.global_group = k.global_group
+    LEFT JOIN primary_source AS ps ON ps.run_id = k.run_id AND ps.rank = k.rank
     LEFT JOIN sig AS s
       ON s.run_id = k.run_id AND s.rank = k.rank AND s.op = k.op
       AND s.group_size IS NOT DISTINCT FROM k.group_size AND s.msg_bytes = k.msg_bytes
