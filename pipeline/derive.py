@@ -499,7 +499,10 @@ derive went from 137 to 119 s CPU (``bench/README.md``, session 8). The classifi
 lane calls are stored narrow (``int_comm_ops_shaped``, ``int_instance_lane_shaped``: a shape_id
 and the numbers that differ per call, no strings) and read through views that join their
 shapes back (``_VIEW_ONLY``): the 33-column write of the classified calls was ~10 s CPU at 1024
-ranks, its narrow one ~3 s (``bench/README.md``, session 10)."""
+ranks, its narrow one ~3 s (``bench/README.md``, session 10). The shape_id is a hash of the
+call's own key (``comm_op_shape_id``), so neither narrow view reads ``int_comm_op_shapes``: in the
+catalog, where every intermediate is a live view, each reference would inline the classification
+again (``tests/pipeline/test_catalog_fanout.py``; session 11)."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
