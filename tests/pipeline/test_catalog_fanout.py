@@ -10,12 +10,13 @@ in abdb5ee). Here every ``READ_PARQUET`` node of the optimised plan of ``SELECT 
 <view>`` is counted (``EXPLAIN (FORMAT JSON)`` through :meth:`Store.connect`; deterministic: the
 plan's shape does not depend on the rows) and bounded by main's count.
 
-Main's counts (1fe1738, before the narrow calls came back), measured with
-``PYTHONPATH= /work/main/.venv/bin/python /tmp/i21-shape/plan2.py /work/main VIEWS`` (this
-module's :func:`read_parquet_nodes` on a store of sample_traces/gpu_nccl_pp2ep2_1gpu; the counts are the same on a store of
-gpu_nccl_hang_1gpu or gpu_nccl_tp2_dp2_1gpu):
-``int_comm_ops_classified`` 174, ``int_p2p_groups`` 174, ``int_instance_lane_calls`` 582,
-``int_calls`` 1078. The reverted i21-derive7 tree (5bc080c): 356, 356, NNN_LANE, NNN_CALLS.
+Main's counts (1fe1738, before the narrow calls came back) are this module run as a script with
+main's code on the same store (``PYTHONPATH= /work/main/.venv/bin/python
+tests/pipeline/test_catalog_fanout.py VIEW ...``; the counts are the same on stores of
+gpu_nccl_pp2ep2_1gpu and gpu_nccl_tp2_dp2_1gpu): ``int_comm_ops_classified`` 174,
+``int_p2p_groups`` 174, ``int_instance_lane_calls`` 582, ``int_calls`` 1078. The reverted
+i21-derive7 tree (5bc080c): 356, 356, 938 (``int_calls`` not measured: its plan alone took
+minutes). This branch: 134, 134, 542, 838 (``int_comm_op_shapes`` 126, ``int_comm_ops_shaped`` 8).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import pytest
 
 from commscope.pipeline.ingest import ingest_paths
 from commscope.pipeline.store import Store
+from commscope.resources import sample_traces_dir
 
 MAIN_1FE1738 = {
     "int_comm_ops_classified": 174,
@@ -65,14 +67,19 @@ def read_parquet_nodes(con: duckdb.DuckDBPyConnection, view: str) -> int:
     return sum(count(n) for n in plan)
 
 
+def underived_catalog(folder: Path) -> duckdb.DuckDBPyConnection:
+    """The catalog of a new store in ``folder`` holding one bundled sample run, ingested and
+    never derived (every intermediate a live view)."""
+    store = Store.open(folder / "store")
+    run = sample_traces_dir() / "gpu_nccl_hang_1gpu"
+    ingest_paths(store, [run], run_id="r", build_catalog=False)
+    return store.connect(read_only=True)
+
+
 @pytest.fixture(scope="module")
-def catalog(
-    tmp_path_factory: pytest.TempPathFactory, sample_traces: Path
-) -> Iterator[duckdb.DuckDBPyConnection]:
-    """The catalog of a store holding one sample run, ingested and never derived."""
-    store = Store.open(tmp_path_factory.mktemp("fanout") / "store")
-    ingest_paths(store, [sample_traces / "gpu_nccl_hang_1gpu"], run_id="r", build_catalog=False)
-    con = store.connect(read_only=True)
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    """:func:`underived_catalog` in a temporary folder."""
+    con = underived_catalog(tmp_path_factory.mktemp("fanout"))
     yield con
     con.close()
 
@@ -90,3 +97,14 @@ def test_lane_calls_and_calls_read_the_store_no_more_than_before(
     catalog: duckdb.DuckDBPyConnection, view: str
 ) -> None:
     assert read_parquet_nodes(catalog, view) <= MAIN_1FE1738[view]
+
+
+if __name__ == "__main__":  # the counts of the views named, with the commscope installed
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        con = underived_catalog(Path(tmp))
+        for name in sys.argv[1:]:
+            print(name, read_parquet_nodes(con, name), flush=True)
+        con.close()
