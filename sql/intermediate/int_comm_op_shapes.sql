@@ -113,7 +113,8 @@ WITH
     LEFT JOIN pk
       ON pk.run_id = o.run_id AND pk.comm_id = o.comm_id AND pk.group_size = o.group_size
   ),
-  -- counted = the rank's primary source: int_rank_primary_source's rule (its header) on these
+  -- counted = the rank's primary source: int_rank_primary_source's rule (its header; the order
+  -- is the macro primary_source_order, shared with it) on these
   -- shapes' call counts, so that this view does not read the calls, the groups and the world a
   -- second time through it (tests/sql/test_comm_op_shapes.py checks the two agree)
   per_format AS (
@@ -134,17 +135,7 @@ WITH
     FROM per_format
     QUALIFY row_number() OVER (
       PARTITION BY run_id, rank
-      ORDER BY
-        coalesce(source_format, '') IN ('flight_recorder', 'nccl_inspector'),
-        coalesce(source_format, '') = 'deepspeed_comms',
-        traffic_calls DESC,
-        placed_calls DESC,
-        timed_calls DESC,
-        calls DESC,
-        CASE source_format
-          WHEN 'nccl_debug' THEN 0 WHEN 'kineto' THEN 1 WHEN 'nsys' THEN 2 ELSE 3
-        END,
-        source_format
+      ORDER BY primary_source_order(source_format, traffic_calls, placed_calls, timed_calls, calls)
     ) = 1
   ),
   group_stats AS (

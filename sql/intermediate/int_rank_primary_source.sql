@@ -1,5 +1,5 @@
 -- The one source format whose communication calls count for each rank, so a rank logged by two tools (DeepSpeed comms log + Kineto trace, NCCL log + nsys export) is not counted twice in traffic, bandwidth and size metrics.
--- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring), and every other format over a Flight Recorder dump (a window of the rank's calls: its ring buffer, or only the calls pending when it was dumped, so its count says nothing about the run) and an NCCL Inspector dump (2.30+ leaves out calls under 8 KiB, <= 2.29 keeps only the latest call per dump tick; its global rank is the file's largest communicator's, wrong when the world has no record); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members, or the world: group_size = world size, as a call on the default group of a W-rank trace, group_source inferred_default; e.g. NCCL split communicators whose color is not logged are not), then the most data-moving calls with a duration (NCCL debug logs none); ties: nccl_debug, kineto, nsys, then by name.
+-- One row per (run_id, rank) with a logged call. Rule: NCCL debug, Kineto and nsys are preferred over the DeepSpeed comms logger (they carry the communicator, hence the group and ring), and every other format over a Flight Recorder dump (a window of the rank's calls: its ring buffer, or only the calls pending when it was dumped, so its count says nothing about the run) and an NCCL Inspector dump (2.30+ leaves out calls under 8 KiB, <= 2.29 keeps only the latest call per dump tick; its global rank is the file's largest communicator's, wrong when the world has no record); among them the format with the most data-moving calls for the rank, then the most calls whose group of global ranks is known (int_groups_comm_keys with complete members, or the world: group_size = world size, as a call on the default group of a W-rank trace, group_source inferred_default; e.g. NCCL split communicators whose color is not logged are not), then the most data-moving calls with a duration (NCCL debug logs none); ties: nccl_debug, kineto, nsys, then by name. The order is stated once, in the macro primary_source_order (sql/macros/primary_source_order.sql).
 CREATE OR REPLACE VIEW int_rank_primary_source(
   -- Training run identifier.
   run_id,
@@ -50,13 +50,5 @@ SELECT
 FROM per_format
 QUALIFY row_number() OVER (
   PARTITION BY run_id, rank
-  ORDER BY
-    coalesce(source_format, '') IN ('flight_recorder', 'nccl_inspector'),
-    coalesce(source_format, '') = 'deepspeed_comms',
-    traffic_calls DESC,
-    placed_calls DESC,
-    timed_calls DESC,
-    calls DESC,
-    CASE source_format WHEN 'nccl_debug' THEN 0 WHEN 'kineto' THEN 1 WHEN 'nsys' THEN 2 ELSE 3 END,
-    source_format
+  ORDER BY primary_source_order(source_format, traffic_calls, placed_calls, timed_calls, calls)
 ) = 1
