@@ -50,6 +50,13 @@ NCCLTESTS = SHARED / "nccl_debug" / "nccltests_2.27.7_1proc_2gpu_allreduce.log"
 DEEPSPEED = SHARED / "deepspeed_comms" / "mlprof_thetagpu_2node_16gpu_verbose_run1.log"
 SPEED_ROUNDS = 3
 """Rounds of the speed rows (the machine is shared: a ratio with its spread)."""
+HEAD_LINES = 100
+"""Lines of the fixed-cost input: an ingest of them is start-up, imports, store and commit."""
+SCALE_ROUNDS = 5
+"""Rounds of the copies and incarnations rows: each round runs both inputs of a pair, in
+swapped order every other round, and the row gives the median round's ratio and the spread.
+Why: one child's CPU swings +-7 % run to run on a shared machine (bench/README.md, session
+10), as much as the incarnations row's whole 10 % margin, so one round decides nothing."""
 
 
 def repeated(src: Path, copies: int, out: Path) -> Path:
@@ -151,7 +158,9 @@ def scale_rows(ctx: Context) -> list[Row]:
     small = repeated(NCCLTESTS, lo, data / f"nccltests_x{lo}.log")
     big = repeated(NCCLTESTS, hi, data / f"nccltests_x{hi}.log")
     measure(["sh", "-c", f'cat "{small}" "{big}" > /dev/null'])  # page cache
-    a, b = _ingest(ctx, "copies_lo", small), _ingest(ctx, "copies_hi", big)
+    runs = _rounds(ctx, ("copies_lo", small), ("copies_hi", big))
+    ratios = [b.cpu_s / a.cpu_s for a, b in runs]
+    a, b = runs[_median_at(ratios)]
     r = ratio(b.cpu_s, a.cpu_s)
     rows.append(
         Row(
@@ -164,9 +173,15 @@ def scale_rows(ctx: Context) -> list[Row]:
             r,
             "<= 4.4",
             bool(r is not None and r <= 4.4),
-            "ratio = CPU(4x copies) / CPU(1x); each copy adds 2 incarnations of the same "
-            "process and 176 topology lines; interpreter start-up and imports included in both",
-            {"wall_s": [round(a.wall_s, 2), round(b.wall_s, 2)], "rows": [a.out, b.out]},
+            "ratio = CPU(4x copies) / CPU(1x), the median of "
+            f"{len(runs)} alternated rounds (spread {_spread(ratios)}); each copy adds 2 "
+            "incarnations of the same process and 176 topology lines; interpreter start-up and "
+            "imports included in both",
+            {
+                "wall_s": [round(a.wall_s, 2), round(b.wall_s, 2)],
+                "rows": [a.out, b.out],
+                "round_ratios": [round(x, 3) for x in ratios],
+            },
         )
     )
 
@@ -188,7 +203,9 @@ def scale_rows(ctx: Context) -> list[Row]:
         colls_per_inc=(36 + 3) * n_ranks // 10 - 3,
     )
     measure(["sh", "-c", f'cat "{many}" "{few}" > /dev/null'])
-    m, f = _ingest(ctx, "incs_many", many), _ingest(ctx, "incs_few", few)
+    runs = _rounds(ctx, ("incs_few", few), ("incs_many", many))
+    ratios = [(m.cpu_s / _mb(many)) / (f.cpu_s / _mb(few)) for f, m in runs]
+    f, m = runs[_median_at(ratios)]
     per_many, per_few = m.cpu_s / _mb(many), f.cpu_s / _mb(few)
     r = ratio(per_many, per_few)
     rows.append(
@@ -203,13 +220,48 @@ def scale_rows(ctx: Context) -> list[Row]:
             r,
             "<= 1.10",
             bool(r is not None and r <= 1.10),
-            "the same lines per file and the same number of topology lines; the first has "
-            "3 lifecycle lines (Init START/COMPLETE, Destroy) per incarnation, 100x as many",
-            {"cpu_s": [round(m.cpu_s, 2), round(f.cpu_s, 2)], "rows": [m.out, f.out]},
+            f"the median of {len(runs)} alternated rounds (spread {_spread(ratios)}); the same "
+            "lines per file and the same number of topology lines; the first has 3 lifecycle "
+            "lines (Init START/COMPLETE, Destroy) per incarnation, 100x as many",
+            {
+                "cpu_s": [round(m.cpu_s, 2), round(f.cpu_s, 2)],
+                "rows": [m.out, f.out],
+                "round_ratios": [round(x, 3) for x in ratios],
+            },
         )
     )
 
     return rows
+
+
+def _rounds(
+    ctx: Context, base: tuple[str, Path], other: tuple[str, Path]
+) -> list[tuple[Measurement, Measurement]]:
+    """``SCALE_ROUNDS`` rounds (one when quick) of the two ingests, (base, other) each; the
+    order inside a round is swapped every other round, so neither side always runs second."""
+    out: list[tuple[Measurement, Measurement]] = []
+    for i in range(1 if ctx.quick else SCALE_ROUNDS):
+        if i % 2:
+            o = _ingest(ctx, other[0], other[1])
+            out.append((_ingest(ctx, base[0], base[1]), o))
+        else:
+            b = _ingest(ctx, base[0], base[1])
+            out.append((b, _ingest(ctx, other[0], other[1])))
+    return out
+
+
+def _head(src: Path, out: Path) -> Path:
+    """The first ``HEAD_LINES`` lines of ``src`` (the fixed-cost input of the speed rows)."""
+    if not out.exists():
+        with src.open("rb") as fh:
+            lines = [fh.readline() for _ in range(HEAD_LINES)]
+        out.write_bytes(b"".join(lines))
+    return out
+
+
+def _median_at(values: list[float]) -> int:
+    """Index of the median value (the lower middle one for an even count)."""
+    return sorted(range(len(values)), key=values.__getitem__)[(len(values) - 1) // 2]
 
 
 def _spread(values: list[float]) -> str:
@@ -236,6 +288,7 @@ def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
     for label, path in inputs.items():
         mb = _mb(path)
         measure(["sh", "-c", f'cat "{path}" > /dev/null'])
+        head = _head(path, data / f"{path.stem}_head{HEAD_LINES}.log")
         runs: list[dict[str, Measurement]] = []
         for _ in range(rounds):
             runs.append(
@@ -244,6 +297,7 @@ def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
                     "rx": measure([PY, str(ROOT / "bench" / "baseline_regex.py"), str(path)]),
                     "floor": measure([PY, str(ROOT / "bench" / "floor_native.py"), str(path)]),
                     "ing": _ingest(ctx, "speed", path),
+                    "fixed": _ingest(ctx, "speed_head", head),
                 }
             )
         speeds = [r["rx"].wall_s / r["ing"].wall_s for r in runs]
@@ -277,14 +331,20 @@ def speed_rows(ctx: Context, nccl_log: Path | None = None) -> list[Row]:
                 f"{o.get('lines_total')} lines = "
                 f"{o.get('lines_parsed')} parsed + {o.get('lines_ignored')} ignored + "
                 f"{o.get('lines_rejected')} rejected; {o.get('rows')} rows; regex matched "
-                f"{mid['rx'].out.get('matches')}; floor rows {fl.get('rows')}",
+                f"{mid['rx'].out.get('matches')}; floor rows {fl.get('rows')}; "
+                f"fixed cost: the ingest of the log's first {HEAD_LINES} lines (interpreter, "
+                f"imports, store, commit) takes {_spread(fig('fixed', 'wall_s'))} s wall, "
+                f"{_spread(fig('fixed', 'cpu_s'))} s CPU, against a 2x budget of "
+                f"{_spread([r['rx'].wall_s / 2 for r in runs])} s wall (half the regex "
+                f"script's): {_spread([r['fixed'].wall_s / (r['rx'].wall_s / 2) for r in runs])}"
+                " of it",
                 {
                     "rounds": rounds,
                     "speed_ratios": [round(x, 3) for x in speeds],
                     "load_avg": [round(x, 2) for x in os.getloadavg()],
                     **{
                         f"{k}_{w}": [round(x, 3) for x in fig(k, w)]
-                        for k in ("ing", "rx", "floor", "wc")
+                        for k in ("ing", "rx", "floor", "wc", "fixed")
                         for w in ("wall_s", "cpu_s")
                     },
                     "ingest": o,

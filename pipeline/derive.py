@@ -24,7 +24,7 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -51,6 +51,7 @@ from commscope.pipeline.sql_modules import (
     discover,
     mart_names,
     strip_comments,
+    with_dependencies,
 )
 from commscope.pipeline.sql_names import quote_ident, quote_literal
 from commscope.pipeline.store import Snapshot, Store, new_generation, validate_run_id, write_error
@@ -442,6 +443,7 @@ def materialise_intermediates(
     free: bool = False,
     on_done: Callable[[str], None] | None = None,
     parquet_folder: Path | None = None,
+    only: frozenset[str] | None = None,
 ) -> None:
     """Replace each intermediate view by a table holding its rows, in load order.
 
@@ -462,11 +464,13 @@ def materialise_intermediates(
         parquet_folder: if given, the call-sized intermediates (``_AS_PARQUET``) are written
             there as Parquet files read through views instead of tables (derive passes its
             private folder when it works in a database file; the caller removes the folder).
+        only: if given, just these intermediates (a reader that needs a few of them, with
+            everything they read: :func:`run_intermediates`); the others stay live views.
     """
     mods = discover()
     inlined = inlined_intermediates(mods)
     for i, mod in enumerate(mods):
-        if not _handled_view(mod, inlined):
+        if not _handled_view(mod, inlined) or (only is not None and mod.name not in only):
             continue
         t0 = time.perf_counter()
         if stays_view(con, mod.name):
@@ -481,6 +485,31 @@ def materialise_intermediates(
             seconds[mod.name] = time.perf_counter() - t0
         if on_done is not None:
             on_done(mod.name)
+
+
+@contextlib.contextmanager
+def run_intermediates(
+    store: Store, run_id: str, names: Iterable[str]
+) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A session holding only ``run_id``'s committed rows in which the intermediates ``names``
+    and everything they read are computed once, as derive computes them (closed on exit).
+
+    Why: in the catalog every intermediate is a live view over the store's Parquet, and DuckDB
+    expands a view once per reference, so a reader of ``int_calls`` on a run with no derive
+    re-read every file of the store at each of the chain's references (a small 3-format MoE run:
+    16,444 files held open at once and 37 s; a larger store runs out of file handles). Here the
+    canonical tables are read once, for this run only, and each intermediate is a table.
+    """
+    con, _ = connect_for_derive(store, run_id, rc.load(store, run_id), prune=True)
+    try:
+        materialise_intermediates(
+            con,
+            parquet_folder=_private_folder(con),
+            only=frozenset(m.name for m in with_dependencies(sorted(names))),
+        )
+        yield con
+    finally:
+        close_session(con)
 
 
 _AS_PARQUET = frozenset(
@@ -536,8 +565,8 @@ def stays_view(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     source = _VIEW_IF_EMPTY.get(name)
     if source is None:
         return False
-    found = con.execute(f"SELECT count(*) FROM (FROM {quote_ident(source)} LIMIT 1)").fetchone()
-    return not (found and found[0])
+    found = con.execute(f"SELECT count(*) FROM (FROM {quote_ident(source)} LIMIT 1)").fetchall()
+    return not (found and found[0][0])
 
 
 def inlined_intermediates(mods: tuple[SqlModule, ...]) -> frozenset[str]:

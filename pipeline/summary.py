@@ -4,7 +4,8 @@ Calls are counted two ways, never mixed:
 
 * **logical calls** (:attr:`RunSummary.ops`): each call once however many tools logged it
   (``int_calls``: one row per logical call per rank, the records of the rank's other sources
-  paired with it; read from the derived ``call_totals`` mart, else computed live). A rank
+  paired with it; read from the derived ``call_totals`` mart, else computed for the run alone
+  as derive computes it: :func:`commscope.pipeline.derive.run_intermediates`). A rank
   logged by NCCL debug, Kineto and DeepSpeed gives the same totals as with one of them. These
   are the traffic totals, with how many of the calls some source timed.
 * **per source** (:attr:`RunSummary.ops_by_source`): every source's own rows. A rank logged by
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
+from commscope.pipeline.derive import run_intermediates
 from commscope.pipeline.store import Store
 
 LOGICAL_CALLS_NOTE = (
@@ -49,11 +51,19 @@ class RunSummary:
 
 
 def summarize(
-    store: Store, run_id: str, con: duckdb.DuckDBPyConnection | None = None
+    store: Store | None, run_id: str, con: duckdb.DuckDBPyConnection | None = None
 ) -> RunSummary:
-    """Collect files, line accounting, logical and per-source traffic, table sizes of one run."""
+    """Collect files, line accounting, logical and per-source traffic, table sizes of one run.
+
+    ``con``: the store's catalog (opened here when not given). Without a store, ``con`` must be
+    a session that holds the canonical tables as tables (a notebook's or a test's own), and the
+    logical calls are read from its ``int_calls``.
+    """
     own = con is None
-    con = con or store.connect(read_only=True)
+    if con is None:
+        if store is None:
+            raise ValueError("summarize needs a store or a connection")
+        con = store.connect(read_only=True)
     try:
         files = con.sql(
             """
@@ -64,7 +74,7 @@ def summarize(
             """,
             params=[run_id],
         ).pl()
-        ops = _logical_calls(con, run_id)
+        ops = _logical_calls(store, con, run_id)
         by_source = con.sql(
             """
             SELECT source_format, op, count(*) AS calls, count(DISTINCT rank) AS ranks,
@@ -99,10 +109,14 @@ def summarize(
 _OPS_COLUMNS = "op, traffic_class, calls, ranks, bytes, median_msg_bytes, timed_calls"
 
 
-def _logical_calls(con: duckdb.DuckDBPyConnection, run_id: str) -> pl.DataFrame:
+def _logical_calls(
+    store: Store | None, con: duckdb.DuckDBPyConnection, run_id: str
+) -> pl.DataFrame:
     """Logical calls per (op, traffic class) of one run: the derived ``call_totals`` mart when
-    the run has one (a few rows of Parquet), else the same aggregate of the live ``int_calls``
-    view (seconds: it pairs every source record of the run)."""
+    the run has one (a few rows of Parquet), else the same aggregate of ``int_calls`` computed
+    for this run alone (:func:`~commscope.pipeline.derive.run_intermediates`; seconds: it pairs
+    every source record of the run). Never the catalog's live view: that re-reads the store's
+    files at every reference in the chain."""
     order = "ORDER BY calls DESC, op, traffic_class"
     try:
         got = con.sql(
@@ -112,13 +126,14 @@ def _logical_calls(con: duckdb.DuckDBPyConnection, run_id: str) -> pl.DataFrame:
         got = pl.DataFrame()
     if got.height:
         return got
-    return con.sql(
-        f"""
+    live = f"""
         SELECT op, traffic_class, count(*) AS calls, count(DISTINCT rank) AS ranks,
                sum(msg_bytes)::BIGINT AS bytes, median(msg_bytes) AS median_msg_bytes,
                count(dur_ns) AS timed_calls
         FROM int_calls WHERE run_id = ?
         GROUP BY op, traffic_class {order}
-        """,
-        params=[run_id],
-    ).pl()
+        """
+    if store is None:  # the caller's own session, its canonical tables held as tables
+        return con.sql(live, params=[run_id]).pl()
+    with run_intermediates(store, run_id, ["int_calls"]) as run_con:
+        return run_con.sql(live, params=[run_id]).pl()
