@@ -514,9 +514,9 @@ def run_intermediates(
 
 _AS_PARQUET = frozenset(
     {
-        "int_comm_ops_classified",
+        "int_comm_ops_shaped",
         "int_comm_op_iteration",
-        "int_instance_lane_calls",
+        "int_instance_lane_shaped",
         "int_instance_matched",
     }
 )
@@ -524,7 +524,14 @@ _AS_PARQUET = frozenset(
 Parquet file in its private folder (removed with it), read through a view, instead of a table of
 the file. Why: at 1024 ranks (18 M calls) writing a table of the file cost about 16 s of CPU for
 the classified calls, the Parquet file about 10 s, and reading either back is ~1.5 s; the whole
-derive went from 137 to 119 s CPU (``bench/README.md``, session 8)."""
+derive went from 137 to 119 s CPU (``bench/README.md``, session 8). The classified calls and the
+lane calls are stored narrow (``int_comm_ops_shaped``, ``int_instance_lane_shaped``: a shape_id
+and the numbers that differ per call, no strings) and read through views that join their
+shapes back (``_VIEW_ONLY``): the 33-column write of the classified calls was ~10 s CPU at 1024
+ranks, its narrow one ~3 s (``bench/README.md``, session 10). The shape_id is a hash of the
+call's own key (``comm_op_shape_id``), so neither narrow view reads ``int_comm_op_shapes``: in the
+catalog, where every intermediate is a live view, each reference would inline the classification
+again (``tests/pipeline/test_catalog_fanout.py``; session 11)."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
@@ -645,9 +652,19 @@ wrote a 40-column copy of every call (256 ranks: 5.2 s CPU of the derive; the ma
 same either way, ``bench/README.md``). With paired records its per-call aggregate is worth
 computing once, so it is materialised."""
 
-_VIEW_ONLY = frozenset({"int_instance_members", "int_instance_calls", "int_call_lines"})
+_VIEW_ONLY = frozenset(
+    {
+        "int_comm_ops_classified",
+        "int_instance_lane_calls",
+        "int_instance_members",
+        "int_instance_calls",
+        "int_call_lines",
+    }
+)
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
-(``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
+(``int_comm_ops_classified`` and ``int_instance_lane_calls`` are the narrow per-call rows of
+``int_comm_ops_shaped`` and ``int_instance_lane_shaped`` joined to ``int_comm_op_shapes``, a few
+thousand rows at 1024 ranks, on one integer; ``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
 string per instance that a table would store for each of 18 M calls at 1024 ranks;
 ``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
 ``int_call_lines`` is ``int_calls`` with its all-to-all calls joined back to their NCCL lines),

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import duckdb
 import polars as pl
 
-from commscope.pipeline.derive import run_intermediates
+from commscope.pipeline.derive import derive_stale, run_intermediates
 from commscope.pipeline.store import Store
 
 LOGICAL_CALLS_NOTE = (
@@ -29,6 +29,11 @@ LOGICAL_CALLS_NOTE = (
     "counted twice)"
 )
 """What :attr:`RunSummary.ops` counts, as the summary prints it."""
+OPS_FROM_DERIVE = "from the run's last derive (call_totals)"
+OPS_COMPUTED = (
+    "computed now from the run's committed rows: it has no derive yet (`commscope derive RUN` "
+    "stores them)"
+)
 
 PER_SOURCE_NOTE = (
     "per source: each source's own rows (a rank logged by several tools appears once per "
@@ -48,6 +53,8 @@ class RunSummary:
     tables: dict[str, int]
     ops_by_source: pl.DataFrame
     """Calls per (source format, op) as each source logged them (overlapping across sources)."""
+    ops_from: str = OPS_FROM_DERIVE
+    """Where :attr:`ops` came from: ``OPS_FROM_DERIVE`` or ``OPS_COMPUTED`` (no derive yet)."""
 
 
 def summarize(
@@ -74,7 +81,7 @@ def summarize(
             """,
             params=[run_id],
         ).pl()
-        ops = _logical_calls(store, con, run_id)
+        ops, ops_from = _logical_calls(store, con, run_id)
         by_source = con.sql(
             """
             SELECT source_format, op, count(*) AS calls, count(DISTINCT rank) AS ranks,
@@ -103,7 +110,7 @@ def summarize(
     finally:
         if own:
             con.close()
-    return RunSummary(run_id, files, ops, tables, by_source)
+    return RunSummary(run_id, files, ops, tables, by_source, ops_from)
 
 
 _OPS_COLUMNS = "op, traffic_class, calls, ranks, bytes, median_msg_bytes, timed_calls"
@@ -111,7 +118,7 @@ _OPS_COLUMNS = "op, traffic_class, calls, ranks, bytes, median_msg_bytes, timed_
 
 def _logical_calls(
     store: Store | None, con: duckdb.DuckDBPyConnection, run_id: str
-) -> pl.DataFrame:
+) -> tuple[pl.DataFrame, str]:
     """Logical calls per (op, traffic class) of one run: the derived ``call_totals`` mart when
     the run has one (a few rows of Parquet), else the same aggregate of ``int_calls`` computed
     for this run alone (:func:`~commscope.pipeline.derive.run_intermediates`; seconds: it pairs
@@ -125,7 +132,8 @@ def _logical_calls(
     except duckdb.Error:  # a catalog written before the mart existed
         got = pl.DataFrame()
     if got.height:
-        return got
+        stale = derive_stale(store, run_id) if store is not None else None
+        return got, OPS_FROM_DERIVE + (f"; STALE: {stale}" if stale else "")
     live = f"""
         SELECT op, traffic_class, count(*) AS calls, count(DISTINCT rank) AS ranks,
                sum(msg_bytes)::BIGINT AS bytes, median(msg_bytes) AS median_msg_bytes,
@@ -134,6 +142,6 @@ def _logical_calls(
         GROUP BY op, traffic_class {order}
         """
     if store is None:  # the caller's own session, its canonical tables held as tables
-        return con.sql(live, params=[run_id]).pl()
+        return con.sql(live, params=[run_id]).pl(), OPS_COMPUTED
     with run_intermediates(store, run_id, ["int_calls"]) as run_con:
-        return run_con.sql(live, params=[run_id]).pl()
+        return run_con.sql(live, params=[run_id]).pl(), OPS_COMPUTED

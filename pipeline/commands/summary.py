@@ -70,6 +70,7 @@ def as_json(store: Store, s: RunSummary) -> dict[str, Any]:
         "run_id": s.run_id,
         "files": s.files.to_dicts(),
         "ops": s.ops.to_dicts(),
+        "ops_from": s.ops_from,
         "ops_by_source": s.ops_by_source.to_dicts(),
         "tables": s.tables,
         "headline": stored_headline(store, s.run_id),
@@ -80,7 +81,7 @@ def render(s: RunSummary) -> str:
     """The text block for one run."""
     out = [f"== run {s.run_id}", "", table(s.files.columns, s.files.rows()), ""]
     if s.ops.height:
-        out += [LOGICAL_CALLS_NOTE, table(s.ops.columns, s.ops.rows()), ""]
+        out += [f"{LOGICAL_CALLS_NOTE}; {s.ops_from}", table(s.ops.columns, s.ops.rows()), ""]
     if s.ops_by_source.height:
         out += [PER_SOURCE_NOTE, table(s.ops_by_source.columns, s.ops_by_source.rows()), ""]
     out.append("rows: " + ", ".join(f"{k} {v:,}" for k, v in s.tables.items()))

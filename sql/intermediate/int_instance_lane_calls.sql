@@ -1,5 +1,5 @@
 -- The calls cross-rank matching works on (int_instance_matched, under int_instance_members): every call of one lane per rank with its iteration, issue order, integer keys, resolved p2p peer and the columns the instance rows carry (issue 18 item 1).
--- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the classified calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls).
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. int_instance_lane_shaped (the per-call values, stored narrow in derive) joined to its shapes (int_comm_op_shapes, read once), the p2p peer resolved here (per shape, and per shape and logged peer for the member lookup).
 CREATE OR REPLACE VIEW int_instance_lane_calls(
   -- Training run identifier.
   run_id,
@@ -52,73 +52,13 @@ CREATE OR REPLACE VIEW int_instance_lane_calls(
   -- Group of global ranks of the call (int_comm_ops_classified.global_group); null when unknown.
   global_group
 ) AS
+-- Algorithm: the lane's calls (int_instance_lane_shaped, stored narrow in derive) with their
+-- shape's columns joined back (int_comm_op_shapes: a few thousand rows at 1024 ranks, so the
+-- group key, the host and a two-rank group's pair are computed per shape, not per call). Every
+-- intermediate is read once: in the catalog each reference inlines it.
 WITH
-  timed AS MATERIALIZED (
-    SELECT run_id, rank, source_format, source_file, source_line, ts_ns, end_ns, dur_ns,
-      iteration, timing_source
-    FROM int_comm_ops_timed
-    WHERE source = 'comm_ops'
-  ),
-  lane AS (
-    -- the rank's timeline format, else its counted source
-    SELECT DISTINCT run_id, rank, source_format FROM timed
-    UNION ALL
-    SELECT p.run_id, p.rank, p.source_format
-    FROM int_rank_primary_source AS p
-    ANTI JOIN (SELECT DISTINCT run_id, rank FROM timed) AS t
-      ON t.run_id = p.run_id AND t.rank = p.rank
-  ),
+  shapes AS MATERIALIZED (SELECT * FROM int_comm_op_shapes),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- every lane call with the columns matching and the instance rows need (no join back to
-  -- int_comm_ops_classified later: int_instance_matched reads them from here)
-  calls AS (
-    SELECT
-      c.run_id,
-      c.rank,
-      c.call_key,
-      c.source_format,
-      c.source_file,
-      c.source_line,
-      c.op,
-      c.global_group,
-      c.group_size,
-      c.seq,
-      c.peer_rank,
-      c.host,
-      c.traffic_class,
-      c.msg_bytes,
-      t.rank IS NOT NULL AS timed,
-      t.timing_source,
-      t.ts_ns,
-      t.end_ns,
-      t.dur_ns,
-      ci.launch_ts_ns,
-      coalesce(c.ts_ns, ci.ts_ns) AS order_ts,
-      CASE
-        WHEN t.rank IS NOT NULL THEN t.iteration
-        WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration
-      END AS iteration,
-      -- an iteration that names a training step (not a position in a detected period)
-      ci.method IN ('source', 'marker') AS step_iteration
-    FROM int_comm_ops_classified AS c
-    SEMI JOIN lane AS l
-      ON l.run_id = c.run_id AND l.rank = c.rank
-      AND l.source_format IS NOT DISTINCT FROM c.source_format
-    LEFT JOIN timed AS t
-      ON t.run_id = c.run_id AND t.rank = c.rank AND t.source_file = c.source_file
-      AND t.source_line = c.source_line
-    -- the iteration rows of the lane's ranks only (a superset of what the join keeps): with the
-    -- same filter on both sides DuckDB hashes the narrow iteration rows, not the wide calls
-    LEFT JOIN (
-      SELECT call_key, run_id, rank, source_line, launch_ts_ns, ts_ns, method, period, iteration
-      FROM int_comm_op_iteration
-      SEMI JOIN (SELECT DISTINCT run_id, rank FROM lane) AS lr
-        ON lr.run_id = int_comm_op_iteration.run_id AND lr.rank = int_comm_op_iteration.rank
-    ) AS ci
-      ON ci.call_key = c.call_key AND ci.run_id = c.run_id AND ci.rank = c.rank
-      AND ci.source_line = c.source_line
-    WHERE c.rank IS NOT NULL
-  ),
   -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
   -- the logged rank itself on the world or an unknown group
   pairs AS (
@@ -126,40 +66,66 @@ WITH
     FROM members
     WHERE group_size = 2
     GROUP BY run_id, global_group
+  ),
+  -- the members of each p2p shape's group by group rank (a few rows per send/recv shape)
+  shape_members AS (
+    SELECT sh.shape_id, g.group_rank, g.global_rank
+    FROM shapes AS sh
+    JOIN members AS g ON g.run_id = sh.run_id AND g.global_group = sh.global_group
+    WHERE sh.op IN ('send', 'recv')
+  ),
+  shape_cols AS (
+    SELECT
+      sh.shape_id,
+      sh.run_id,
+      sh.rank,
+      sh.op,
+      sh.source_format,
+      hash(sh.global_group) AS gk,
+      sh.global_group IS NOT NULL AND sh.group_size > 1 AS on_group,
+      sh.traffic_class,
+      sh.msg_bytes,
+      sh.group_size,
+      sh.timing_source,
+      coalesce(sh.host, n.host) AS host,
+      sh.source_file,
+      sh.global_group,
+      sh.op IN ('send', 'recv') AS p2p,
+      CASE WHEN sh.rank = pr.lo THEN pr.hi WHEN sh.rank = pr.hi THEN pr.lo END AS pair_peer,
+      sh.global_group IS NULL OR sh.global_group = 'world' AS peer_is_global
+    FROM shapes AS sh
+    LEFT JOIN int_rank_nodes AS n ON n.run_id = sh.run_id AND n.rank = sh.rank
+    LEFT JOIN pairs AS pr ON pr.run_id = sh.run_id AND pr.global_group = sh.global_group
   )
--- integer keys for matching (gk), the p2p peer resolved, the host filled in
 SELECT
-  c.run_id,
-  c.rank,
-  c.call_key,
-  c.source_line,
-  c.op,
-  c.source_format,
-  c.seq,
-  c.iteration,
-  c.step_iteration,
-  c.launch_ts_ns,
-  c.order_ts,
-  hash(c.global_group) AS gk,
-  c.global_group IS NOT NULL AND c.group_size > 1 AS on_group,
-  CASE WHEN c.op IN ('send', 'recv') THEN coalesce(
-    CASE WHEN c.rank = pr.lo THEN pr.hi WHEN c.rank = pr.hi THEN pr.lo END,
-    g.global_rank,
-    CASE WHEN c.global_group IS NULL OR c.global_group = 'world' THEN c.peer_rank END
+  s.run_id,
+  s.rank,
+  l.call_key,
+  l.source_line,
+  s.op,
+  s.source_format,
+  l.seq,
+  l.iteration,
+  l.step_iteration,
+  l.launch_ts_ns,
+  l.order_ts,
+  s.gk,
+  s.on_group,
+  CASE WHEN s.p2p THEN coalesce(
+    s.pair_peer, m.global_rank, CASE WHEN s.peer_is_global THEN l.peer_rank END
   ) END AS peer_resolved,
-  c.traffic_class,
-  c.msg_bytes,
-  c.group_size,
-  c.timed,
-  c.timing_source,
-  c.ts_ns,
-  c.end_ns,
-  c.dur_ns,
-  coalesce(c.host, n.host) AS host,
-  c.source_file,
-  c.global_group
-FROM calls AS c
-LEFT JOIN pairs AS pr ON pr.run_id = c.run_id AND pr.global_group = c.global_group
-LEFT JOIN members AS g
-  ON g.run_id = c.run_id AND g.global_group = c.global_group AND g.group_rank = c.peer_rank
-LEFT JOIN int_rank_nodes AS n ON n.run_id = c.run_id AND n.rank = c.rank;
+  s.traffic_class,
+  s.msg_bytes,
+  s.group_size,
+  l.timed,
+  -- a timed call's timing is its own row's (int_comm_ops_timed keeps the call's timing_source)
+  CASE WHEN l.timed THEN s.timing_source END AS timing_source,
+  l.ts_ns,
+  l.ts_ns + l.dur_ns AS end_ns,
+  l.dur_ns,
+  s.host,
+  s.source_file,
+  s.global_group
+FROM int_instance_lane_shaped AS l
+JOIN shape_cols AS s ON s.shape_id = l.shape_id
+LEFT JOIN shape_members AS m ON m.shape_id = l.shape_id AND m.group_rank = l.peer_rank

@@ -52,8 +52,9 @@ CREATE OR REPLACE VIEW int_instance_matched(
 ) AS
 WITH
   -- ---- collectives ----------------------------------------------------------------------
-  -- the lane's calls (int_instance_lane_calls, a table in derive: read by both branches, never
-  -- copied), with every column of the output: no join back to the classified calls
+  -- the lane's calls (int_instance_lane_calls: in derive the stored narrow lane rows joined to
+  -- their shapes, read by both branches, never copied), with every column of the output: no
+  -- join back to the classified calls
   coll_pre AS NOT MATERIALIZED (
     SELECT *
     FROM int_instance_lane_calls

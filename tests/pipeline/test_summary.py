@@ -23,7 +23,13 @@ from commscope.pipeline.derive import empty_inputs, register_tables
 from commscope.pipeline.ingest import ingest_paths
 from commscope.pipeline.sql_modules import apply, discover
 from commscope.pipeline.store import Store
-from commscope.pipeline.summary import LOGICAL_CALLS_NOTE, PER_SOURCE_NOTE, summarize
+from commscope.pipeline.summary import (
+    LOGICAL_CALLS_NOTE,
+    OPS_COMPUTED,
+    OPS_FROM_DERIVE,
+    PER_SOURCE_NOTE,
+    summarize,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,7 +174,6 @@ def test_underived_run_is_summarised_from_its_own_rows_and_agrees_with_derive(
     through the catalog's live ``int_calls`` view (which re-reads the store's files at every
     reference of the chain: on this 4-rank sample 50 s, and past 128 free file handles "Too
     many open files"), and they equal what ``call_totals`` holds once derived (the oracle)."""
-    import os
     import resource
 
     from commscope.pipeline.derive import derive_run
@@ -176,7 +181,7 @@ def test_underived_run_is_summarised_from_its_own_rows_and_agrees_with_derive(
     store = Store.open(tmp_path / "store")
     ingest_paths(store, [ROOT / "sample_traces" / "gpu_nccl_pp2ep2_1gpu"], run_id="r")
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    budget = len(os.listdir("/proc/self/fd")) + 128
+    budget = sum(1 for _ in Path("/proc/self/fd").iterdir()) + 128
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(budget, soft), hard))
     try:
         live = summarize(store, "r")
@@ -186,3 +191,8 @@ def test_underived_run_is_summarised_from_its_own_rows_and_agrees_with_derive(
     derived = summarize(store, "r")
     assert live.ops.height > 0 and {"EP", "PP", "DP"} <= set(live.ops["traffic_class"])
     assert live.ops.to_dicts() == derived.ops.to_dicts()
+    assert (live.ops_from, derived.ops_from) == (OPS_COMPUTED, OPS_FROM_DERIVE)
+    assert OPS_COMPUTED in render(live) and OPS_FROM_DERIVE in render(derived)
+    # a file ingested after the derive: the stored totals are named stale, not passed off
+    ingest_paths(store, [ROOT / "sample_traces" / "gpu_nccl_tp2_dp2_1gpu" / "nccl"], run_id="r")
+    assert "STALE: derived from" in summarize(store, "r").ops_from
