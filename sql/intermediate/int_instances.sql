@@ -104,8 +104,10 @@ WITH
       CASE WHEN bool_and(op IN ('send', 'recv')) THEN 'send/recv' ELSE any_value(op) END AS op,
       any_value(match_method) AS match_method,
       any_value(msg_bytes) AS msg_bytes,
-      -- one size: never a mismatch (null when the op is unknown, as bool_and is)
-      FALSE AND bool_and(op NOT IN ('all_to_all', 'all_to_allv')) AS size_mismatch,
+      -- members sharing sh share msg_bytes (sh hashes it): never a size mismatch, the value
+      -- odd_parts' rule gives for one size (coalesce(min <> max, FALSE) AND ... is FALSE
+      -- whatever the op, unknown included)
+      FALSE AS size_mismatch,
       any_value(group_size) AS ranks_expected,
       any_value(CASE WHEN op = 'send' THEN rank ELSE peer_global END) AS p2p_src,
       any_value(CASE WHEN op = 'send' THEN peer_global ELSE rank END) AS p2p_dst,
