@@ -58,11 +58,12 @@ WITH
       o.msg_bytes::DOUBLE AS s,
       count(*) AS ncalls
     FROM classified AS o
-    -- a call's iteration by its call_key alone (stg_store__comm_ops: hash(run_id, rank,
-    -- source_file, source_line), the call's identity): one integer in the hash table of
-    -- every call instead of four keys with the run_id string (1024 ranks: 18 M calls)
-    LEFT JOIN (SELECT call_key, iteration FROM int_comm_op_iteration) AS it
-      ON it.call_key = o.call_key
+    -- a call's iteration by its integer identity: call_key (stg_store__comm_ops: hash(run_id,
+    -- rank, source_file, source_line)) with the rank and line beside the hash, so that two
+    -- calls whose keys collide are not taken for one unless they also share rank and line;
+    -- the run_id string is left out of the hash table of every call (1024 ranks: 18 M calls)
+    LEFT JOIN (SELECT call_key, rank, source_line, iteration FROM int_comm_op_iteration) AS it
+      ON it.call_key = o.call_key AND it.rank = o.rank AND it.source_line = o.source_line
     WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
     GROUP BY ALL
   ),
