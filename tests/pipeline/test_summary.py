@@ -13,15 +13,11 @@ import re
 from collections import Counter
 from pathlib import Path
 
-import duckdb
 import polars as pl
 import pytest
 
-from commscope.parsers.schema import TABLES, conform, empty_frame
 from commscope.pipeline.commands.summary import render
-from commscope.pipeline.derive import empty_inputs, register_tables
 from commscope.pipeline.ingest import ingest_paths
-from commscope.pipeline.sql_modules import apply, discover
 from commscope.pipeline.store import Store
 from commscope.pipeline.summary import (
     LOGICAL_CALLS_NOTE,
@@ -30,20 +26,9 @@ from commscope.pipeline.summary import (
     PER_SOURCE_NOTE,
     summarize,
 )
+from tests.sql.conftest import calls_catalog
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _catalog(comm_ops: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
-    """An in-memory catalog: the canonical tables (comm_ops given), model inputs, SQL views."""
-    con = duckdb.connect()
-    for name in TABLES:
-        df = pl.DataFrame(comm_ops) if name == "comm_ops" else empty_frame(name)
-        con.register(f"_t_{name}", conform(df, name) if name == "comm_ops" else df.to_arrow())
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _t_{name}")
-    register_tables(con, empty_inputs())
-    apply(con, tuple(m for m in discover() if m.layer != "marts"))
-    return con
 
 
 def _calls(fmt: str, rank: int, timed: bool) -> list[dict[str, object]]:
@@ -71,7 +56,7 @@ def test_logical_calls_count_each_call_once_across_three_sources() -> None:
     one = _calls("nccl_debug", 0, False) + _calls("nccl_debug", 1, False)
     rows = one + _calls("kineto", 0, True) + _calls("kineto", 1, True)
     rows += _calls("deepspeed_comms", 0, True)
-    con = _catalog(rows)
+    con = calls_catalog(rows)
     try:
         s = summarize(None, "r", con)  # type: ignore[arg-type]  # con given: no store needed
     finally:

@@ -13,17 +13,33 @@ import duckdb
 import polars as pl
 import pytest
 
-from commscope.parsers.schema import TABLES
+from commscope.parsers.schema import TABLES, conform, empty_frame
 from commscope.pipeline import run_config as rc
 from commscope.pipeline.derive import (
+    empty_inputs,
     materialise_intermediates,
     materialise_view,
     predictions,
+    register_tables,
     run_config_frame,
 )
 from commscope.pipeline.ingest import ingest_paths
-from commscope.pipeline.sql_modules import SqlModule, apply
+from commscope.pipeline.sql_modules import SqlModule, apply, discover
 from commscope.pipeline.store import Store
+
+
+def calls_catalog(comm_ops: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory catalog of hand-made calls: ``comm_ops`` holds ``comm_ops`` (conformed to
+    the schema), every other canonical table is empty, the model inputs are empty and every
+    staging and intermediate SQL module is a view over them."""
+    con = duckdb.connect()
+    for name in TABLES:
+        df = pl.DataFrame(comm_ops) if name == "comm_ops" else empty_frame(name)
+        con.register(f"_t_{name}", conform(df, name) if name == "comm_ops" else df.to_arrow())
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _t_{name}")
+    register_tables(con, empty_inputs())
+    apply(con, tuple(m for m in discover() if m.layer != "marts"), comments=False)
+    return con
 
 
 def sample_files(samples: Path) -> list[Path]:

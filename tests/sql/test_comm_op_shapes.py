@@ -14,14 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pytest
 
-from commscope.parsers.schema import TABLES, conform, empty_frame
+from commscope.parsers.schema import TABLES
 from commscope.pipeline.derive import empty_inputs, register_tables
-from commscope.pipeline.sql_modules import apply, discover, with_dependencies
+from commscope.pipeline.sql_modules import with_dependencies
 from commscope.pipeline.store import Store
-from tests.sql.conftest import create_materialised
+from tests.sql.conftest import calls_catalog, create_materialised
 
 DISAGREE = """
 SELECT s.run_id, s.rank, s.source_format, s.counted, p.source_format AS primary_format
@@ -33,18 +32,6 @@ WHERE s.counted IS DISTINCT FROM (
 """
 
 OBJECTS = ("int_comm_op_shapes", "int_rank_primary_source")
-
-
-def _catalog(comm_ops: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
-    """An in-memory catalog: the canonical tables (comm_ops given), model inputs, the SQL views."""
-    con = duckdb.connect()
-    for name in TABLES:
-        df = pl.DataFrame(comm_ops) if name == "comm_ops" else empty_frame(name)
-        con.register(f"_t_{name}", conform(df, name) if name == "comm_ops" else df.to_arrow())
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _t_{name}")
-    register_tables(con, empty_inputs())
-    apply(con, tuple(m for m in discover() if m.layer != "marts"), comments=False)
-    return con
 
 
 def _calls(
@@ -89,7 +76,7 @@ def ties() -> Iterator[duckdb.DuckDBPyConnection]:
         # calls without a rank count
         + _calls("nccl_debug", None, 2, timed=False)
     )
-    con = _catalog(rows)
+    con = calls_catalog(rows)
     yield con
     con.close()
 
