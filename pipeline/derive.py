@@ -159,7 +159,15 @@ def connect_for_derive(
         )
     inputs = input_frames(stored, run_id)
     register_tables(con, inputs)
-    apply(con, comments=False)  # rows go to Parquet: nobody reads this session's comments
+    # One transaction: in a database file each of the ~400 statements that create the modules
+    # (stand-ins, drops, renames) would otherwise commit, and sync, on its own.
+    con.execute("BEGIN TRANSACTION")
+    try:
+        apply(con, comments=False)  # rows go to Parquet: nobody reads this session's comments
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
     return con, inputs
 
 

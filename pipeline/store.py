@@ -439,9 +439,23 @@ class Store:
         return df.row(0, named=True) if df.height else None
 
     def snapshot(self, run_id: str) -> Snapshot:
-        """The run's committed batch ids now (read once from the commit log)."""
-        log = self.committed(run_id)
-        return Snapshot(run_id, tuple(sorted(set(log["batch_id"].drop_nulls().to_list()))))
+        """The run's committed batch ids now: the names of its commit-log files.
+
+        Why the names and not the rows: a batch's log file is ``<batch_id>.parquet``, written
+        once by an atomic rename (``is_committed`` relies on the same), so listing the folder
+        gives the same set as reading every row; at 1024 ranks reading the 1,024 files took
+        about a second of each derive.
+        """
+        folder = self.tables_dir / "ingested_files" / validate_run_id(run_id)
+        try:
+            names = [
+                e.name[: -len(".parquet")]
+                for e in os.scandir(folder)
+                if e.name.endswith(".parquet") and not e.name.startswith(".") and e.is_file()
+            ]
+        except FileNotFoundError:
+            names = []
+        return Snapshot(run_id, tuple(sorted(names)))
 
     def snapshot_files(self, table: str, snap: Snapshot) -> list[str]:
         """The Parquet files of ``table`` that belong to ``snap``'s batches, schema file first.

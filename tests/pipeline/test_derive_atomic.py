@@ -214,6 +214,21 @@ def test_derive_records_its_snapshot(tmp_path: Path) -> None:
     assert store.snapshot(RUN).key != row["snapshot"]
 
 
+def test_snapshot_names_the_batches_of_the_commit_rows(tmp_path: Path) -> None:
+    """The snapshot lists the commit-log folder; the oracle reads every commit row."""
+    store = Store.open(tmp_path / "store")
+    assert store.snapshot(RUN).batch_ids == ()
+    ingest_paths(store, FIRST, run_id=RUN)
+    log_dir = store.tables_dir / "ingested_files" / RUN
+    (log_dir / f".{next(log_dir.glob('*.parquet')).name}.123.tmp").write_bytes(b"partial")
+    rows = sorted(set(store.committed(RUN)["batch_id"].to_list()))
+    assert len(rows) == len(FIRST)
+    assert list(store.snapshot(RUN).batch_ids) == rows  # the temp file is not a batch
+    ingest_paths(store, LATER[:1], run_id=RUN)
+    rows = sorted(set(store.committed(RUN)["batch_id"].to_list()))
+    assert list(store.snapshot(RUN).batch_ids) == rows and len(rows) == len(FIRST) + 1
+
+
 def test_serve_redoes_what_an_interrupted_cycle_left(derived: Any) -> None:
     """serve killed after ingest, before derive: the next cycle (nothing new) re-derives."""
     from commscope.pipeline.runs import run_update_reason
