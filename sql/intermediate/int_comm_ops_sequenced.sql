@@ -59,13 +59,13 @@ WITH shapes AS MATERIALIZED (
 ops AS MATERIALIZED (
   -- numbered per sequence by its integer key (partitioning by the file path string is slower);
   -- narrow: integers only (the sequence's names and the token's text are joined at the end from
-  -- the small dictionaries below, so the window sorts no strings); the token's hashes are taken
-  -- after the window (from the shape and the peer), so that they do not ride through its sort
-  -- as payload (at 256 ranks 0.25 s of the window's 1.1 s CPU)
+  -- the small dictionaries below, so the window sorts no strings); the fine token's hash is
+  -- taken after the window (from the shape and the peer), so that it does not ride through its
+  -- sort as payload (at 256 ranks the two hashes were 0.25 s of the window's 1.1 s CPU), the
+  -- coarse one for the representatives only (rep_ops)
   SELECT
     w.*,
-    hash(s.fine_base, w.peer_rank) AS th,
-    hash(s.coarse_base, w.peer_rank) AS ch
+    hash(s.fine_base, w.peer_rank) AS th
   FROM (
     SELECT
       s.seq_key,
@@ -119,11 +119,13 @@ reps AS MATERIALIZED (
   SELECT n, fp, min(seq_key) AS rep_key FROM seqs GROUP BY n, fp
 ),
 rep_ops AS MATERIALIZED (
-  -- representative sequences under both tokens: fine (with size) and coarse (without)
+  -- representative sequences under both tokens: fine (with size) and coarse (without; its
+  -- hash taken here, for the representatives' calls only)
   SELECT r.rep_key, g.fine, hash(r.rep_key, g.fine) AS dkey, r.n, o.pos,
-    CASE WHEN g.fine THEN o.th ELSE o.ch END AS th
+    CASE WHEN g.fine THEN o.th ELSE hash(s.coarse_base, o.peer_rank) END AS th
   FROM reps AS r
   JOIN ops AS o ON o.seq_key = r.rep_key
+  JOIN shapes AS s ON s.shape_id = o.shape_id
   CROSS JOIN (VALUES (true), (false)) AS g(fine)
 ),
 token_gaps AS (
