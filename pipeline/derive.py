@@ -535,7 +535,8 @@ again (``tests/pipeline/test_catalog_fanout.py``; session 11). ``int_comm_op_ite
 each call's shape_id, seq and peer, so ``int_instance_lane_shaped`` is its lane's rows (the lane by
 shape, ``int_comm_op_shape_keys``) rather than a second read of the calls joined to their 18 M
 iteration rows, and the sequencing reads the narrow shaped calls with their names by shape (1024
-ranks: the three steps 30.9 -> ~18.6 s CPU, ``bench/README.md``, session 12 helper i21-seq)."""
+ranks, alternated with main at the same load: the three steps 0.57-0.63 of main's CPU, about 31
+-> 18-19 s; ``bench/README.md``, session 12 helper i21-seq)."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
