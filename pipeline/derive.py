@@ -539,7 +539,12 @@ shapes back (``_VIEW_ONLY``): the 33-column write of the classified calls was ~1
 ranks, its narrow one ~3 s (``bench/README.md``, session 10). The shape_id is a hash of the
 call's own key (``comm_op_shape_id``), so neither narrow view reads ``int_comm_op_shapes``: in the
 catalog, where every intermediate is a live view, each reference would inline the classification
-again (``tests/pipeline/test_catalog_fanout.py``; session 11)."""
+again (``tests/pipeline/test_catalog_fanout.py``; session 11). ``int_comm_op_iteration`` carries
+each call's shape_id, seq and peer, so ``int_instance_lane_shaped`` is its lane's rows (the lane by
+shape, ``int_comm_op_shape_keys``) rather than a second read of the calls joined to their 18 M
+iteration rows, and the sequencing reads the narrow shaped calls with their names by shape (1024
+ranks, alternated with main at the same load: the three steps 0.57-0.63 of main's CPU, about 31
+-> 18-19 s; ``bench/README.md``, session 12 helper i21-seq)."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:

@@ -1,7 +1,7 @@
 -- The distinct shapes of the communication calls, each classified: its group of global ranks, node and traffic class (TP, PP, DP, EP, EmbTableSyn, other), the classification of int_comm_ops_classified (whose header states the rules) computed once per shape instead of once per call.
--- One row per distinct (run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank, dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source) of stg_store__comm_ops: every value the classification reads, and the call's other repeated values. Why: the classification depends on a call's shape only, and a 1024-rank run has 18 M calls but few shapes per rank; int_comm_ops_shaped gives each call its shape_id, int_comm_ops_classified joins the two back. shape_id is comm_op_shape_id of the shape's key (a hash the calls compute from their own values, so neither view reads the other); two distinct shapes with one id stop the query with an error (never a wrong join).
+-- One row per distinct (run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank, dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source) of stg_store__comm_ops: every value the classification reads, and the call's other repeated values. Why: the classification depends on a call's shape only, and a 1024-rank run has 18 M calls but few shapes per rank; int_comm_ops_shaped gives each call its shape_id, int_comm_ops_classified joins the two back. shape_id is comm_op_shape_id of the shape's key (a hash the calls compute from their own values, so neither view reads the other); the distinct shapes and their ids are int_comm_op_shape_keys, where two distinct shapes with one id stop the query with an error (never a wrong join).
 CREATE OR REPLACE VIEW int_comm_op_shapes(
-  -- comm_op_shape_id of the shape's key (unique: checked here).
+  -- comm_op_shape_id of the shape's key (int_comm_op_shape_keys.shape_id: unique, checked there).
   shape_id,
   -- Training run identifier.
   run_id,
@@ -53,35 +53,11 @@ CREATE OR REPLACE VIEW int_comm_op_shapes(
   counted
 ) AS
 WITH
-  -- the distinct shapes of the calls: everything the classification reads, and the call's
-  -- other repeated values, so that int_comm_ops_classified carries them per shape
-  -- (with the shape's number of calls, and of timed calls, for the rank's primary source below)
-  distinct_shapes AS (
-    SELECT
-      run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank,
-      dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source,
-      count(*) AS n_calls,
-      count(dur_ns) AS n_timed
-    FROM stg_store__comm_ops
-    GROUP BY ALL
-  ),
-  -- the id the calls compute from their own values (int_comm_ops_shaped); the query stops if
-  -- two distinct shapes share one (a hash collision: never seen, but a join on it would then
-  -- give a call two shapes)
-  shape_rows AS (
-    SELECT
-      d.*,
-      comm_op_shape_id(
-        run_id, rank, host, source_format, source_file, op, comm_id, group_size, group_rank,
-        dtype, msg_bytes, is_traffic, pid, algorithm, timing_source, group_source
-      ) AS shape_id
-    FROM distinct_shapes AS d
-    QUALIFY CASE
-      WHEN count(*) OVER (PARTITION BY shape_id) > 1
-        THEN error('int_comm_op_shapes: two call shapes share shape_id ' || shape_id::VARCHAR)
-      ELSE true
-    END
-  ),
+  -- the distinct shapes of the calls (int_comm_op_shape_keys: everything the classification
+  -- reads, and the call's other repeated values, so that int_comm_ops_classified carries them
+  -- per shape; with the shape's number of calls, and of timed calls, for the rank's primary
+  -- source below; shape_id checked unique there)
+  shape_rows AS (SELECT * FROM int_comm_op_shape_keys),
   keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
   nodes AS MATERIALIZED (SELECT * FROM int_rank_nodes),

@@ -29,54 +29,86 @@ CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   call_key,
   -- CPU issue time of the call, ns (stg_store__comm_ops.launch_ts_ns), carried for the launch
   -- rule of int_comm_op_iteration.
-  launch_ts_ns
+  launch_ts_ns,
+  -- The call's shape (int_comm_ops_shaped.shape_id), carried for int_instance_lane_shaped.
+  shape_id,
+  -- Sequence number as logged (stg_store__comm_ops.seq), carried for int_instance_lane_shaped.
+  seq,
+  -- Peer or root rank as logged (stg_store__comm_ops.peer_rank).
+  peer_rank
 ) AS
-WITH calls AS NOT MATERIALIZED (
+-- Algorithm: the calls are read narrow (int_comm_ops_shaped: a shape_id and numbers, no string)
+-- and their names (run, rank, file; op, size, group) come from their shapes
+-- (int_comm_op_shape_keys, a few thousand rows), so that no per-call string is read, hashed or
+-- sorted: a sequence's key and the token's hashes are computed once per shape.
+WITH shapes AS MATERIALIZED (
   SELECT
-    *,
+    shape_id,
+    run_id,
+    rank,
+    source_file,
     hash(run_id, rank, source_file) AS seq_key,
-    hash(op, msg_bytes, grp, peer_rank) AS th,
-    hash(op, grp, peer_rank) AS ch
-  FROM (SELECT *, coalesce(CAST(group_size AS VARCHAR), comm_id) AS grp FROM stg_store__comm_ops)
+    op,
+    msg_bytes,
+    coalesce(CAST(group_size AS VARCHAR), comm_id) AS grp,
+    -- the token's hashes but for the peer (fine: with the size; coarse: without)
+    hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id)) AS fine_base,
+    hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id)) AS coarse_base
+  FROM int_comm_op_shape_keys
 ),
 ops AS MATERIALIZED (
   -- numbered per sequence by its integer key (partitioning by the file path string is slower);
   -- narrow: integers only (the sequence's names and the token's text are joined at the end from
-  -- the small dictionaries below, so the window sorts no strings; both token hashes are taken
-  -- in `calls`, so that op and group do not ride through the window's sort as payload)
+  -- the small dictionaries below, so the window sorts no strings); the fine token's hash is
+  -- taken after the window (from the shape and the peer), so that it does not ride through its
+  -- sort as payload (at 256 ranks the two hashes were 0.25 s of the window's 1.1 s CPU), the
+  -- coarse one for the representatives only (rep_ops)
   SELECT
-    seq_key,
-    source_line,
-    ts_ns,
-    end_ns,
-    iteration AS source_iteration,
-    call_key,
-    launch_ts_ns,
-    th,
-    ch,
-    row_number() OVER (PARTITION BY seq_key ORDER BY source_line, ts_ns) AS pos
-  FROM calls
+    w.*,
+    hash(s.fine_base, w.peer_rank) AS th
+  FROM (
+    SELECT
+      s.seq_key,
+      c.source_line,
+      c.ts_ns,
+      c.ts_ns + c.dur_ns AS end_ns,
+      c.iteration AS source_iteration,
+      c.call_key,
+      c.launch_ts_ns,
+      c.shape_id,
+      c.seq,
+      c.peer_rank,
+      row_number() OVER (PARTITION BY s.seq_key ORDER BY c.source_line, c.ts_ns) AS pos
+    FROM int_comm_ops_shaped AS c
+    JOIN shapes AS s ON s.shape_id = c.shape_id
+  ) AS w
+  JOIN shapes AS s ON s.shape_id = w.shape_id
 ),
 seq_names AS MATERIALIZED (
   -- one row per sequence
   SELECT seq_key, any_value(run_id) AS run_id, any_value(rank) AS rank,
     any_value(source_file) AS source_file
-  FROM calls
+  FROM shapes
   GROUP BY seq_key
 ),
 tokens AS MATERIALIZED (
-  -- one row per distinct token (a few hundred among millions of calls)
+  -- one row per distinct token (a few hundred among millions of calls): its text from one of
+  -- its calls' shapes
   SELECT
-    th,
+    t.th,
     concat_ws(
       ':',
-      any_value(op),
-      coalesce(CAST(any_value(msg_bytes) AS VARCHAR), '?'),
-      coalesce(any_value(grp), '?'),
-      coalesce(CAST(any_value(peer_rank) AS VARCHAR), '-')
+      s.op,
+      coalesce(CAST(s.msg_bytes AS VARCHAR), '?'),
+      coalesce(s.grp, '?'),
+      coalesce(CAST(t.peer_rank AS VARCHAR), '-')
     ) AS token
-  FROM calls
-  GROUP BY th
+  FROM (
+    SELECT th, any_value(shape_id) AS shape_id, any_value(peer_rank) AS peer_rank
+    FROM ops
+    GROUP BY th
+  ) AS t
+  JOIN shapes AS s ON s.shape_id = t.shape_id
 ),
 seqs AS MATERIALIZED (
   -- order-sensitive fingerprint of each sequence's fine tokens
@@ -87,11 +119,13 @@ reps AS MATERIALIZED (
   SELECT n, fp, min(seq_key) AS rep_key FROM seqs GROUP BY n, fp
 ),
 rep_ops AS MATERIALIZED (
-  -- representative sequences under both tokens: fine (with size) and coarse (without)
+  -- representative sequences under both tokens: fine (with size) and coarse (without; its
+  -- hash taken here, for the representatives' calls only)
   SELECT r.rep_key, g.fine, hash(r.rep_key, g.fine) AS dkey, r.n, o.pos,
-    CASE WHEN g.fine THEN o.th ELSE o.ch END AS th
+    CASE WHEN g.fine THEN o.th ELSE hash(s.coarse_base, o.peer_rank) END AS th
   FROM reps AS r
   JOIN ops AS o ON o.seq_key = r.rep_key
+  JOIN shapes AS s ON s.shape_id = o.shape_id
   CROSS JOIN (VALUES (true), (false)) AS g(fine)
 ),
 token_gaps AS (
@@ -217,7 +251,10 @@ SELECT
   o.end_ns,
   o.source_iteration,
   o.call_key,
-  o.launch_ts_ns
+  o.launch_ts_ns,
+  o.shape_id,
+  o.seq,
+  o.peer_rank
 FROM ops AS o
 JOIN seq_info AS c ON c.seq_key = o.seq_key
 JOIN tokens AS t ON t.th = o.th

@@ -24,8 +24,8 @@ CREATE OR REPLACE VIEW int_comm_ops_shaped(
   -- CPU time the call was issued, ns on the ts_ns clock (null when not recorded).
   launch_ts_ns
 ) AS
--- the shape id from the call's own values (no read of int_comm_op_shapes, which checks that no two
--- shapes share one)
+-- the shape id from the call's own values (no read of int_comm_op_shape_keys, which checks that
+-- no two shapes share one)
 SELECT
   comm_op_shape_id(
     o.run_id, o.rank, o.host, o.source_format, o.source_file, o.op, o.comm_id, o.group_size,

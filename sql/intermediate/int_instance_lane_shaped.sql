@@ -1,5 +1,5 @@
 -- The calls of int_instance_lane_calls as their shape (int_comm_op_shapes) and the values that differ from call to call: iteration, issue order, logged p2p peer, timing (issue 18 item 1).
--- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls); narrow (twelve numbers a call: int_instance_lane_calls joins the shape's columns back and resolves the p2p peer) so that storing it writes no per-call strings. Reads the calls (stg_store__comm_ops, the shape id from their own values: comm_op_shape_id), never int_comm_op_shapes or the classified calls: in the catalog every reference to those inlines the classification again.
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls); narrow (twelve numbers a call: int_instance_lane_calls joins the shape's columns back and resolves the p2p peer) so that storing it writes no per-call strings. Reads the calls' iteration rows (int_comm_op_iteration, stored in derive, carries each call's shape_id, seq, peer and times: no second read of the 18 M calls and no join of them with their iterations) and takes the lane's calls by their shapes (int_comm_op_shape_keys: a few thousand rows), never int_comm_op_shapes or the classified calls: in the catalog every reference to those inlines the classification again.
 CREATE OR REPLACE VIEW int_instance_lane_shaped(
   -- The call's shape: comm_op_shape_id of its key (int_comm_op_shapes.shape_id).
   shape_id,
@@ -15,7 +15,7 @@ CREATE OR REPLACE VIEW int_instance_lane_shaped(
   step_iteration,
   -- CPU issue time, ns (null when not recorded).
   launch_ts_ns,
-  -- Start on the rank's timeline (the classified call's, else its iteration row's), ns.
+  -- Start on the rank's timeline (the call's ts_ns: int_comm_op_iteration.ts_ns), ns.
   order_ts,
   -- Peer or root rank as logged (inside the communicator for NCCL); int_instance_lane_calls resolves it to a global rank.
   peer_rank,
@@ -41,42 +41,34 @@ WITH
     ANTI JOIN (SELECT DISTINCT run_id, rank FROM timed) AS t
       ON t.run_id = p.run_id AND t.rank = p.rank
   ),
-  -- every lane call with the columns the iteration and timing joins need
+  -- the shapes of the lane's calls (a few thousand rows: a lane is a rank's format)
+  lane_shapes AS MATERIALIZED (
+    SELECT k.shape_id
+    FROM int_comm_op_shape_keys AS k
+    SEMI JOIN lane AS l
+      ON l.run_id = k.run_id AND l.rank = k.rank
+      AND l.source_format IS NOT DISTINCT FROM k.source_format
+    WHERE k.rank IS NOT NULL
+  ),
+  -- every lane call: its iteration row, which carries the call's shape and per-call values
   calls AS (
     SELECT
-      comm_op_shape_id(
-        o.run_id, o.rank, o.host, o.source_format, o.source_file, o.op, o.comm_id, o.group_size,
-        o.group_rank, o.dtype, o.msg_bytes, o.is_traffic, o.pid, o.algorithm, o.timing_source,
-        o.group_source
-      ) AS shape_id,
-      o.run_id,
-      o.rank,
-      o.call_key,
-      o.source_file,
-      o.source_line,
-      o.seq,
-      o.peer_rank,
-      ci.launch_ts_ns,
-      coalesce(o.ts_ns, ci.ts_ns) AS order_ts,
-      CASE WHEN ci.method <> 'detected' OR ci.period IS NOT NULL THEN ci.iteration END
+      c.shape_id,
+      c.run_id,
+      c.rank,
+      c.call_key,
+      c.source_file,
+      c.source_line,
+      c.seq,
+      c.peer_rank,
+      c.launch_ts_ns,
+      c.ts_ns AS order_ts,
+      CASE WHEN c.method <> 'detected' OR c.period IS NOT NULL THEN c.iteration END
         AS ci_iteration,
       -- an iteration that names a training step (not a position in a detected period)
-      ci.method IN ('source', 'marker') AS step_iteration
-    FROM stg_store__comm_ops AS o
-    SEMI JOIN lane AS l
-      ON l.run_id = o.run_id AND l.rank = o.rank
-      AND l.source_format IS NOT DISTINCT FROM o.source_format
-    -- the iteration rows of the lane's ranks only (a superset of what the join keeps): with the
-    -- same filter on both sides DuckDB hashes the narrow iteration rows, not the wide calls
-    LEFT JOIN (
-      SELECT call_key, run_id, rank, source_line, launch_ts_ns, ts_ns, method, period, iteration
-      FROM int_comm_op_iteration
-      SEMI JOIN (SELECT DISTINCT run_id, rank FROM lane) AS lr
-        ON lr.run_id = int_comm_op_iteration.run_id AND lr.rank = int_comm_op_iteration.rank
-    ) AS ci
-      ON ci.call_key = o.call_key AND ci.run_id = o.run_id AND ci.rank = o.rank
-      AND ci.source_line = o.source_line
-    WHERE o.rank IS NOT NULL
+      c.method IN ('source', 'marker') AS step_iteration
+    FROM int_comm_op_iteration AS c
+    SEMI JOIN lane_shapes AS l ON l.shape_id = c.shape_id
   )
 -- the per-call values; every other column of int_instance_lane_calls is the shape's
 SELECT
