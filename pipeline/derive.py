@@ -526,6 +526,7 @@ _AS_PARQUET = frozenset(
         "int_comm_op_iteration",
         "int_instance_lane_shaped",
         "int_instance_matched",
+        "int_instances",
     }
 )
 """Call-sized intermediates that a derive in a database file (``ON_DISK_ROWS``) holds as a

@@ -118,12 +118,13 @@ WITH
   counted AS MATERIALIZED (
     -- per instance: the aggregates that may differ between its members; odd: they disagree
     -- on a column of `shapes`, or the instance has fewer ranks than expected (none on a
-    -- complete, consistent run)
+    -- complete, consistent run). ranks_expected and is_p2p are aggregates here, not a join to
+    -- `shapes`: members sharing sh share them (sh hashes group_size and p2p-ness), and a mixed
+    -- instance is odd whatever they are (its own come from odd_parts); the left join it
+    -- replaces hashed the instances (4.9 M at 1024 ranks), not the few shapes
     SELECT
       n.*,
-      s.ranks_expected,
-      s.is_p2p,
-      n.mixed OR coalesce(n.ranks_seen < CASE WHEN s.is_p2p THEN 2 ELSE s.ranks_expected END, FALSE)
+      n.mixed OR coalesce(n.ranks_seen < CASE WHEN n.is_p2p THEN 2 ELSE n.ranks_expected END, FALSE)
         AS odd
     FROM (
       SELECT
@@ -135,11 +136,12 @@ WITH
         min(iteration) AS iteration,
         -- a rank is in an instance at most once (int_instance_members' k-th call)
         count(*) AS ranks_seen,
-        count(*) FILTER (WHERE timed) AS ranks_timed
+        count(*) FILTER (WHERE timed) AS ranks_timed,
+        any_value(group_size) AS ranks_expected,
+        bool_or(peer_global IS NOT NULL) AS is_p2p
       FROM shaped
       GROUP BY run_id, ik, instance_seq
     ) AS n
-    LEFT JOIN shapes AS s ON s.sh = n.sh AND NOT n.mixed
   ),
   odd_calls AS MATERIALIZED (
     -- the calls of the odd instances (an inner join: its hash table is built on those few
