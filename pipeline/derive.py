@@ -545,7 +545,10 @@ each call's shape_id, seq and peer, so ``int_instance_lane_shaped`` is its lane'
 shape, ``int_comm_op_shape_keys``) rather than a second read of the calls joined to their 18 M
 iteration rows, and the sequencing reads the narrow shaped calls with their names by shape (1024
 ranks, alternated with main at the same load: the three steps 0.57-0.63 of main's CPU, about 31
--> 18-19 s; ``bench/README.md``, session 12 helper i21-seq)."""
+-> 18-19 s; ``bench/README.md``, session 12 helper i21-seq). ``int_instance_matched`` is stored
+narrow too (integers and a shape key; ``int_instance_members`` joins the shape's strings back),
+and ``int_instances`` (4.9 M instances at 1024 ranks) as Parquet rather than a table of the file
+(session 12 helper i21-inst)."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
@@ -678,7 +681,9 @@ _VIEW_ONLY = frozenset(
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
 (``int_comm_ops_classified`` and ``int_instance_lane_calls`` are the narrow per-call rows of
 ``int_comm_ops_shaped`` and ``int_instance_lane_shaped`` joined to ``int_comm_op_shapes``, a few
-thousand rows at 1024 ranks, on one integer; ``int_instance_members`` is ``int_instance_matched`` plus its instance_key string, one distinct
+thousand rows at 1024 ranks, on one integer; ``int_instance_members`` is the narrow
+``int_instance_matched`` joined to ``int_instance_shapes`` (the values a call shares with its
+shape, 6,016 rows at 1024 ranks, on one integer) plus its instance_key string, one distinct
 string per instance that a table would store for each of 18 M calls at 1024 ranks;
 ``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
 ``int_call_lines`` is ``int_calls`` with its all-to-all calls joined back to their NCCL lines),

@@ -47,6 +47,9 @@ FAST = {
     # ingested_files four times) and the classification's inputs once each
     "stg_store__comm_ops": 8,
     "int_comm_ops_shaped": 8,
+    # the calls' distinct shapes, unclassified (session 12): the lane and the sequencing read
+    # them instead of the classification
+    "int_comm_op_shape_keys": 8,
     "int_comm_op_shapes": MAIN_1FE1738["int_comm_ops_classified"] - 8,
     "int_comm_ops_classified": MAIN_1FE1738["int_comm_ops_classified"],
     "int_p2p_groups": MAIN_1FE1738["int_p2p_groups"],
