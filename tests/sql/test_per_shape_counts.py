@@ -124,9 +124,7 @@ def differences(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, int, in
     """Rows of ``name``, and rows only in it and only in its oracle (multisets)."""
     oracle = ORACLES[name]
     n = con.execute(f"SELECT count(*) FROM {name}").fetchone()
-    extra = con.execute(
-        f"SELECT count(*) FROM (FROM {name} EXCEPT ALL FROM ({oracle}))"
-    ).fetchone()
+    extra = con.execute(f"SELECT count(*) FROM (FROM {name} EXCEPT ALL FROM ({oracle}))").fetchone()
     missing = con.execute(
         f"SELECT count(*) FROM (FROM ({oracle}) EXCEPT ALL FROM {name})"
     ).fetchone()
