@@ -14,48 +14,49 @@ CREATE OR REPLACE VIEW int_rank_primary_source(
   -- Number of formats that logged calls for the rank (1 = no choice was needed).
   formats_logged
 ) AS
--- Algorithm: every value the rule reads but the call counts is a column of the call's shape
--- (int_comm_op_shapes: rank, format, op, communicator, process, logged group size), so the calls
--- are counted per shape_id first (int_comm_ops_shaped: one integer per call) and the few shapes
--- joined to the groups after; each call of a shape meets the same key rows, so the sums equal
--- the per-call counts.
+-- Algorithm: the calls are counted first per value of what the rule joins on (format,
+-- communicator, process, logged group size: a few thousand at 1024 ranks), and those counts
+-- joined to the groups, instead of each call (each call of such a value meets the same key rows,
+-- so the sums equal the per-call counts). The calls are read from stg_store__comm_ops, not from
+-- the call shapes (int_comm_op_shapes): in the catalog, where every intermediate is a live view,
+-- that would inline the whole classification into this view's readers (int_instance_lane_shaped;
+-- tests/pipeline/test_catalog_fanout.py).
 WITH
   keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys WHERE members_complete),
-  shape_calls AS (
-    SELECT shape_id, count(*) AS calls, count(dur_ns) AS timed
-    FROM int_comm_ops_shaped
-    GROUP BY shape_id
+  counted AS (
+    SELECT
+      run_id, rank, source_format, is_traffic, comm_id, host, pid, group_size,
+      count(*) AS calls,
+      count(dur_ns) AS timed
+    FROM stg_store__comm_ops
+    WHERE rank IS NOT NULL
+    GROUP BY ALL
   ),
   per_format AS (
     SELECT
-      s.run_id,
-      s.rank,
-      s.source_format,
-      coalesce(sum(n.calls) FILTER (WHERE s.is_traffic), 0)::BIGINT AS traffic_calls,
+      o.run_id,
+      o.rank,
+      o.source_format,
+      coalesce(sum(o.calls) FILTER (WHERE o.is_traffic), 0)::BIGINT AS traffic_calls,
       coalesce(
-        sum(n.calls) FILTER (
-          WHERE s.is_traffic
-            AND (
-              ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL
-              OR s.call_group_size = w.world_size
-            )
+        sum(o.calls) FILTER (
+          WHERE o.is_traffic
+            AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL OR o.group_size = w.world_size)
         ),
         0
       )::BIGINT AS placed_calls,
-      coalesce(sum(n.timed) FILTER (WHERE s.is_traffic), 0)::BIGINT AS timed_calls,
-      sum(n.calls)::BIGINT AS calls
-    FROM shape_calls AS n
-    JOIN int_comm_op_shapes AS s ON s.shape_id = n.shape_id
-    LEFT JOIN int_run_world AS w ON w.run_id = s.run_id
+      coalesce(sum(o.timed) FILTER (WHERE o.is_traffic), 0)::BIGINT AS timed_calls,
+      sum(o.calls)::BIGINT AS calls
+    FROM counted AS o
+    LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
     LEFT JOIN keys AS ck
-      ON ck.key_kind = 'communicator' AND ck.run_id = s.run_id AND ck.comm_id = s.comm_id
-      AND coalesce(ck.host, '') = coalesce(s.host, '') AND coalesce(ck.pid, -1) = coalesce(s.pid, -1)
-      AND ck.global_rank = s.rank
+      ON ck.key_kind = 'communicator' AND ck.run_id = o.run_id AND ck.comm_id = o.comm_id
+      AND coalesce(ck.host, '') = coalesce(o.host, '') AND coalesce(ck.pid, -1) = coalesce(o.pid, -1)
+      AND ck.global_rank = o.rank
     LEFT JOIN keys AS pk
-      ON pk.key_kind = 'process_group' AND pk.run_id = s.run_id AND pk.comm_id = s.comm_id
-      AND pk.group_size = s.call_group_size
-    WHERE s.rank IS NOT NULL
-    GROUP BY s.run_id, s.rank, s.source_format
+      ON pk.key_kind = 'process_group' AND pk.run_id = o.run_id AND pk.comm_id = o.comm_id
+      AND pk.group_size = o.group_size
+    GROUP BY o.run_id, o.rank, o.source_format
   )
 SELECT
   run_id,
