@@ -33,17 +33,78 @@ CREATE OR REPLACE VIEW int_flows_expanded(
 WITH
   edges AS MATERIALIZED (SELECT * FROM int_topology_edges),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
-  -- each logical call once (int_calls), an NCCL all-to-all as its per-peer lines; read twice
-  -- (the ranks below, the patterns), never copied: a copy of every call's columns cost more
-  -- than the second scan
-  classified AS NOT MATERIALIZED (SELECT * FROM int_call_lines),
+  -- Algorithm: each logical call once (int_call_lines: int_calls, an NCCL all-to-all as its
+  -- per-peer lines), in two parts. A call of a rank none of whose calls int_calls reworks (no
+  -- record of another tool paired with it, no NCCL all-to-all group: int_calls' header) and
+  -- that is no all-to-all (whose split may give it per-member lines) is its counted
+  -- int_comm_ops_classified row: such calls are counted per shape_id (int_comm_ops_shaped, one
+  -- integer per call), peer and iteration, and their shapes joined after; every other call is
+  -- read from int_call_lines as it is (none on a run logged by one tool without all-to-alls:
+  -- the semi join's empty build side then stops that read at once). A call is in exactly one
+  -- part: its rank and its op decide.
+  reworked_ranks AS MATERIALIZED (
+    SELECT run_id, rank FROM int_p2p_groups
+    UNION
+    SELECT run_id, rank FROM int_call_sources WHERE role IN ('anchor', 'paired')
+  ),
+  shapes AS MATERIALIZED (
+    SELECT
+      shape_id, run_id, rank, op, source_format, algorithm, global_group, traffic_class,
+      group_size, msg_bytes, counted, is_traffic
+    FROM int_comm_op_shapes
+  ),
+  plain_shapes AS MATERIALIZED (
+    SELECT s.shape_id, s.rank
+    FROM shapes AS s
+    ANTI JOIN reworked_ranks AS r ON r.run_id = s.run_id AND r.rank = s.rank
+    WHERE s.counted AND s.is_traffic AND s.rank IS NOT NULL AND s.msg_bytes > 0
+      AND s.op IS DISTINCT FROM 'all_to_all'
+  ),
+  other_ranks AS MATERIALIZED (
+    SELECT run_id, rank FROM reworked_ranks
+    UNION
+    SELECT run_id, rank FROM shapes WHERE counted AND op = 'all_to_all'
+  ),
+  -- the ranks that logged a counted call (each has a row in int_call_lines)
   logged_ranks AS MATERIALIZED (
-    SELECT DISTINCT run_id, rank FROM classified WHERE rank IS NOT NULL
+    SELECT DISTINCT run_id, rank FROM shapes WHERE counted AND rank IS NOT NULL
+  ),
+  plain_counts AS (
+    -- a call's iteration by its integer identity: call_key (stg_store__comm_ops: hash(run_id,
+    -- rank, source_file, source_line)) with the rank and line beside the hash, so that two
+    -- calls whose keys collide are not taken for one unless they also share rank and line;
+    -- the run_id string is left out of the hash table of every call (1024 ranks: 18 M calls)
+    SELECT
+      c.shape_id,
+      c.peer_rank,
+      coalesce(it.iteration, c.iteration) AS it_iteration,
+      count(*) AS ncalls
+    FROM int_comm_ops_shaped AS c
+    JOIN plain_shapes AS p ON p.shape_id = c.shape_id
+    LEFT JOIN (SELECT call_key, rank, source_line, iteration FROM int_comm_op_iteration) AS it
+      ON it.call_key = c.call_key AND it.rank = p.rank AND it.source_line = c.source_line
+    GROUP BY ALL
   ),
   base_calls AS (
     -- identical calls of a rank in an iteration expand identically: count them per pattern
     -- (the group ranks are looked up below, once per pattern rather than per call: both are
     -- functions of the pattern's run, group, rank and peer, so `base` sums the same calls)
+    SELECT
+      s.run_id,
+      s.rank,
+      s.op,
+      s.source_format,
+      s.algorithm,
+      s.global_group,
+      s.traffic_class,
+      pc.it_iteration,
+      pc.peer_rank,
+      s.group_size AS n,
+      s.msg_bytes::DOUBLE AS s,
+      pc.ncalls
+    FROM plain_counts AS pc
+    JOIN shapes AS s ON s.shape_id = pc.shape_id
+    UNION ALL
     SELECT
       o.run_id,
       o.rank,
@@ -57,14 +118,22 @@ WITH
       o.group_size AS n,
       o.msg_bytes::DOUBLE AS s,
       count(*) AS ncalls
-    FROM classified AS o
-    -- a call's iteration by its integer identity: call_key (stg_store__comm_ops: hash(run_id,
-    -- rank, source_file, source_line)) with the rank and line beside the hash, so that two
-    -- calls whose keys collide are not taken for one unless they also share rank and line;
-    -- the run_id string is left out of the hash table of every call (1024 ranks: 18 M calls)
-    LEFT JOIN (SELECT call_key, rank, source_line, iteration FROM int_comm_op_iteration) AS it
+    FROM int_call_lines AS o
+    SEMI JOIN other_ranks AS x ON x.run_id = o.run_id AND x.rank = o.rank
+    -- (those ranks' iterations only: with none, no hash table of every call's is built)
+    LEFT JOIN (
+      SELECT i.call_key, i.rank, i.source_line, i.iteration
+      FROM int_comm_op_iteration AS i
+      SEMI JOIN other_ranks AS x ON x.run_id = i.run_id AND x.rank = i.rank
+    ) AS it
       ON it.call_key = o.call_key AND it.rank = o.rank AND it.source_line = o.source_line
     WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
+      AND (
+        o.call_op = 'all_to_all'
+        OR EXISTS (
+          SELECT 1 FROM reworked_ranks AS r WHERE r.run_id = o.run_id AND r.rank = o.rank
+        )
+      )
     GROUP BY ALL
   ),
   base AS (

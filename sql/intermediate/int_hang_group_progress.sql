@@ -32,7 +32,9 @@ WITH
   comms AS (
     SELECT * FROM stg_store__communicators WHERE source_format = 'flight_recorder'
   ),
-  ops AS (
+  -- the dumps' entries, read once (four readers below; a dump holds a window of a rank's
+  -- calls, while this filter alone reads every call's format)
+  ops AS MATERIALIZED (
     SELECT * FROM stg_store__comm_ops WHERE source_format = 'flight_recorder'
   ),
   -- Ranks that left a dump: any row of a dump names its rank.
@@ -141,20 +143,27 @@ WITH
     FROM nccl_comms
     GROUP BY run_id, group_name
   ),
-  -- Algorithm: one pass over the NCCL calls, per process communicator first (a large run
-  -- has millions of calls and few communicators), then onto the cross-rank identities.
+  -- Algorithm: one pass over the NCCL calls, per call shape first (int_comm_ops_shaped: the
+  -- largest opCount of each shape_id, one integer per call; the format, process, communicator,
+  -- rank and op are columns of the shape, int_comm_op_shapes), then per process communicator
+  -- (a large run has millions of calls and few communicators), then onto the cross-rank
+  -- identities.
+  shape_seq AS (
+    SELECT shape_id, max(seq) AS last_seq FROM int_comm_ops_shaped GROUP BY shape_id
+  ),
   nccl_per_comm AS (
     SELECT
-      run_id,
-      host,
-      pid,
-      comm_id,
-      rank,
-      max(seq) AS last_seq,
-      bool_or(op IN ('send', 'recv')) AS has_p2p
-    FROM stg_store__comm_ops
-    WHERE source_format = 'nccl_debug' AND comm_id IS NOT NULL AND rank IS NOT NULL
-    GROUP BY run_id, host, pid, comm_id, rank
+      s.run_id,
+      s.host,
+      s.pid,
+      s.comm_id,
+      s.rank,
+      max(q.last_seq) AS last_seq,
+      bool_or(s.op IN ('send', 'recv')) AS has_p2p
+    FROM shape_seq AS q
+    JOIN int_comm_op_shapes AS s ON s.shape_id = q.shape_id
+    WHERE s.source_format = 'nccl_debug' AND s.comm_id IS NOT NULL AND s.rank IS NOT NULL
+    GROUP BY s.run_id, s.host, s.pid, s.comm_id, s.rank
   ),
   -- Processes whose log has COLL/P2P lines at all: a member among them with none on a
   -- communicator posted nothing there (last_enqueued_seq -1); others are unknown.

@@ -14,21 +14,40 @@ CREATE OR REPLACE VIEW int_rank_primary_source(
   -- Number of formats that logged calls for the rank (1 = no choice was needed).
   formats_logged
 ) AS
+-- Algorithm: the calls are counted first per value of what the rule joins on (format,
+-- communicator, process, logged group size: a few thousand at 1024 ranks), and those counts
+-- joined to the groups, instead of each call (each call of such a value meets the same key rows,
+-- so the sums equal the per-call counts). The calls are read from stg_store__comm_ops, not from
+-- the call shapes (int_comm_op_shapes): in the catalog, where every intermediate is a live view,
+-- that would inline the whole classification into this view's readers (int_instance_lane_shaped;
+-- tests/pipeline/test_catalog_fanout.py).
 WITH
   keys AS MATERIALIZED (SELECT * FROM int_groups_comm_keys WHERE members_complete),
+  counted AS (
+    SELECT
+      run_id, rank, source_format, is_traffic, comm_id, host, pid, group_size,
+      count(*) AS calls,
+      count(dur_ns) AS timed
+    FROM stg_store__comm_ops
+    WHERE rank IS NOT NULL
+    GROUP BY ALL
+  ),
   per_format AS (
     SELECT
       o.run_id,
       o.rank,
       o.source_format,
-      count(*) FILTER (WHERE o.is_traffic) AS traffic_calls,
-      count(*) FILTER (
-        WHERE o.is_traffic
-          AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL OR o.group_size = w.world_size)
-      ) AS placed_calls,
-      count(*) FILTER (WHERE o.is_traffic AND o.dur_ns IS NOT NULL) AS timed_calls,
-      count(*) AS calls
-    FROM stg_store__comm_ops AS o
+      coalesce(sum(o.calls) FILTER (WHERE o.is_traffic), 0)::BIGINT AS traffic_calls,
+      coalesce(
+        sum(o.calls) FILTER (
+          WHERE o.is_traffic
+            AND (ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL OR o.group_size = w.world_size)
+        ),
+        0
+      )::BIGINT AS placed_calls,
+      coalesce(sum(o.timed) FILTER (WHERE o.is_traffic), 0)::BIGINT AS timed_calls,
+      sum(o.calls)::BIGINT AS calls
+    FROM counted AS o
     LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
     LEFT JOIN keys AS ck
       ON ck.key_kind = 'communicator' AND ck.run_id = o.run_id AND ck.comm_id = o.comm_id
@@ -37,7 +56,6 @@ WITH
     LEFT JOIN keys AS pk
       ON pk.key_kind = 'process_group' AND pk.run_id = o.run_id AND pk.comm_id = o.comm_id
       AND pk.group_size = o.group_size
-    WHERE o.rank IS NOT NULL
     GROUP BY o.run_id, o.rank, o.source_format
   )
 SELECT

@@ -1,5 +1,5 @@
 -- What each source format contributed to the logical calls (issue 19 data quality): its records paired with a call of another source, the records that could not be paired and why, the calls it gave the size or the duration of, and the calls where its size differs from the one kept.
--- One row per (run_id, source_format) with a ranked call or record (int_calls, int_call_sources), or a call without a rank (unranked_calls). Inputs: int_call_sources, int_calls. A record is an anchor (a logical call: the rank's counted source), paired (another source's record of such a call: match_method seq, iteration or order) or unpaired (reason no_anchor, no_match, ambiguous, op_mismatch, size_mismatch); a size conflict is a call whose records logged different sizes: conflict_example shows the first (rank, op, group, seq, sizes).
+-- One row per (run_id, source_format) with a ranked call or record (int_calls, int_call_sources), or a call without a rank (unranked_calls). Inputs: int_call_sources, int_calls (counted per rank, format and source of size and duration: int_calls_tallied; read itself only for its calls with a size conflict). A record is an anchor (a logical call: the rank's counted source), paired (another source's record of such a call: match_method seq, iteration or order) or unpaired (reason no_anchor, no_match, ambiguous, op_mismatch, size_mismatch); a size conflict is a call whose records logged different sizes: conflict_example shows the first (rank, op, group, seq, sizes).
 CREATE OR REPLACE VIEW call_sources(
   -- Training run identifier.
   run_id,
@@ -34,18 +34,25 @@ WITH
   recs AS (
     -- the anchors are the ranked logical calls (int_call_sources holds only the ranks with
     -- records to pair), the other records int_call_sources' paired and unpaired rows
+    -- (int_calls counted per rank and format: int_calls_tallied)
     SELECT
       run_id,
       source_format,
       count(DISTINCT rank) AS ranks,
-      count(*) AS records,
-      count(*) FILTER (WHERE role = 'anchor') AS anchor_records,
-      count(*) FILTER (WHERE role = 'paired') AS paired_records,
-      count(*) FILTER (WHERE role = 'unpaired') AS unpaired_records
+      sum(n)::BIGINT AS records,
+      coalesce(sum(n) FILTER (WHERE role = 'anchor'), 0)::BIGINT AS anchor_records,
+      coalesce(sum(n) FILTER (WHERE role = 'paired'), 0)::BIGINT AS paired_records,
+      coalesce(sum(n) FILTER (WHERE role = 'unpaired'), 0)::BIGINT AS unpaired_records
     FROM (
-      SELECT run_id, rank, source_format, 'anchor' AS role FROM int_calls WHERE rank IS NOT NULL
+      SELECT run_id, rank, source_format, 'anchor' AS role, sum(calls) AS n
+      FROM int_calls_tallied
+      WHERE rank IS NOT NULL
+      GROUP BY ALL
       UNION ALL
-      SELECT run_id, rank, source_format, role FROM int_call_sources WHERE role <> 'anchor'
+      SELECT run_id, rank, source_format, role, count(*) AS n
+      FROM int_call_sources
+      WHERE role <> 'anchor'
+      GROUP BY ALL
     )
     GROUP BY run_id, source_format
   ),
@@ -70,10 +77,10 @@ WITH
   given AS (
     SELECT run_id, fmt AS source_format, sum(d) AS durations_given, sum(b) AS sizes_given
     FROM (
-      SELECT run_id, duration_source AS fmt, 1 AS d, 0 AS b FROM int_calls
+      SELECT run_id, duration_source AS fmt, calls AS d, 0 AS b FROM int_calls_tallied
       WHERE duration_source IS NOT NULL AND rank IS NOT NULL
       UNION ALL
-      SELECT run_id, bytes_source AS fmt, 0 AS d, 1 AS b FROM int_calls
+      SELECT run_id, bytes_source AS fmt, 0 AS d, calls AS b FROM int_calls_tallied
       WHERE bytes_source IS NOT NULL AND rank IS NOT NULL
     )
     GROUP BY run_id, fmt
@@ -96,8 +103,8 @@ WITH
     GROUP BY s.run_id, s.source_format
   ),
   unranked AS (
-    SELECT run_id, source_format, count(*) AS unranked_calls
-    FROM int_calls WHERE rank IS NULL GROUP BY ALL
+    SELECT run_id, source_format, sum(calls)::BIGINT AS unranked_calls
+    FROM int_calls_tallied WHERE rank IS NULL GROUP BY ALL
   ),
   formats AS (
     SELECT run_id, source_format FROM recs

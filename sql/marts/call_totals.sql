@@ -1,5 +1,5 @@
 -- Logical communication calls per operation and traffic class (issue 19): each call once however many tools logged it (int_calls), with how many of them a source timed; what `commscope summary` prints as the run's traffic.
--- One row per (run_id, op, traffic_class) with at least one call. Input: int_calls. Sizes are int_calls.msg_bytes (the anchor's, else the best other source's); durations are never summed here (timed_calls counts the calls with one).
+-- One row per (run_id, op, traffic_class) with at least one call. Input: int_calls, as int_calls_tallied (its calls counted per rank, op, class, size, duration source and flags: the sums and the median size weigh each value by its count). Sizes are int_calls.msg_bytes (the anchor's, else the best other source's); durations are never summed here (timed_calls counts the calls with one).
 CREATE OR REPLACE VIEW call_totals(
   -- Training run identifier.
   run_id,
@@ -24,17 +24,67 @@ CREATE OR REPLACE VIEW call_totals(
   -- Calls whose sources logged different sizes (int_calls.size_conflict).
   size_conflicts
 ) AS
+WITH
+  tallied AS (SELECT * FROM int_calls_tallied),
+  -- the median size of each row: the value at the middle of its calls' cumulative counts
+  -- (DuckDB's median: for an even count the mean of the two middle values, lo * 0.5 + hi * 0.5)
+  size_cum AS (
+    SELECT
+      *,
+      sum(n) OVER (
+        PARTITION BY run_id, op, traffic_class ORDER BY msg_bytes
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+      ) AS upto,
+      sum(n) OVER (PARTITION BY run_id, op, traffic_class) AS total
+    FROM (
+      SELECT run_id, op, traffic_class, msg_bytes, sum(calls) AS n
+      FROM tallied
+      WHERE msg_bytes IS NOT NULL
+      GROUP BY ALL
+    )
+  ),
+  size_median AS (
+    SELECT
+      run_id,
+      op,
+      traffic_class,
+      CASE
+        WHEN any_value(total) % 2 = 1
+          THEN min(msg_bytes) FILTER (WHERE upto > (total - 1) // 2)::DOUBLE
+        ELSE min(msg_bytes) FILTER (WHERE upto > (total - 1) // 2)::DOUBLE * 0.5
+          + min(msg_bytes) FILTER (WHERE upto > total // 2)::DOUBLE * 0.5
+      END AS median_msg_bytes
+    FROM size_cum
+    GROUP BY run_id, op, traffic_class
+  ),
+  totals AS (
+    SELECT
+      run_id,
+      op,
+      traffic_class,
+      sum(calls)::BIGINT AS calls,
+      count(DISTINCT rank) AS ranks,
+      sum(msg_bytes::HUGEINT * calls)::BIGINT AS bytes,
+      coalesce(sum(calls) FILTER (WHERE timed), 0)::BIGINT AS timed_calls,
+      string_agg(DISTINCT duration_source, ',' ORDER BY duration_source) AS duration_sources,
+      coalesce(sum(calls) FILTER (WHERE multi_source), 0)::BIGINT AS multi_source_calls,
+      coalesce(sum(calls) FILTER (WHERE size_conflict), 0)::BIGINT AS size_conflicts
+    FROM tallied
+    GROUP BY run_id, op, traffic_class
+  )
 SELECT
-  run_id,
-  op,
-  traffic_class,
-  count(*) AS calls,
-  count(DISTINCT rank) AS ranks,
-  sum(msg_bytes)::BIGINT AS bytes,
-  median(msg_bytes) AS median_msg_bytes,
-  count(*) FILTER (WHERE dur_ns IS NOT NULL) AS timed_calls,
-  string_agg(DISTINCT duration_source, ',' ORDER BY duration_source) AS duration_sources,
-  count(*) FILTER (WHERE n_sources > 1) AS multi_source_calls,
-  count(*) FILTER (WHERE size_conflict) AS size_conflicts
-FROM int_calls
-GROUP BY run_id, op, traffic_class
+  t.run_id,
+  t.op,
+  t.traffic_class,
+  t.calls,
+  t.ranks,
+  t.bytes,
+  m.median_msg_bytes,
+  t.timed_calls,
+  t.duration_sources,
+  t.multi_source_calls,
+  t.size_conflicts
+FROM totals AS t
+LEFT JOIN size_median AS m
+  ON m.run_id = t.run_id AND m.op IS NOT DISTINCT FROM t.op
+  AND m.traffic_class IS NOT DISTINCT FROM t.traffic_class

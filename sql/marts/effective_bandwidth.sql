@@ -1,4 +1,4 @@
--- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), read as int_calls_tallied (its calls counted per size, group, class and source: the counts, sizes and the correction factor, whose median is taken over the counted values) and, for the calls with a duration or a logged busbw, one by one (the medians of durations and bandwidths), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
 -- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
@@ -74,14 +74,20 @@ CREATE OR REPLACE VIEW effective_bandwidth(
 ) AS
 WITH
   world AS MATERIALIZED (SELECT * FROM int_run_world),
-  group_nodes AS NOT MATERIALIZED (
+  group_nodes AS MATERIALIZED (
     SELECT m.run_id, m.global_group, count(DISTINCT n.node) AS n_nodes, count(n.node) AS n_known,
       count(*) AS n_members
     FROM int_groups_members AS m
     LEFT JOIN int_rank_nodes AS n ON n.run_id = m.run_id AND n.rank = m.global_rank
     GROUP BY ALL
   ),
-  calls AS NOT MATERIALIZED (
+  -- Algorithm: two reads of the calls. (a) every call, counted per value of what the rows
+  -- group and sum by (int_calls_tallied: a few thousand rows at 1024 ranks): calls, bytes,
+  -- groups, capacity and the correction factor, a function of those values, whose median is
+  -- taken with the counts as weights. (b) one by one, only the calls with a duration or a
+  -- logged busbw (int_calls_tallied.bw_per_call; none on an NCCL-log-only run, whose calls are
+  -- then not read a second time): the medians of durations and bandwidths.
+  counted AS NOT MATERIALIZED (
     SELECT
       o.run_id,
       o.op,
@@ -89,11 +95,9 @@ WITH
       -- the format whose record gave the size (DeepSpeed's reduce_scatter size is its input)
       o.bytes_source AS source_format,
       o.msg_bytes::DOUBLE AS s,
-      -- no bandwidth from a call without its own duration (never a number from another clock)
-      CASE WHEN coalesce(o.timing_source, '') <> 'none' AND o.dur_ns > 0 THEN o.dur_ns END
-        AS dur_ns,
+      NULL::BIGINT AS dur_ns,
       coalesce(o.timing_source, 'unknown') AS timing_source,
-      o.busbw_gbps AS logged_busbw,
+      NULL::DOUBLE AS logged_busbw,
       w.world_size AS nw,
       coalesce(
         o.group_size,
@@ -113,11 +117,51 @@ WITH
       CASE
         WHEN gn.n_known = gn.n_members AND gn.n_nodes = 1 THEN w.c_intra_bps
         WHEN gn.n_known = gn.n_members AND gn.n_nodes > 1 THEN w.c_inter_bps
-      END AS capacity
-    FROM int_calls AS o
+      END AS capacity,
+      o.calls
+    FROM int_calls_tallied AS o
     LEFT JOIN world AS w ON w.run_id = o.run_id
     LEFT JOIN group_nodes AS gn ON gn.run_id = o.run_id AND gn.global_group = o.global_group
     WHERE o.is_traffic AND o.msg_bytes > 0
+  ),
+  timed AS NOT MATERIALIZED (
+    SELECT
+      o.run_id,
+      o.op,
+      o.traffic_class,
+      o.bytes_source AS source_format,
+      o.msg_bytes::DOUBLE AS s,
+      -- no bandwidth from a call without its own duration (never a number from another clock)
+      CASE WHEN coalesce(o.timing_source, '') <> 'none' AND o.dur_ns > 0 THEN o.dur_ns END
+        AS dur_ns,
+      coalesce(o.timing_source, 'unknown') AS timing_source,
+      o.busbw_gbps AS logged_busbw,
+      w.world_size AS nw,
+      coalesce(
+        o.group_size,
+        CASE
+          WHEN o.op IN ('send', 'recv') THEN 2
+          WHEN o.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
+          WHEN w.tp = 1 THEN w.dp
+          WHEN w.dp = 1 THEN w.tp
+        END
+      ) AS n,
+      NULL::VARCHAR AS group_source,
+      NULL::DOUBLE AS capacity,
+      1 AS calls
+    FROM int_calls AS o
+    LEFT JOIN world AS w ON w.run_id = o.run_id
+    -- an inner join: on a run without such calls its build side is empty and the calls are
+    -- not read
+    SEMI JOIN (
+      SELECT DISTINCT run_id FROM int_calls_tallied
+      WHERE bw_per_call AND is_traffic AND msg_bytes > 0
+    ) AS b ON b.run_id = o.run_id
+    WHERE o.is_traffic AND o.msg_bytes > 0
+      AND (
+        coalesce(o.timing_source, '') <> 'none' AND coalesce(o.dur_ns > 0, false)
+        OR o.busbw_gbps IS NOT NULL
+      )
   ),
   summaries AS NOT MATERIALIZED (
     SELECT
@@ -178,18 +222,29 @@ WITH
         CASE WHEN source_format = 'deepspeed_comms' AND op = 'reduce_scatter' THEN s / n ELSE s END
           AS s_canon
       FROM (
+        -- part: counted (every call, `calls` of them: counts, sizes, groups, correction),
+        -- timed (each call with a duration or logged busbw: the medians of its numbers),
+        -- summary (a DeepSpeed summary row: both)
         SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s,
           NULL::BIGINT AS msg_bytes,
-          NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, 1 AS calls, dur_ns::DOUBLE AS median_dur_ns,
-          dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source
-        FROM calls
+          NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, calls, dur_ns::DOUBLE AS median_dur_ns,
+          dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source,
+          'counted' AS part
+        FROM counted
+        UNION ALL
+        SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s,
+          NULL::BIGINT AS msg_bytes,
+          NULL::INTEGER AS summary_index, NULL::BIGINT AS summary_line, calls, dur_ns::DOUBLE AS median_dur_ns,
+          dur_ns::DOUBLE AS mean_dur_ns, logged_busbw, nw, n, capacity, 'comm_ops' AS source,
+          'timed' AS part
+        FROM timed
         UNION ALL
         SELECT run_id, op, traffic_class, source_format, timing_source, group_source, s, msg_bytes,
           summary_index,
           summary_line,
           calls,
           median_dur_ns, mean_dur_ns, logged_busbw, nw, n, NULL AS capacity,
-          'comm_summaries' AS source
+          'comm_summaries' AS source, 'summary' AS part
         FROM summaries
       )
     )
@@ -201,25 +256,79 @@ WITH
       (s_alg * bus_factor) / nullif(s * ds_factor, 0) AS correction,
       s_alg / nullif(median_dur_ns, 0) AS algbw_b_ns,
       s_alg * bus_factor / nullif(median_dur_ns, 0) AS busbw_b_ns,
-      s * ds_factor / nullif(median_dur_ns, 0) AS ds_busbw_b_ns
+      s * ds_factor / nullif(median_dur_ns, 0) AS ds_busbw_b_ns,
+      -- the row's keys
+      n AS n_key,
+      (2::BIGINT ** floor(log2(s)))::BIGINT AS size_bucket_bytes,
+      CASE WHEN source = 'comm_summaries' THEN summary_line END AS line_key
     FROM factors
   ),
+  -- counts, sizes and groups of each row (every call, counted)
   grouped AS (
     SELECT
       run_id,
       source,
       op,
       traffic_class,
-      n::INTEGER AS group_size,
-      min(group_source) AS gs_lo,
-      max(group_source) AS gs_hi,
+      n_key,
+      size_bucket_bytes,
+      line_key,
+      string_agg(DISTINCT group_source, ',' ORDER BY group_source) AS group_source,
       any_value(nw)::INTEGER AS world_size,
-      (2::BIGINT ** floor(log2(s)))::BIGINT AS size_bucket_bytes,
       any_value(msg_bytes) AS msg_bytes,
       any_value(summary_index) AS summary_index,
       any_value(summary_line) AS summary_line,
       sum(calls)::BIGINT AS calls,
       sum(s * calls)::BIGINT AS total_bytes,
+      any_value(capacity) AS link_capacity_bytes_s
+    FROM per_call
+    WHERE part IN ('counted', 'summary')
+    GROUP BY ALL
+  ),
+  -- the median correction factor of each row, a function of the calls' counted values: the
+  -- value at the middle of their cumulative counts (DuckDB's median: for an even count the
+  -- mean of the two middle values, lo * 0.5 + hi * 0.5)
+  correction_cum AS (
+    SELECT
+      *,
+      sum(k) OVER (
+        PARTITION BY run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key
+        ORDER BY correction
+        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
+      ) AS upto,
+      sum(k) OVER (
+        PARTITION BY run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key
+      ) AS total
+    FROM (
+      SELECT
+        run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key, correction,
+        sum(CASE WHEN part = 'summary' THEN 1 ELSE calls END) AS k
+      FROM per_call
+      WHERE part IN ('counted', 'summary') AND correction IS NOT NULL
+      GROUP BY ALL
+    )
+  ),
+  correction_median AS (
+    SELECT
+      run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key,
+      CASE
+        WHEN any_value(total) % 2 = 1 THEN min(correction) FILTER (WHERE upto > (total - 1) // 2)
+        ELSE min(correction) FILTER (WHERE upto > (total - 1) // 2) * 0.5
+          + min(correction) FILTER (WHERE upto > total // 2) * 0.5
+      END AS correction_factor
+    FROM correction_cum
+    GROUP BY ALL
+  ),
+  -- durations and bandwidths of each row (its timed calls one by one)
+  timings AS (
+    SELECT
+      run_id,
+      source,
+      op,
+      traffic_class,
+      n_key,
+      size_bucket_bytes,
+      line_key,
       sum(CASE WHEN median_dur_ns > 0 THEN calls ELSE 0 END)::BIGINT AS timed_calls,
       min(timing_source) FILTER (WHERE median_dur_ns > 0) AS ts_lo,
       max(timing_source) FILTER (WHERE median_dur_ns > 0) AS ts_hi,
@@ -230,24 +339,17 @@ WITH
       median(busbw_b_ns) AS busbw_gb_s,
       avg(busbw_b_ns) AS mean_busbw_gb_s,
       median(logged_busbw) AS logged_busbw_gbit_s,
-      coalesce(median(logged_busbw), median(ds_busbw_b_ns) * 8) AS ds_world_busbw_gbit_s,
-      median(correction) AS correction_factor,
-      any_value(capacity) AS link_capacity_bytes_s,
-      -- the keys as grouped, to find a row's calls again (`listed`)
-      n AS n_key,
-      CASE WHEN source = 'comm_summaries' THEN summary_line END AS line_key
+      coalesce(median(logged_busbw), median(ds_busbw_b_ns) * 8) AS ds_world_busbw_gbit_s
     FROM per_call
-    GROUP BY
-      run_id, source, op, traffic_class, n,
-      (2::BIGINT ** floor(log2(s)))::BIGINT,
-      CASE WHEN source = 'comm_summaries' THEN summary_line END
+    WHERE part IN ('timed', 'summary')
+    GROUP BY ALL
   ),
   multi AS MATERIALIZED (
-    -- the rows whose calls name more than one group or timing source (none when every call
-    -- of a row names the same): their lists need the calls again
+    -- the rows whose timed calls name more than one clock (none when every timed call of a
+    -- row names the same): their lists need the calls again
     SELECT run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key
-    FROM grouped
-    WHERE gs_lo <> gs_hi OR ts_lo <> ts_hi
+    FROM timings
+    WHERE ts_lo <> ts_hi
   ),
   listed AS (
     SELECT
@@ -258,7 +360,6 @@ WITH
       m.n_key,
       m.size_bucket_bytes,
       m.line_key,
-      string_agg(DISTINCT p.group_source, ',' ORDER BY p.group_source) AS group_source,
       string_agg(DISTINCT p.timing_source, ',' ORDER BY p.timing_source)
         FILTER (WHERE p.median_dur_ns > 0) AS timing_source
     FROM per_call AS p
@@ -267,9 +368,10 @@ WITH
     JOIN multi AS m
       ON m.run_id = p.run_id AND m.source = p.source AND m.op IS NOT DISTINCT FROM p.op
       AND m.traffic_class IS NOT DISTINCT FROM p.traffic_class
-      AND m.n_key IS NOT DISTINCT FROM p.n
-      AND m.size_bucket_bytes IS NOT DISTINCT FROM (2::BIGINT ** floor(log2(p.s)))::BIGINT
-      AND m.line_key IS NOT DISTINCT FROM CASE WHEN p.source = 'comm_summaries' THEN p.summary_line END
+      AND m.n_key IS NOT DISTINCT FROM p.n_key
+      AND m.size_bucket_bytes IS NOT DISTINCT FROM p.size_bucket_bytes
+      AND m.line_key IS NOT DISTINCT FROM p.line_key
+    WHERE p.part IN ('timed', 'summary')
     GROUP BY ALL
   ),
   c_run AS (
@@ -282,9 +384,8 @@ SELECT
   g.source,
   g.op,
   g.traffic_class,
-  g.group_size,
-  CASE WHEN g.gs_lo IS NOT DISTINCT FROM g.gs_hi THEN g.gs_lo ELSE l.group_source END
-    AS group_source,
+  g.n_key::INTEGER AS group_size,
+  g.group_source,
   g.world_size,
   g.size_bucket_bytes,
   g.msg_bytes,
@@ -292,22 +393,22 @@ SELECT
   g.summary_line,
   g.calls,
   g.total_bytes,
-  g.timed_calls,
-  CASE WHEN g.ts_lo IS NOT DISTINCT FROM g.ts_hi THEN g.ts_lo ELSE l.timing_source END
+  coalesce(t.timed_calls, 0) AS timed_calls,
+  CASE WHEN t.ts_lo IS NOT DISTINCT FROM t.ts_hi THEN t.ts_lo ELSE l.timing_source END
     AS timing_source,
-  g.median_dur_ns,
-  g.mean_dur_ns,
-  g.algbw_gb_s,
-  g.busbw_gb_s,
-  g.algbw_gb_s * 8 AS algbw_gbit_s,
-  g.busbw_gb_s * 8 AS busbw_gbit_s,
-  g.mean_busbw_gb_s,
-  g.logged_busbw_gbit_s,
-  g.ds_world_busbw_gbit_s,
-  g.correction_factor,
-  g.ds_world_busbw_gbit_s * g.correction_factor AS corrected_busbw_gbit_s,
+  t.median_dur_ns,
+  t.mean_dur_ns,
+  t.algbw_gb_s,
+  t.busbw_gb_s,
+  t.algbw_gb_s * 8 AS algbw_gbit_s,
+  t.busbw_gb_s * 8 AS busbw_gbit_s,
+  t.mean_busbw_gb_s,
+  t.logged_busbw_gbit_s,
+  t.ds_world_busbw_gbit_s,
+  cm.correction_factor,
+  t.ds_world_busbw_gbit_s * cm.correction_factor AS corrected_busbw_gbit_s,
   g.link_capacity_bytes_s,
-  g.busbw_gb_s * 1e9 / g.link_capacity_bytes_s AS utilisation,
+  t.busbw_gb_s * 1e9 / g.link_capacity_bytes_s AS utilisation,
   max(CASE WHEN c.traffic_class = 'TP' THEN c.c_bytes_s END) AS c_tp_bytes_s,
   max(CASE WHEN c.traffic_class = 'PP' THEN c.c_bytes_s END) AS c_pp_bytes_s,
   max(CASE WHEN c.traffic_class = 'DP' THEN c.c_bytes_s END) AS c_dp_bytes_s,
@@ -316,6 +417,16 @@ SELECT
   any_value(cb.busbw_call_Bps) AS busbw_call_Bps,
   any_value(cb.xfer_source) AS xfer_source
 FROM grouped AS g
+LEFT JOIN timings AS t
+  ON t.run_id = g.run_id AND t.source = g.source AND t.op IS NOT DISTINCT FROM g.op
+  AND t.traffic_class IS NOT DISTINCT FROM g.traffic_class AND t.n_key IS NOT DISTINCT FROM g.n_key
+  AND t.size_bucket_bytes IS NOT DISTINCT FROM g.size_bucket_bytes
+  AND t.line_key IS NOT DISTINCT FROM g.line_key
+LEFT JOIN correction_median AS cm
+  ON cm.run_id = g.run_id AND cm.source = g.source AND cm.op IS NOT DISTINCT FROM g.op
+  AND cm.traffic_class IS NOT DISTINCT FROM g.traffic_class AND cm.n_key IS NOT DISTINCT FROM g.n_key
+  AND cm.size_bucket_bytes IS NOT DISTINCT FROM g.size_bucket_bytes
+  AND cm.line_key IS NOT DISTINCT FROM g.line_key
 LEFT JOIN listed AS l
   ON l.run_id = g.run_id AND l.source = g.source AND l.op IS NOT DISTINCT FROM g.op
   AND l.traffic_class IS NOT DISTINCT FROM g.traffic_class AND l.n_key IS NOT DISTINCT FROM g.n_key

@@ -44,10 +44,6 @@ CREATE OR REPLACE VIEW hang_collectives(
 ) AS
 WITH
   progress AS (SELECT * FROM int_hang_group_progress),
-  fr_ops AS (
-    SELECT * FROM stg_store__comm_ops
-    WHERE source_format = 'flight_recorder' AND op NOT IN ('send', 'recv')
-  ),
   -- Members with usable counters: Flight Recorder needs both, an NCCL log says only what
   -- was posted.
   known AS (
@@ -157,6 +153,22 @@ WITH
     WHERE m.not_reached OR (m.not_completed AND s.any_completed)
     GROUP BY m.run_id, m.source, m.group_name, m.seq
   ),
+  -- The calls are read only for the groups with a finding (`states`; none on a run whose
+  -- members all completed, or posted, the same collectives: then the join's empty build side
+  -- stops each scan of the calls at its first vector). The format is matched in the join, not
+  -- filtered: a filter that no call passes would read every call before the join saw one.
+  fr_wanted AS (
+    SELECT DISTINCT run_id, group_name, source AS source_format
+    FROM states
+    WHERE source = 'flight_recorder'
+  ),
+  fr_ops AS (
+    SELECT o.*
+    FROM stg_store__comm_ops AS o
+    SEMI JOIN fr_wanted AS w
+      ON w.run_id = o.run_id AND w.group_name = o.comm_id AND w.source_format = o.source_format
+    WHERE o.op NOT IN ('send', 'recv')
+  ),
   -- The collective itself: the earliest-created entry of (group, seq) in any dump.
   fr_first AS (
     SELECT
@@ -174,7 +186,14 @@ WITH
     GROUP BY run_id, comm_id, seq
   ),
   nccl_wanted AS (
-    SELECT run_id, group_name, seq FROM states WHERE source = 'nccl_debug'
+    SELECT run_id, group_name, seq, source AS source_format FROM states WHERE source = 'nccl_debug'
+  ),
+  -- the processes' communicators of those groups only
+  nccl_wanted_comms AS (
+    SELECT c.*, w.source_format
+    FROM int_hang_nccl_comms AS c
+    INNER JOIN (SELECT DISTINCT run_id, group_name, source_format FROM nccl_wanted) AS w
+      ON w.run_id = c.run_id AND w.group_name = c.group_name
   ),
   -- NCCL: the collective as the members that posted it logged it (op and size agree on a
   -- collective; the lowest rank's line), no creation time; only the (group, seq) found.
@@ -190,12 +209,11 @@ WITH
       arg_min(o.dtype, o.rank) AS dtype,
       CAST(NULL AS BIGINT) AS first_created_ns
     FROM stg_store__comm_ops AS o
-    INNER JOIN int_hang_nccl_comms AS c
+    INNER JOIN nccl_wanted_comms AS c
       ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
-      AND c.global_rank = o.rank
+      AND c.global_rank = o.rank AND c.source_format = o.source_format
     INNER JOIN nccl_wanted AS w
       ON w.run_id = c.run_id AND w.group_name = c.group_name AND w.seq = o.seq
-    WHERE o.source_format = 'nccl_debug'
     GROUP BY c.run_id, c.group_name, o.seq
   ),
   first_entry AS (

@@ -1,5 +1,5 @@
 -- Distribution of message sizes per operation and traffic class in power-of-two buckets, with counts, bytes and CDFs (APNet'24 Fig. 1).
--- One row per (run_id, source, op, traffic_class, size_bucket_bytes); source comm_ops counts each logical call once (int_calls: a call logged by several tools of its rank is one row, its size the best logged), source comm_summaries the calls of DeepSpeed's summary tables (kept apart: a run may log both). Sizes are comm_ops.msg_bytes, the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer), except DeepSpeed's reduce_scatter, logged as its full input (n shards) with no group size: kept as logged (effective_bandwidth divides it by n where the config gives n).
+-- One row per (run_id, source, op, traffic_class, size_bucket_bytes); source comm_ops counts each logical call once (int_calls, read as int_calls_tallied: its calls counted per size; a call logged by several tools of its rank is one row, its size the best logged), source comm_summaries the calls of DeepSpeed's summary tables (kept apart: a run may log both). Sizes are comm_ops.msg_bytes, the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer), except DeepSpeed's reduce_scatter, logged as its full input (n shards) with no group size: kept as logged (effective_bandwidth divides it by n where the config gives n).
 CREATE OR REPLACE VIEW message_sizes(
   -- Training run identifier.
   run_id,
@@ -28,8 +28,9 @@ CREATE OR REPLACE VIEW message_sizes(
 ) AS
 WITH
   sizes AS (
-    SELECT run_id, 'comm_ops' AS source, op, traffic_class, msg_bytes, 1::BIGINT AS calls
-    FROM int_calls
+    -- the logical calls counted per size (int_calls_tallied: int_calls' rows, counted)
+    SELECT run_id, 'comm_ops' AS source, op, traffic_class, msg_bytes, calls
+    FROM int_calls_tallied
     WHERE is_traffic AND msg_bytes IS NOT NULL
     UNION ALL
     SELECT

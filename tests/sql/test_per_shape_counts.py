@@ -1,0 +1,304 @@
+"""The objects that count the calls per call shape first equal their per-call definitions.
+
+Why: ``int_calls_tallied``, ``int_rank_primary_source``, ``call_signatures`` and the NCCL counters
+of ``int_hang_group_progress`` count the calls per ``shape_id`` of ``int_comm_ops_shaped`` and join
+the few shapes (``int_comm_op_shapes``) afterwards, instead of reading every call's strings (issue
+21: 18 M calls at 1024 ranks). ``int_calls_tallied`` also restates which calls ``int_calls`` takes
+as logged (no paired record, no NCCL all-to-all group). The oracles here are the per-call
+definitions, written as they were before: each object must give exactly their rows on every real
+sample, on a generated run logged by three tools (records paired into the NCCL log's calls) and
+on hand-made calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+from generated_runs import ingest_and_derive
+
+from commscope.model.config import config_from_dict
+from commscope.parsers.schema import TABLES, conform, empty_frame
+from commscope.pipeline.derive import empty_inputs, register_tables
+from commscope.pipeline.sql_modules import with_dependencies
+from commscope.pipeline.store import Store
+from commscope.synthetic import GenerateOptions, generate
+from commscope.synthetic.presets import tiny_config
+from tests.sql.conftest import create_materialised
+
+ORACLES = {
+    # every logical call of int_calls, one by one
+    "int_calls_tallied": """
+        SELECT
+          run_id, rank, source_format, op, traffic_class, is_traffic, msg_bytes, group_size,
+          group_source, global_group, timing_source, bytes_source, duration_source,
+          dur_ns IS NOT NULL AS timed,
+          coalesce(timing_source, '') <> 'none' AND coalesce(dur_ns > 0, false)
+            OR busbw_gbps IS NOT NULL AS bw_per_call,
+          n_sources > 1 AS multi_source, size_conflict, count(*)::BIGINT AS calls
+        FROM int_calls
+        GROUP BY ALL
+    """,
+    # the rule on every call of stg_store__comm_ops, each joined to the groups
+    "int_rank_primary_source": """
+        WITH
+          keys AS (SELECT * FROM int_groups_comm_keys WHERE members_complete),
+          per_format AS (
+            SELECT
+              o.run_id, o.rank, o.source_format,
+              count(*) FILTER (WHERE o.is_traffic) AS traffic_calls,
+              count(*) FILTER (
+                WHERE o.is_traffic AND (
+                  ck.comm_id IS NOT NULL OR pk.comm_id IS NOT NULL OR o.group_size = w.world_size
+                )
+              ) AS placed_calls,
+              count(*) FILTER (WHERE o.is_traffic AND o.dur_ns IS NOT NULL) AS timed_calls,
+              count(*) AS calls
+            FROM stg_store__comm_ops AS o
+            LEFT JOIN int_run_world AS w ON w.run_id = o.run_id
+            LEFT JOIN keys AS ck
+              ON ck.key_kind = 'communicator' AND ck.run_id = o.run_id
+              AND ck.comm_id = o.comm_id AND coalesce(ck.host, '') = coalesce(o.host, '')
+              AND coalesce(ck.pid, -1) = coalesce(o.pid, -1) AND ck.global_rank = o.rank
+            LEFT JOIN keys AS pk
+              ON pk.key_kind = 'process_group' AND pk.run_id = o.run_id
+              AND pk.comm_id = o.comm_id AND pk.group_size = o.group_size
+            WHERE o.rank IS NOT NULL
+            GROUP BY o.run_id, o.rank, o.source_format
+          )
+        SELECT run_id, rank, source_format, traffic_calls, placed_calls,
+          count(*) OVER (PARTITION BY run_id, rank) AS formats_logged
+        FROM per_format
+        QUALIFY row_number() OVER (
+          PARTITION BY run_id, rank
+          ORDER BY primary_source_order(source_format, traffic_calls, placed_calls, timed_calls, calls)
+        ) = 1
+    """,
+    # every counted call of the classified calls
+    "call_signatures": """
+        SELECT run_id, rank, traffic_class, op, msg_bytes, max(group_size)::INTEGER AS group_size,
+          count(*) AS calls, sum(msg_bytes)::BIGINT AS total_bytes,
+          max(logged_size_tolerance(source_format, msg_bytes)) AS tol_bytes
+        FROM int_comm_ops_classified
+        WHERE counted AND is_traffic AND msg_bytes IS NOT NULL
+        GROUP BY run_id, rank, traffic_class, op, msg_bytes
+    """,
+}
+"""Object -> its per-call definition."""
+
+NCCL_PROGRESS = """
+    -- int_hang_group_progress's NCCL counters from every NCCL call: the largest opCount a member
+    -- logged on the group's communicators, and whether any of them carried a Send/Recv line
+    WITH
+      per_call AS (
+        SELECT c.run_id, c.group_name, c.global_rank AS rank, max(o.seq) AS last_seq,
+          bool_or(o.op IN ('send', 'recv')) AS has_p2p
+        FROM stg_store__comm_ops AS o
+        JOIN int_hang_nccl_comms AS c
+          ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
+          AND c.global_rank = o.rank
+        WHERE o.source_format = 'nccl_debug'
+        GROUP BY ALL
+      )
+    SELECT p.run_id, p.group_name, p.rank, p.last_enqueued_seq, c.last_seq
+    FROM int_hang_group_progress AS p
+    JOIN per_call AS c USING (run_id, group_name, rank)
+    WHERE p.source = 'nccl_debug' AND p.last_enqueued_seq IS DISTINCT FROM coalesce(c.last_seq, -1)
+    UNION ALL
+    SELECT p.run_id, p.group_name, p.rank, NULL, NULL
+    FROM int_hang_group_progress AS p
+    WHERE p.source = 'nccl_debug' AND p.is_p2p_group IS DISTINCT FROM (
+      SELECT coalesce(bool_or(c.has_p2p), false) FROM per_call AS c
+      WHERE c.run_id = p.run_id AND c.group_name = p.group_name
+    )
+"""
+"""Rows of int_hang_group_progress's NCCL counters that disagree with the per-call oracle."""
+
+OBJECTS = (*ORACLES, "int_hang_group_progress")
+
+
+def differences(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, int, int]:
+    """Rows of ``name``, and rows only in it and only in its oracle (multisets)."""
+    oracle = ORACLES[name]
+    n = con.execute(f"SELECT count(*) FROM {name}").fetchone()
+    extra = con.execute(f"SELECT count(*) FROM (FROM {name} EXCEPT ALL FROM ({oracle}))").fetchone()
+    missing = con.execute(
+        f"SELECT count(*) FROM (FROM ({oracle}) EXCEPT ALL FROM {name})"
+    ).fetchone()
+    assert n is not None and extra is not None and missing is not None
+    return n[0], extra[0], missing[0]
+
+
+def store_connection(store: Store) -> duckdb.DuckDBPyConnection:
+    """Every run of ``store`` in memory with OBJECTS and what they read as tables (as derive)."""
+    con = duckdb.connect()
+    store.create_views(con)
+    for name in TABLES:
+        con.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
+        con.execute(f"DROP VIEW {name}")
+        con.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
+    register_tables(con, empty_inputs())
+    create_materialised(con, with_dependencies(OBJECTS))
+    return con
+
+
+@pytest.fixture(scope="module")
+def samples(all_samples: tuple[Store, dict[str, Path]]) -> Iterator[duckdb.DuckDBPyConnection]:
+    """Every real sample (one run each)."""
+    con = store_connection(all_samples[0])
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="module")
+def multisource(tmp_path_factory: pytest.TempPathFactory) -> Iterator[duckdb.DuckDBPyConnection]:
+    """8 ranks (PP2 x TP2 x DP2), 2 iterations, logged by NCCL, Kineto and the Inspector: every
+    NCCL call an anchor of paired records."""
+    tmp = tmp_path_factory.mktemp("tallied")
+    cfg = config_from_dict(tiny_config(pp=2, tp=2, dp=2))
+    opts = GenerateOptions(iterations=2, seed=4, formats=("nccl", "kineto", "inspector"))
+    generate(cfg, opts, tmp / "gen")
+    run = ingest_and_derive(tmp / "gen", tmp / "store", "ms")
+    con = store_connection(run.store)
+    yield con
+    con.close()
+
+
+def _line(
+    rank: int, line: int, op: str, peer: int | None, nbytes: int, seq: int
+) -> dict[str, object]:
+    return {
+        "run_id": "r",
+        "rank": rank,
+        "host": "h",
+        "pid": 10 + rank,
+        "source_format": "nccl_debug",
+        "source_file": f"nccl_{rank}",
+        "source_line": line,
+        "op": op,
+        "comm_id": f"0x{rank}",
+        "group_size": 2,
+        "group_rank": rank,
+        "peer_rank": peer,
+        "msg_bytes": nbytes,
+        "seq": seq,
+    }
+
+
+@pytest.fixture(scope="module")
+def hand_made() -> Iterator[duckdb.DuckDBPyConnection]:
+    """Two ranks' NCCL logs: an all-to-all written as grouped Send/Recv lines (one logical
+    call per rank, int_p2p_groups), all_reduce calls of two sizes, a timed Kineto trace of rank
+    1's calls (its records paired with the log's) and a rankless timed call."""
+    rows: list[dict[str, object]] = []
+    for rank in (0, 1):
+        rows += [_line(rank, 1 + i, "all_reduce", None, 64 if i % 3 else 128, i) for i in range(6)]
+        rows += [
+            _line(rank, 10, "send", 0, 100 + rank, 6),
+            _line(rank, 11, "send", 1, 200 + rank, 6),
+            _line(rank, 12, "recv", 0, 100, 6),
+            _line(rank, 13, "recv", 1, 200, 6),
+        ]
+    rows += [
+        {
+            "run_id": "r",
+            "rank": 1,
+            "host": "h",
+            "pid": 11,
+            "source_format": "kineto",
+            "source_file": "trace_1",
+            "source_line": i + 1,
+            "op": "all_reduce",
+            "group_size": 2,
+            "msg_bytes": 64 if i % 3 else 128,
+            "ts_ns": 1000 * i,
+            "dur_ns": 50 + i,
+            "timing_source": "kernel",
+        }
+        for i in range(6)
+    ]
+    rows.append(
+        {
+            "run_id": "r",
+            "source_format": "kineto",
+            "source_file": "trace_x",
+            "source_line": 1,
+            "op": "all_gather",
+            "msg_bytes": 32,
+            "ts_ns": 5,
+            "dur_ns": 9,
+            "busbw_gbps": 1.5,
+            "timing_source": "kernel",
+        }
+    )
+    con = duckdb.connect()
+    for name in TABLES:
+        df = pl.DataFrame(rows) if name == "comm_ops" else empty_frame(name)
+        con.register(f"_t_{name}", conform(df, name) if name == "comm_ops" else df.to_arrow())
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _t_{name}")
+    register_tables(con, empty_inputs())
+    create_materialised(con, with_dependencies(OBJECTS))
+    yield con
+    con.close()
+
+
+@pytest.mark.parametrize("name", list(ORACLES))
+def test_equal_to_the_per_call_definition_on_samples(
+    samples: duckdb.DuckDBPyConnection, name: str
+) -> None:
+    rows, extra, missing = differences(samples, name)
+    assert rows > 0 and (extra, missing) == (0, 0)
+
+
+@pytest.mark.parametrize("name", list(ORACLES))
+def test_equal_to_the_per_call_definition_with_paired_records(
+    multisource: duckdb.DuckDBPyConnection, name: str
+) -> None:
+    rows, extra, missing = differences(multisource, name)
+    assert rows > 0 and (extra, missing) == (0, 0)
+    if name == "int_calls_tallied":  # calls with records of other tools, timed by them
+        paired = multisource.execute(
+            "SELECT sum(calls) FILTER (WHERE multi_source), sum(calls) FILTER (WHERE timed) "
+            "FROM int_calls_tallied"
+        ).fetchone()
+        assert paired is not None and paired[0] > 0 and paired[1] > 0
+
+
+@pytest.mark.parametrize("name", list(ORACLES))
+def test_equal_to_the_per_call_definition_on_hand_made_calls(
+    hand_made: duckdb.DuckDBPyConnection, name: str
+) -> None:
+    rows, extra, missing = differences(hand_made, name)
+    assert rows > 0 and (extra, missing) == (0, 0)
+
+
+def test_hand_made_calls_exercise_both_parts(hand_made: duckdb.DuckDBPyConnection) -> None:
+    """The all-to-all groups are one call each, rank 1's calls carry Kineto's durations, the
+    rankless call its busbw: the tally's calls taken from int_calls and those counted per
+    shape both occur."""
+    got = hand_made.execute(
+        "SELECT op, rank, sum(calls), bool_or(multi_source), bool_or(timed), bool_or(bw_per_call) "
+        "FROM int_calls_tallied GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    assert got == [
+        ("all_gather", None, 1, False, True, True),
+        ("all_reduce", 0, 6, False, False, False),
+        ("all_reduce", 1, 6, True, True, True),
+        ("all_to_all", 0, 1, False, False, False),
+        ("all_to_all", 1, 1, False, False, False),
+    ]
+
+
+@pytest.mark.parametrize("fixture", ["samples", "multisource"])
+def test_nccl_counters_equal_the_per_call_maxima(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    con: duckdb.DuckDBPyConnection = request.getfixturevalue(fixture)
+    assert con.execute(NCCL_PROGRESS).fetchall() == []
+    n = con.execute(
+        "SELECT count(*) FROM int_hang_group_progress WHERE counter_source = 'nccl_log'"
+    ).fetchone()
+    assert n is not None and n[0] > 0
