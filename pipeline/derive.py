@@ -663,8 +663,10 @@ _VIEW_IF_EMPTY: dict[str, str] = {"int_calls": "int_call_sources"}
 
 ``int_calls`` on a run whose int_call_sources is empty (every rank logged by one tool: no record
 to pair) is the counted rows of ``int_comm_ops_classified`` (an NCCL all-to-all's grouped Send/Recv lines as
-one call) joined to an empty aggregate, a projection that each reader (call_sources, call_totals, effective_bandwidth, message_sizes)
-computes within its own query for about what its read of the table costs, while storing it
+one call) joined to an empty aggregate, a projection that each reader (``int_calls_tallied``,
+which counts it per value for call_sources, call_totals, effective_bandwidth and message_sizes;
+``int_call_lines``; the flows) computes within its own query for about what its read of the
+table costs, while storing it
 wrote a 40-column copy of every call (256 ranks: 5.2 s CPU of the derive; the marts' CPU the
 same either way, ``bench/README.md``). With paired records its per-call aggregate is worth
 computing once, so it is materialised."""
