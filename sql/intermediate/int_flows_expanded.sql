@@ -37,11 +37,11 @@ WITH
   -- per-peer lines), in two parts. A call of a rank none of whose calls int_calls reworks (no
   -- record of another tool paired with it, no NCCL all-to-all group: int_calls' header) and
   -- that is no all-to-all (whose split may give it per-member lines) is its counted
-  -- int_comm_ops_classified row: such calls are counted per shape_id (int_comm_ops_shaped, one
-  -- integer per call), peer and iteration, and their shapes joined after; every other call is
-  -- read from int_call_lines as it is (none on a run logged by one tool without all-to-alls:
-  -- the semi join's empty build side then stops that read at once). A call is in exactly one
-  -- part: its rank and its op decide.
+  -- int_comm_ops_classified row: such calls are counted per shape_id, peer and iteration from
+  -- their iteration rows (int_comm_op_iteration), and their shapes joined after; every other
+  -- call is read from int_call_lines as it is (none on a run logged by one tool without
+  -- all-to-alls: the semi join's empty build side then stops that read at once). A call is in
+  -- exactly one part: its rank and its op decide.
   reworked_ranks AS MATERIALIZED (
     SELECT run_id, rank FROM int_p2p_groups
     UNION
@@ -70,19 +70,17 @@ WITH
     SELECT DISTINCT run_id, rank FROM shapes WHERE counted AND rank IS NOT NULL
   ),
   plain_counts AS (
-    -- a call's iteration by its integer identity: call_key (stg_store__comm_ops: hash(run_id,
-    -- rank, source_file, source_line)) with the rank and line beside the hash, so that two
-    -- calls whose keys collide are not taken for one unless they also share rank and line;
-    -- the run_id string is left out of the hash table of every call (1024 ranks: 18 M calls)
+    -- the plain calls counted per shape, peer and iteration straight from their iteration rows
+    -- (int_comm_op_iteration: one row per call, with the call's shape_id and peer_rank beside
+    -- its iteration), so no call is joined to its iteration (1024 ranks: 18 M calls by 18 M
+    -- rows); plain_shapes has one row per shape_id, so the join keeps each call once
     SELECT
-      c.shape_id,
-      c.peer_rank,
-      coalesce(it.iteration, c.iteration) AS it_iteration,
+      i.shape_id,
+      i.peer_rank,
+      i.iteration AS it_iteration,
       count(*) AS ncalls
-    FROM int_comm_ops_shaped AS c
-    JOIN plain_shapes AS p ON p.shape_id = c.shape_id
-    LEFT JOIN (SELECT call_key, rank, source_line, iteration FROM int_comm_op_iteration) AS it
-      ON it.call_key = c.call_key AND it.rank = p.rank AND it.source_line = c.source_line
+    FROM int_comm_op_iteration AS i
+    JOIN plain_shapes AS p ON p.shape_id = i.shape_id
     GROUP BY ALL
   ),
   base_calls AS (
