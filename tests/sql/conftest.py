@@ -24,7 +24,7 @@ from commscope.pipeline.derive import (
     run_config_frame,
 )
 from commscope.pipeline.ingest import ingest_paths
-from commscope.pipeline.sql_modules import SqlModule, apply, discover
+from commscope.pipeline.sql_modules import SqlModule, apply, discover, with_dependencies
 from commscope.pipeline.store import Store
 
 
@@ -78,12 +78,7 @@ def materialised(
     config in ``run_config``) and without the Parquet views, whose per-batch files would be
     opened once per reference in the plan (too many open files over 30 runs).
     """
-    c = duckdb.connect()
-    store.create_views(c)
-    for name in TABLES:
-        c.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
-        c.execute(f"DROP VIEW {name}")
-        c.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
+    c = canonical_tables(store)
     runs = [r for (r,) in c.execute("SELECT DISTINCT run_id FROM ingested_files").fetchall()]
     cfg = pl.concat([run_config_frame(rc.load(store, r), r) for r in runs])
     c.register("_cfg", cfg.to_arrow())
@@ -97,6 +92,27 @@ def materialised(
         prepare(c)
     apply(c, comments=False)
     materialise_intermediates(c)
+    return c
+
+
+def canonical_tables(store: Store) -> duckdb.DuckDBPyConnection:
+    """A new in-memory connection holding every run of ``store``'s canonical tables as tables
+    (copied from the store's views: each Parquet file is read once, not once per reference)."""
+    c = duckdb.connect()
+    store.create_views(c)
+    for name in TABLES:
+        c.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
+        c.execute(f"DROP VIEW {name}")
+        c.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
+    return c
+
+
+def objects_over_store(store: Store, objects: Iterable[str]) -> duckdb.DuckDBPyConnection:
+    """Every run of ``store`` in memory (:func:`canonical_tables`) with ``objects`` and what they
+    read created, each intermediate a table as derive makes it (model inputs empty)."""
+    c = canonical_tables(store)
+    register_tables(c, empty_inputs())
+    create_materialised(c, with_dependencies(tuple(objects)))
     return c
 
 

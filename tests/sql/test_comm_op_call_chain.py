@@ -18,11 +18,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from commscope.parsers.schema import TABLES
-from commscope.pipeline.derive import empty_inputs, register_tables
-from commscope.pipeline.sql_modules import with_dependencies
 from commscope.pipeline.store import Store
-from tests.sql.conftest import create_materialised
+from tests.sql.conftest import objects_over_store
 
 OBJECTS = ("int_comm_op_shapes", "int_comm_op_iteration", "int_instance_lane_shaped")
 
@@ -98,14 +95,7 @@ LEFT JOIN timed AS t
 def chain(all_samples: tuple[Store, dict[str, Path]]) -> Iterator[duckdb.DuckDBPyConnection]:
     """Every sample run's calls copied into tables and the chain's objects materialised."""
     store, _ = all_samples
-    con = duckdb.connect()
-    store.create_views(con)
-    for name in TABLES:
-        con.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
-        con.execute(f"DROP VIEW {name}")
-        con.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
-    register_tables(con, empty_inputs())
-    create_materialised(con, with_dependencies(OBJECTS))
+    con = objects_over_store(store, OBJECTS)
     yield con
     con.close()
 

@@ -16,11 +16,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from commscope.parsers.schema import TABLES
-from commscope.pipeline.derive import empty_inputs, register_tables
-from commscope.pipeline.sql_modules import with_dependencies
 from commscope.pipeline.store import Store
-from tests.sql.conftest import calls_catalog, create_materialised
+from tests.sql.conftest import calls_catalog, objects_over_store
 
 DISAGREE = """
 SELECT s.run_id, s.rank, s.source_format, s.counted, p.source_format AS primary_format
@@ -96,15 +93,8 @@ def test_counted_agrees_with_primary_source_on_samples(
     all_samples: tuple[Store, dict[str, Path]],
 ) -> None:
     store, _ = all_samples
-    con = duckdb.connect()
+    con = objects_over_store(store, OBJECTS)
     try:
-        store.create_views(con)
-        for name in TABLES:
-            con.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
-            con.execute(f"DROP VIEW {name}")
-            con.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
-        register_tables(con, empty_inputs())
-        create_materialised(con, with_dependencies(OBJECTS))
         assert con.sql(DISAGREE).fetchall() == []
         # the samples hold ranks logged by several formats (a non-trivial choice)
         multi = con.execute("SELECT count(*) FROM int_rank_primary_source WHERE formats_logged > 1")

@@ -27,7 +27,7 @@ from commscope.pipeline.sql_modules import with_dependencies
 from commscope.pipeline.store import Store
 from commscope.synthetic import GenerateOptions, generate
 from commscope.synthetic.presets import tiny_config
-from tests.sql.conftest import create_materialised
+from tests.sql.conftest import create_materialised, objects_over_store
 
 ORACLES = {
     # every logical call of int_calls, one by one
@@ -134,15 +134,7 @@ def differences(con: duckdb.DuckDBPyConnection, name: str) -> tuple[int, int, in
 
 def store_connection(store: Store) -> duckdb.DuckDBPyConnection:
     """Every run of ``store`` in memory with OBJECTS and what they read as tables (as derive)."""
-    con = duckdb.connect()
-    store.create_views(con)
-    for name in TABLES:
-        con.execute(f"CREATE TABLE _m_{name} AS SELECT * FROM {name}")
-        con.execute(f"DROP VIEW {name}")
-        con.execute(f"ALTER TABLE _m_{name} RENAME TO {name}")
-    register_tables(con, empty_inputs())
-    create_materialised(con, with_dependencies(OBJECTS))
-    return con
+    return objects_over_store(store, OBJECTS)
 
 
 @pytest.fixture(scope="module")
