@@ -1,4 +1,4 @@
--- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), read as int_calls_tallied (its calls counted per size, group, class and source: the counts, sizes and the correction factor, whose median is taken over the counted values) and, for the calls with a duration or a logged busbw, one by one (the medians of durations and bandwidths), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. A group size the log does not give comes from the run config by the macro config_group_size (sql/macros/config_group_size.sql), flagged group_source run_config. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), read as int_calls_tallied (its calls counted per size, group, class and source: the counts, sizes and the correction factor, whose median is taken over the counted values) and, for the calls with a duration or a logged busbw, one by one (the medians of durations and bandwidths), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
 -- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
@@ -99,15 +99,7 @@ WITH
       coalesce(o.timing_source, 'unknown') AS timing_source,
       NULL::DOUBLE AS logged_busbw,
       w.world_size AS nw,
-      coalesce(
-        o.group_size,
-        CASE
-          WHEN o.op IN ('send', 'recv') THEN 2
-          WHEN o.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
-          WHEN w.tp = 1 THEN w.dp
-          WHEN w.dp = 1 THEN w.tp
-        END
-      ) AS n,
+      coalesce(o.group_size, config_group_size(o.op, w.ep, w.dp, w.tp)) AS n,
       CASE
         WHEN o.group_size IS NOT NULL THEN coalesce(o.group_source, 'unknown')
         WHEN o.op IN ('send', 'recv') THEN 'op'
@@ -137,15 +129,7 @@ WITH
       coalesce(o.timing_source, 'unknown') AS timing_source,
       o.busbw_gbps AS logged_busbw,
       w.world_size AS nw,
-      coalesce(
-        o.group_size,
-        CASE
-          WHEN o.op IN ('send', 'recv') THEN 2
-          WHEN o.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
-          WHEN w.tp = 1 THEN w.dp
-          WHEN w.dp = 1 THEN w.tp
-        END
-      ) AS n,
+      coalesce(o.group_size, config_group_size(o.op, w.ep, w.dp, w.tp)) AS n,
       NULL::VARCHAR AS group_source,
       NULL::DOUBLE AS capacity,
       1 AS calls
@@ -186,12 +170,7 @@ WITH
       c.total_latency_ms * 1e6 / nullif(c.calls, 0) AS mean_dur_ns,
       c.busbw_gbps AS logged_busbw,
       w.world_size AS nw,
-      CASE
-        WHEN c.op IN ('send', 'recv') THEN 2
-        WHEN c.op = 'all_to_all' THEN coalesce(w.ep, w.dp)
-        WHEN w.tp = 1 THEN w.dp
-        WHEN w.dp = 1 THEN w.tp
-      END AS n,
+      config_group_size(c.op, w.ep, w.dp, w.tp) AS n,
       CASE
         WHEN c.op IN ('send', 'recv') THEN 'op'
         -- n (the alias above) came from the config
