@@ -28,16 +28,22 @@ from commscope.pipeline.sql_modules import SqlModule, apply, discover, with_depe
 from commscope.pipeline.store import Store
 
 
-def calls_catalog(comm_ops: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
-    """An in-memory catalog of hand-made calls: ``comm_ops`` holds ``comm_ops`` (conformed to
-    the schema), every other canonical table is empty, the model inputs are empty and every
-    staging and intermediate SQL module is a view over them."""
+def calls_tables(comm_ops: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
+    """An in-memory connection of hand-made calls: ``comm_ops`` holds ``comm_ops`` (conformed
+    to the schema), every other canonical table is empty, the model inputs are empty; no SQL
+    module yet."""
     con = duckdb.connect()
     for name in TABLES:
         df = pl.DataFrame(comm_ops) if name == "comm_ops" else empty_frame(name)
         con.register(f"_t_{name}", conform(df, name) if name == "comm_ops" else df.to_arrow())
         con.execute(f"CREATE TABLE {name} AS SELECT * FROM _t_{name}")
     register_tables(con, empty_inputs())
+    return con
+
+
+def calls_catalog(comm_ops: list[dict[str, object]]) -> duckdb.DuckDBPyConnection:
+    """:func:`calls_tables` with every staging and intermediate SQL module a view over them."""
+    con = calls_tables(comm_ops)
     apply(con, tuple(m for m in discover() if m.layer != "marts"), comments=False)
     return con
 

@@ -16,18 +16,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
-import polars as pl
 import pytest
 from generated_runs import ingest_and_derive
 
 from commscope.model.config import config_from_dict
-from commscope.parsers.schema import TABLES, conform, empty_frame
-from commscope.pipeline.derive import empty_inputs, register_tables
 from commscope.pipeline.sql_modules import with_dependencies
 from commscope.pipeline.store import Store
 from commscope.synthetic import GenerateOptions, generate
 from commscope.synthetic.presets import tiny_config
-from tests.sql.conftest import create_materialised, objects_over_store
+from tests.sql.conftest import calls_tables, create_materialised, objects_over_store
 
 ORACLES = {
     # every logical call of int_calls, one by one
@@ -226,12 +223,7 @@ def hand_made() -> Iterator[duckdb.DuckDBPyConnection]:
             "timing_source": "kernel",
         }
     )
-    con = duckdb.connect()
-    for name in TABLES:
-        df = pl.DataFrame(rows) if name == "comm_ops" else empty_frame(name)
-        con.register(f"_t_{name}", conform(df, name) if name == "comm_ops" else df.to_arrow())
-        con.execute(f"CREATE TABLE {name} AS SELECT * FROM _t_{name}")
-    register_tables(con, empty_inputs())
+    con = calls_tables(rows)
     create_materialised(con, with_dependencies(OBJECTS))
     yield con
     con.close()
