@@ -9,7 +9,8 @@ Usage (from the project root)::
         [--profile-dir DIR] [--dump DIR] [--marts]
 
 It runs what ``commscope.pipeline.derive.derive_run`` runs (``connect_for_derive``, then each intermediate
-materialised in load order, then each mart), without publishing anything. ``--explain`` names
+materialised in load order, then each mart written to Parquet by ``write_mart`` in a temporary
+folder), without publishing anything. ``--explain`` names
 the steps whose DuckDB profile (``EXPLAIN ANALYZE``-style operator tree with timings) is written
 to ``--profile-dir/<name>.txt``. This is a script, not a test.
 """
@@ -21,7 +22,9 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,13 +87,19 @@ def main() -> int:
 
     folder = d._private_folder(con)  # as derive: call-sized intermediates as Parquet there
 
-    def run(name: str, sql: str, count: str | None = None) -> None:
+    published = d.published_as_is(mods)
+    mart_dir = Path(tempfile.mkdtemp(prefix="commscope-profile-marts-"))
+
+    def run(name: str, sql: str | Callable[[], object], count: str | None = None) -> None:
         if name in explain:
             out = args.profile_dir / f"{name}.json"
             con.execute("SET enable_profiling = 'json'")
             con.execute(f"SET profiling_output = '{out}'")
         c1, t1 = time.process_time(), time.perf_counter()
-        con.execute(sql)
+        if callable(sql):
+            sql()
+        else:
+            con.execute(sql)
         times[name] = (time.perf_counter() - t1, time.process_time() - c1)
         if name in explain:
             con.execute("SET enable_profiling = 'no_output'")
@@ -120,15 +129,14 @@ def main() -> int:
             continue
         if mod.name in d._AS_PARQUET and folder is not None:  # as derive: a Parquet file
             pq = folder / f"{mod.name}.parquet"
+            codec = "zstd" if mod.name in published else "lz4_raw"
             run(
                 mod.name,
-                f"COPY (SELECT * FROM {mod.name}) TO '{pq}' (FORMAT parquet, COMPRESSION lz4_raw)",
+                lambda name=mod.name, codec=codec: d._materialise_parquet(con, name, folder, codec),
                 count=f"read_parquet('{pq}')",
             )
             if args.dump:
                 shutil.copyfile(pq, args.dump / (mod.name + ".parquet"))
-            con.execute(f"DROP VIEW {mod.name}")
-            con.execute(f"CREATE VIEW {mod.name} AS SELECT * FROM read_parquet('{pq}')")
         else:
             run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
             if args.dump:
@@ -143,9 +151,16 @@ def main() -> int:
             for mod in mods:
                 if mod.layer != "marts":
                     continue
-                run(mod.name, f"CREATE TABLE _mat_{mod.name} AS SELECT * FROM {mod.name}")
+                # as derive: written to Parquet (zstd), or a published intermediate's file
+                dest = mart_dir / f"{mod.name}.parquet"
+                run(
+                    mod.name,
+                    lambda mod=mod, dest=dest: d.write_mart(con, mod, dest, args.run_id),
+                    count=f"read_parquet('{dest}')",
+                )
                 if args.dump:
-                    con.execute(f"COPY _mat_{mod.name} TO '{args.dump / (mod.name + '.parquet')}'")
+                    shutil.copyfile(dest, args.dump / (mod.name + ".parquet"))
+    shutil.rmtree(mart_dir, ignore_errors=True)
     spill = con.execute("SELECT current_setting('temp_directory')").fetchone()
     con.close()
     if spill and Path(str(spill[0])).name.startswith("commscope-derive-"):

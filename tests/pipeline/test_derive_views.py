@@ -64,19 +64,35 @@ def test_file_backed_derive_holds_call_sized_intermediates_as_parquet(
             out[name] = df.sort(df.columns, nulls_last=True)
         return out
 
+    copied: list[str] = []
+    real_copy = derive._copy_atomic
+
+    def copy_spy(con: duckdb.DuckDBPyConnection, sql: str, dest: Path, run_id: str) -> None:
+        copied.append(dest.parent.parent.name)  # marts/<mart>/<run>/<generation>.parquet
+        real_copy(con, sql, dest, run_id)
+
+    monkeypatch.setattr(derive, "_copy_atomic", copy_spy)
     in_memory = marts(derive_run(store, "r"))
-    written: list[str] = []
+    assert "collective_instances" in copied  # in memory: every mart is computed and written
+    written: dict[str, str] = {}
     real = derive._materialise_parquet
 
-    def spy(con: duckdb.DuckDBPyConnection, name: str, folder: Path) -> None:
-        written.append(name)
-        real(con, name, folder)
+    def spy(con: duckdb.DuckDBPyConnection, name: str, folder: Path, compression: str) -> None:
+        written[name] = compression
+        real(con, name, folder, compression)
         assert (folder / f"{name}.parquet").is_file()
 
     monkeypatch.setattr(derive, "ON_DISK_ROWS", 1)
     monkeypatch.setattr(derive, "_materialise_parquet", spy)
+    copied.clear()
     on_disk = marts(derive_run(store, "r"))
     assert sorted(written) == sorted(derive._AS_PARQUET)
+    # the intermediate a mart publishes whole is written in the marts' codec, and its file is
+    # the mart's: the mart is not computed again
+    assert written.pop("int_instances") == "zstd"
+    assert set(written.values()) == {"lz4_raw"}
+    assert "collective_instances" not in copied
+    assert len(copied) == len(on_disk) - 1
     assert in_memory.keys() == on_disk.keys()
     assert sum(len(df) for df in in_memory.values()) > 0
     for name, df in in_memory.items():
