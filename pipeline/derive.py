@@ -119,7 +119,12 @@ def connect_for_derive(
     tables themselves.
     """
     snap = snapshot if snapshot is not None else store.snapshot(run_id)
-    con = _connect(store.snapshot_files("comm_ops", snap) if prune else None)
+    calls, calls_only_run = 0, False
+    if prune:  # one pass over the calls' file footers: their count and their run
+        probe = duckdb.connect()
+        calls, calls_only_run = _run_rows(probe, store.snapshot_files("comm_ops", snap), run_id)
+        probe.close()
+    con = _connect(calls)
     # No SQL result depends on the order rows were inserted (every order that matters is an
     # ORDER BY), so DuckDB may copy and materialise in parallel without keeping it: a faster
     # load and less memory at scale (1024 ranks: 18 M calls).
@@ -150,7 +155,7 @@ def connect_for_derive(
             and file_backed
             and cols
             and name in (read or {})
-            and _only_run(con, params["files"], run_id)
+            and (calls_only_run if name == "comm_ops" else _only_run(con, params["files"], run_id))
         ):
             _create_file_view(con, name, params["files"], cols, (read or {})[name])
             continue
@@ -204,15 +209,25 @@ def _create_file_view(
     )
 
 
-def _only_run(con: duckdb.DuckDBPyConnection, files: list[str], run_id: str) -> bool:
-    """Whether every row of ``files`` has ``run_id`` by the files' Parquet statistics."""
+def _run_rows(con: duckdb.DuckDBPyConnection, files: list[str], run_id: str) -> tuple[int, bool]:
+    """How many rows ``files`` hold, and whether every one has ``run_id``, from the files'
+    Parquet statistics alone (one pass over their footers): in every row group with rows,
+    min = max = ``run_id`` and no null; a row group without statistics proves nothing."""
+    if not files:
+        return 0, True
     row = con.execute(
-        "SELECT count(*) FILTER (WHERE row_group_num_rows > 0 AND (stats_min_value IS DISTINCT FROM $r"
-        " OR stats_max_value IS DISTINCT FROM $r)) FROM parquet_metadata($files)"
-        " WHERE path_in_schema = 'run_id'",
+        "SELECT coalesce(sum(row_group_num_rows), 0), count(*) FILTER (WHERE row_group_num_rows > 0"
+        " AND NOT coalesce(stats_min_value = $r AND stats_max_value = $r"
+        " AND stats_null_count = 0, FALSE)) = 0"
+        " FROM parquet_metadata($files) WHERE path_in_schema = 'run_id'",
         {"files": files, "r": run_id},
     ).fetchone()
-    return bool(row) and row[0] == 0
+    return (int(row[0]), bool(row[1])) if row else (0, False)
+
+
+def _only_run(con: duckdb.DuckDBPyConnection, files: list[str], run_id: str) -> bool:
+    """Whether every row of ``files`` has ``run_id`` by the files' statistics (:func:`_run_rows`)."""
+    return _run_rows(con, files, run_id)[1]
 
 
 _BARE_ITEM = re.compile(r'\s*(?:\w+\.)?"?\w+"?\s*,?\s*')
@@ -254,21 +269,13 @@ tenth and stay cached. Below the threshold the compression costs more than it sa
 file, the call-sized intermediates (``_AS_PARQUET``) are Parquet files beside it instead."""
 
 
-def _connect(comm_ops_files: list[str] | None) -> duckdb.DuckDBPyConnection:
-    """A connection for derive: in memory, or in a private temporary database file when
-    ``comm_ops_files`` hold at least ``ON_DISK_ROWS`` rows. Either way capped by
-    :func:`limit_memory`; the file lives in the spill folder, which derive_run removes."""
+def _connect(calls: int) -> duckdb.DuckDBPyConnection:
+    """A connection for derive: in memory, or in a private temporary database file when the run
+    has at least ``ON_DISK_ROWS`` ``calls``. Either way capped by :func:`limit_memory`; the file
+    lives in the spill folder, which derive_run removes."""
     import tempfile
 
-    rows = 0
-    if comm_ops_files:
-        probe = duckdb.connect()
-        found = probe.execute(
-            "SELECT count(*) FROM read_parquet($files, union_by_name = true)",
-            {"files": comm_ops_files},
-        ).fetchone()
-        probe.close()
-        rows = int(found[0]) if found else 0
+    rows = calls
     if rows < ON_DISK_ROWS:
         con = duckdb.connect()
         limit_memory(con)
@@ -718,7 +725,7 @@ def write_mart(con: duckdb.DuckDBPyConnection, mod: SqlModule, dest: Path, run_i
     in derive, whose session holds one run); any other mart is computed and written by COPY.
     """
     src = _parquet_of(con, mod.publishes) if mod.published_columns is None else None
-    if src is not None and _holds_only_run(con, src, run_id):
+    if src is not None and _only_run(con, [str(src)], run_id):
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = _tmp_for(dest)
         tmp.unlink(missing_ok=True)
@@ -743,19 +750,6 @@ def _parquet_of(con: duckdb.DuckDBPyConnection, name: str | None) -> Path | None
         return None
     path = folder / f"{name}.parquet"
     return path if path.is_file() else None
-
-
-def _holds_only_run(con: duckdb.DuckDBPyConnection, path: Path, run_id: str) -> bool:
-    """Whether every row of the Parquet file ``path`` has ``run_id`` as its run, by the
-    file's own statistics (min = max = ``run_id``, no null, in every row group); a file
-    without them is not trusted."""
-    row = con.execute(
-        "SELECT coalesce(bool_and(stats_min_value = $r AND stats_max_value = $r "
-        "AND stats_null_count = 0), count(*) = 0) "
-        "FROM parquet_metadata($p) WHERE path_in_schema = 'run_id'",
-        {"r": run_id, "p": str(path)},
-    ).fetchone()
-    return bool(row and row[0])
 
 
 def _tmp_for(dest: Path) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from commscope.pipeline.derive import _holds_only_run, published_as_is, write_mart
+from commscope.pipeline.derive import _only_run, _run_rows, published_as_is, write_mart
 from commscope.pipeline.sql_modules import SqlModule, discover
 
 
@@ -74,7 +74,9 @@ def test_other_runs_rows_are_never_published(
     tmp_path: Path, runs: list[str | None], only_r: bool
 ) -> None:
     con = _session(tmp_path, runs)
-    assert _holds_only_run(con, tmp_path / "int_instances.parquet", "r") is only_r
+    pq = str(tmp_path / "int_instances.parquet")
+    assert _run_rows(con, [pq], "r") == (len(runs), only_r)
+    assert _only_run(con, [pq], "r") is only_r
     dest = tmp_path / "m.parquet"
     assert write_mart(con, _mart("collective_instances"), dest, "r") == runs.count("r")
     got = con.execute(f"SELECT DISTINCT run_id FROM read_parquet('{dest}')").fetchall()

@@ -40,6 +40,8 @@ def test_only_run_reads_the_files_statistics(tmp_path: Path) -> None:
     assert derive._only_run(con, [empty, a], "r")
     assert not derive._only_run(con, [empty, a], "s")
     assert not derive._only_run(con, [empty, a, b], "r")
+    assert derive._run_rows(con, [empty, a, b], "r") == (4, False)
+    assert derive._run_rows(con, [], "r") == (0, True)
 
 
 def test_file_view_keeps_the_columns_and_nulls_the_unread(tmp_path: Path) -> None:
