@@ -38,8 +38,9 @@ WITH
   -- record of another tool paired with it, no NCCL all-to-all group: int_calls' header) and
   -- that is no all-to-all (whose split may give it per-member lines) is its counted
   -- int_comm_ops_classified row: such calls are counted per shape_id, peer and iteration from
-  -- their iteration rows (int_comm_op_iteration), and their shapes joined after; every other
-  -- call is read from int_call_lines as it is (none on a run logged by one tool without
+  -- their narrow iteration rows (int_comm_op_iteration_shaped), and their shapes joined
+  -- after; every other call is read from int_call_lines as it is (none on a run logged by
+  -- one tool without
   -- all-to-alls: the semi join's empty build side then stops that read at once). A call is in
   -- exactly one part: its rank and its op decide.
   reworked_ranks AS MATERIALIZED (
@@ -70,16 +71,17 @@ WITH
     SELECT DISTINCT run_id, rank FROM shapes WHERE counted AND rank IS NOT NULL
   ),
   plain_counts AS (
-    -- the plain calls counted per shape, peer and iteration straight from their iteration rows
-    -- (int_comm_op_iteration: one row per call, with the call's shape_id and peer_rank beside
-    -- its iteration), so no call is joined to its iteration (1024 ranks: 18 M calls by 18 M
-    -- rows); plain_shapes has one row per shape_id, so the join keeps each call once
+    -- the plain calls counted per shape, peer and iteration straight from their narrow
+    -- iteration rows (int_comm_op_iteration_shaped: one row per call, with the call's shape_id
+    -- and peer_rank beside its iteration, no string), so no call is joined to its iteration
+    -- (1024 ranks: 18 M calls by 18 M rows) nor to its names; plain_shapes has one row per
+    -- shape_id, so the join keeps each call once
     SELECT
       i.shape_id,
       i.peer_rank,
       i.iteration AS it_iteration,
       count(*) AS ncalls
-    FROM int_comm_op_iteration AS i
+    FROM int_comm_op_iteration_shaped AS i
     JOIN plain_shapes AS p ON p.shape_id = i.shape_id
     GROUP BY ALL
   ),
@@ -120,9 +122,14 @@ WITH
     SEMI JOIN other_ranks AS x ON x.run_id = o.run_id AND x.rank = o.rank
     -- (those ranks' iterations only: with none, no hash table of every call's is built)
     LEFT JOIN (
-      SELECT i.call_key, i.rank, i.source_line, i.iteration
-      FROM int_comm_op_iteration AS i
-      SEMI JOIN other_ranks AS x ON x.run_id = i.run_id AND x.rank = i.rank
+      SELECT i.call_key, k.rank, i.source_line, i.iteration
+      FROM int_comm_op_iteration_shaped AS i
+      JOIN (
+        -- the shapes of those ranks (a few thousand rows), each with its rank
+        SELECT k.shape_id, k.rank
+        FROM int_comm_op_shape_keys AS k
+        SEMI JOIN other_ranks AS x ON x.run_id = k.run_id AND x.rank = k.rank
+      ) AS k ON k.shape_id = i.shape_id
     ) AS it
       ON it.call_key = o.call_key AND it.rank = o.rank AND it.source_line = o.source_line
     WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
