@@ -24,8 +24,8 @@ CREATE OR REPLACE VIEW int_iterations(
   -- Communication calls assigned to the iteration (from the boundary file; markers: all files).
   ops
 ) AS
--- Algorithm: the calls are counted per (shape, iteration, method) from their narrow rows
--- (int_comm_op_iteration_shaped: integers, no per-call string) and the counts take their run,
+-- Algorithm: the calls are counted per (shape, iteration, method)
+-- (int_comm_op_iteration_counts: integers, no per-call string) and the counts take their run,
 -- rank and file from the shape after (int_comm_op_shape_keys, a few thousand rows): min, max,
 -- count and any_value over the calls of a (run, rank, file, iteration) are the same over these
 -- partial counts.
@@ -34,13 +34,13 @@ WITH per_shape AS (
     shape_id,
     iteration,
     method,
-    min(ts_ns) AS first_ts,
-    max(end_ns) AS last_end,
-    min(source_line) AS first_line,
-    max(source_line) AS last_line,
-    count(*) AS ops,
-    count(source_line) AS lined_ops
-  FROM int_comm_op_iteration_shaped
+    min(first_ts) AS first_ts,
+    max(last_end) AS last_end,
+    min(first_line) AS first_line,
+    max(last_line) AS last_line,
+    sum(calls) AS ops,
+    sum(lined_calls) AS lined_ops
+  FROM int_comm_op_iteration_counts
   WHERE iteration IS NOT NULL AND (method <> 'detected' OR period IS NOT NULL)
   GROUP BY shape_id, iteration, method
 ),

@@ -15,21 +15,21 @@ CREATE OR REPLACE VIEW int_onoff_signature(
   -- Calls in the signature.
   ops
 ) AS
--- Algorithm: the sums are linear, so the calls are summed per (shape, iteration, peer) from their
--- narrow rows (int_comm_op_iteration_shaped: integers, no per-call string), h is computed once
--- per (shape, peer) (the token is a function of the shape and the peer: comm_op_token), and the
--- partial sums meet their iteration through the shape's run, rank and file
--- (int_comm_op_shape_keys): count = sum(n), sum(h) = sum(h * n), sum(h * pos) = sum(h *
--- sum(pos)), min(pos) = min of the partial minima.
+-- Algorithm: the sums are linear, so the calls are summed per (shape, iteration, peer)
+-- (int_comm_op_iteration_counts: integers, no per-call string), h is computed once per (shape,
+-- peer) (the token is a function of the shape and the peer: comm_op_token), and the partial
+-- sums meet their iteration through the shape's run, rank and file (int_comm_op_shape_keys):
+-- count = sum(n), sum(h) = sum(h * n), sum(h * pos) = sum(h * sum(pos)), min(pos) = min of the
+-- partial minima.
 WITH per_peer AS (
   SELECT
     shape_id,
     iteration,
     peer_rank,
-    count(*) AS n,
-    sum(pos::HUGEINT) AS sum_pos,
-    min(pos::HUGEINT) AS min_pos
-  FROM int_comm_op_iteration_shaped
+    sum(calls) AS n,
+    sum(sum_pos) AS sum_pos,
+    min(min_pos)::HUGEINT AS min_pos
+  FROM int_comm_op_iteration_counts
   WHERE iteration IS NOT NULL
   GROUP BY shape_id, iteration, peer_rank
 ),
