@@ -525,7 +525,7 @@ def run_intermediates(
 _AS_PARQUET = frozenset(
     {
         "int_comm_ops_shaped",
-        "int_comm_op_iteration",
+        "int_comm_op_iteration_shaped",
         "int_instance_lane_shaped",
         "int_instance_matched",
         "int_instances",
@@ -550,7 +550,10 @@ ranks, alternated with main at the same load: the three steps 0.57-0.63 of main'
 -> 18-19 s; ``bench/README.md``, session 12 helper i21-seq). ``int_instance_matched`` is stored
 narrow too (integers and a shape key; ``int_instance_members`` joins the shape's strings back),
 and ``int_instances`` (4.9 M instances at 1024 ranks) as Parquet rather than a table of the file
-(session 12 helper i21-inst)."""
+(session 12 helper i21-inst). The iteration rows are stored narrow too
+(``int_comm_op_iteration_shaped``: no run_id, rank, source_file or token, all functions of the
+call's shape and peer; ``int_comm_op_iteration`` joins them back, ``_VIEW_ONLY``), and their
+grouping readers group per shape before taking the names (session 13 helper i21-iter)."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
@@ -684,6 +687,7 @@ computing once, so it is materialised."""
 _VIEW_ONLY = frozenset(
     {
         "int_comm_ops_classified",
+        "int_comm_op_iteration",
         "int_instance_lane_calls",
         "int_instance_members",
         "int_instance_calls",
@@ -693,7 +697,9 @@ _VIEW_ONLY = frozenset(
 """Intermediates that stay views whatever reads them: a cheap projection of a materialised table
 (``int_comm_ops_classified`` and ``int_instance_lane_calls`` are the narrow per-call rows of
 ``int_comm_ops_shaped`` and ``int_instance_lane_shaped`` joined to ``int_comm_op_shapes``, a few
-thousand rows at 1024 ranks, on one integer; ``int_instance_members`` is the narrow
+thousand rows at 1024 ranks, on one integer; ``int_comm_op_iteration`` is the narrow
+``int_comm_op_iteration_shaped`` joined to ``int_comm_op_shape_keys`` on one integer, plus the
+token's text (per call, for the readers that select it); ``int_instance_members`` is the narrow
 ``int_instance_matched`` joined to ``int_instance_shapes`` (the values a call shares with its
 shape, 6,016 rows at 1024 ranks, on one integer) plus its instance_key string, one distinct
 string per instance that a table would store for each of 18 M calls at 1024 ranks;

@@ -1,5 +1,5 @@
 -- Each communication call's iteration: as the source says (timeline parsers: the step containing the call's CPU launch), else by its launch inside the rank's iteration marker (HTA rule step.ts <= launch < step.ts + dur; the call's start when the launch is unknown), else detected from the call sequence.
--- One row per communication call (run, rank, source_file, source_line). The marker rule applies to a file when at least one of its calls falls inside a marker window of its rank; that file's calls outside every window get a null iteration (launched outside every step: counted by unattributed_work, never moved into a step). Other files use int_comm_ops_sequenced. A null rank is a rank of its own (IS NOT DISTINCT FROM), so a rank-less trace's calls meet its own markers.
+-- One row per communication call (run, rank, source_file, source_line): int_comm_op_iteration_shaped (where the rule is computed, and which a derive stores narrow) with the call's run, rank and file from its shape (int_comm_op_shape_keys) and its token (comm_op_token of the shape's values and the peer). The marker rule applies to a file when at least one of its calls falls inside a marker window of its rank; that file's calls outside every window get a null iteration (launched outside every step: counted by unattributed_work, never moved into a step). Other files use int_comm_ops_sequenced. A null rank is a rank of its own (IS NOT DISTINCT FROM), so a rank-less trace's calls meet its own markers.
 CREATE OR REPLACE VIEW int_comm_op_iteration(
   -- Training run identifier.
   run_id,
@@ -34,62 +34,23 @@ CREATE OR REPLACE VIEW int_comm_op_iteration(
   -- Peer or root rank as logged (inside the communicator for NCCL).
   peer_rank
 ) AS
-WITH ops AS (
-  -- every call once, with its detected iteration (int_comm_ops_sequenced has one row per call)
-  SELECT * FROM int_comm_ops_sequenced
-),
-calls AS (
-  -- the calls again, narrow (int_comm_ops_shaped, their names by shape): the sequenced calls
-  -- are read once, above
-  SELECT k.run_id, k.rank, k.source_file, c.source_line, c.ts_ns, c.launch_ts_ns
-  FROM int_comm_ops_shaped AS c
-  JOIN int_comm_op_shape_keys AS k ON k.shape_id = c.shape_id
-),
-by_marker AS (
-  SELECT o.run_id, o.rank, o.source_file, o.source_line, min(w.iteration) AS iteration
-  FROM calls AS o
-  JOIN int_iterations_marked AS w
-    ON o.run_id = w.run_id AND o.rank IS NOT DISTINCT FROM w.rank
-    AND coalesce(o.launch_ts_ns, o.ts_ns) >= w.start_ns
-    AND coalesce(o.launch_ts_ns, o.ts_ns) < w.end_ns
-  GROUP BY o.run_id, o.rank, o.source_file, o.source_line
-),
-marker_files AS (
-  SELECT DISTINCT run_id, rank, source_file FROM by_marker
-)
+-- a projection of the narrow rows (a derive keeps this a view: its strings are its shape's)
 SELECT
-  o.run_id,
-  o.rank,
-  o.source_file,
-  o.source_line,
-  CASE
-    WHEN o.source_iteration IS NOT NULL THEN o.source_iteration
-    WHEN mf.source_file IS NOT NULL THEN bm.iteration
-    ELSE o.iteration
-  END AS iteration,
-  -- an ENUM, written to Parquet as its dictionary's indices (a VARCHAR would be hashed into the
-  -- file's dictionary call by call: at 256 ranks ~0.2 s CPU of the write, as much as no column)
-  CAST(
-    CASE
-      WHEN o.source_iteration IS NOT NULL THEN 'source'
-      WHEN mf.source_file IS NOT NULL THEN 'marker'
-      ELSE 'detected'
-    END AS ENUM ('source', 'marker', 'detected')
-  ) AS method,
-  o.pos,
-  o.token,
-  o.ts_ns,
-  o.end_ns,
-  o.call_key,
-  o.launch_ts_ns,
-  o.period,
-  o.shape_id,
-  o.seq,
-  o.peer_rank
-FROM ops AS o
-LEFT JOIN marker_files AS mf
-  ON o.run_id = mf.run_id AND o.rank IS NOT DISTINCT FROM mf.rank
-  AND o.source_file = mf.source_file
-LEFT JOIN by_marker AS bm
-  ON o.run_id = bm.run_id AND o.rank IS NOT DISTINCT FROM bm.rank
-  AND o.source_file = bm.source_file AND o.source_line = bm.source_line
+  k.run_id,
+  k.rank,
+  k.source_file,
+  i.source_line,
+  i.iteration,
+  i.method,
+  i.pos,
+  comm_op_token(k.op, k.msg_bytes, k.group_size, k.comm_id, i.peer_rank) AS token,
+  i.ts_ns,
+  i.end_ns,
+  i.call_key,
+  i.launch_ts_ns,
+  i.period,
+  i.shape_id,
+  i.seq,
+  i.peer_rank
+FROM int_comm_op_iteration_shaped AS i
+JOIN int_comm_op_shape_keys AS k ON k.shape_id = i.shape_id

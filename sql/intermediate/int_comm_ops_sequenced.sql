@@ -35,12 +35,18 @@ CREATE OR REPLACE VIEW int_comm_ops_sequenced(
   -- Sequence number as logged (stg_store__comm_ops.seq), carried for int_instance_lane_shaped.
   seq,
   -- Peer or root rank as logged (stg_store__comm_ops.peer_rank).
-  peer_rank
+  peer_rank,
+  -- The sequence's key: hash(run_id, rank, source_file), one per (run, rank, file), nulls
+  -- included (a null rank is a sequence of its own), carried for int_comm_op_iteration_shaped.
+  seq_key
 ) AS
 -- Algorithm: the calls are read narrow (int_comm_ops_shaped: a shape_id and numbers, no string)
 -- and their names (run, rank, file; op, size, group) come from their shapes
 -- (int_comm_op_shape_keys, a few thousand rows), so that no per-call string is read, hashed or
--- sorted: a sequence's key and the token's hashes are computed once per shape.
+-- sorted: a sequence's key and the token's hashes are computed once per shape. The calls find
+-- their names, token parts and period through one join on their shape (shape_info), and the
+-- token's text (comm_op_token) is an expression of the output: computed only for a reader that
+-- selects it (int_comm_op_iteration_shaped does not).
 WITH shapes AS MATERIALIZED (
   SELECT
     shape_id,
@@ -50,7 +56,8 @@ WITH shapes AS MATERIALIZED (
     hash(run_id, rank, source_file) AS seq_key,
     op,
     msg_bytes,
-    coalesce(CAST(group_size AS VARCHAR), comm_id) AS grp,
+    group_size,
+    comm_id,
     -- the token's hashes but for the peer (fine: with the size; coarse: without)
     hash(op, msg_bytes, coalesce(CAST(group_size AS VARCHAR), comm_id)) AS fine_base,
     hash(op, coalesce(CAST(group_size AS VARCHAR), comm_id)) AS coarse_base
@@ -58,8 +65,8 @@ WITH shapes AS MATERIALIZED (
 ),
 ops AS MATERIALIZED (
   -- numbered per sequence by its integer key (partitioning by the file path string is slower);
-  -- narrow: integers only (the sequence's names and the token's text are joined at the end from
-  -- the small dictionaries below, so the window sorts no strings); the fine token's hash is
+  -- narrow: integers only (the sequence's names and the token's parts are joined at the end
+  -- from the small shape_info below, so the window sorts no strings); the fine token's hash is
   -- taken after the window (from the shape and the peer), so that it does not ride through its
   -- sort as payload (at 256 ranks the two hashes were 0.25 s of the window's 1.1 s CPU), the
   -- coarse one for the representatives only (rep_ops)
@@ -83,32 +90,6 @@ ops AS MATERIALIZED (
     JOIN shapes AS s ON s.shape_id = c.shape_id
   ) AS w
   JOIN shapes AS s ON s.shape_id = w.shape_id
-),
-seq_names AS MATERIALIZED (
-  -- one row per sequence
-  SELECT seq_key, any_value(run_id) AS run_id, any_value(rank) AS rank,
-    any_value(source_file) AS source_file
-  FROM shapes
-  GROUP BY seq_key
-),
-tokens AS MATERIALIZED (
-  -- one row per distinct token (a few hundred among millions of calls): its text from one of
-  -- its calls' shapes
-  SELECT
-    t.th,
-    concat_ws(
-      ':',
-      s.op,
-      coalesce(CAST(s.msg_bytes AS VARCHAR), '?'),
-      coalesce(s.grp, '?'),
-      coalesce(CAST(t.peer_rank AS VARCHAR), '-')
-    ) AS token
-  FROM (
-    SELECT th, any_value(shape_id) AS shape_id, any_value(peer_rank) AS peer_rank
-    FROM ops
-    GROUP BY th
-  ) AS t
-  JOIN shapes AS s ON s.shape_id = t.shape_id
 ),
 seqs AS MATERIALIZED (
   -- order-sensitive fingerprint of each sequence's fine tokens
@@ -211,24 +192,29 @@ picked AS (
   JOIN chosen AS c ON c.rep_key = r.rep_key
   QUALIFY row_number() OVER (PARTITION BY s.seq_key ORDER BY c.fine DESC) = 1
 ),
-seq_info AS MATERIALIZED (
-  -- one row per sequence: its names and its period (null when none), so that every call finds
-  -- its row by an inner join on the small side (grouped, although each seq_key is one row: a
-  -- group-by's small cardinality estimate makes DuckDB build the join's hash table on this side
-  -- rather than on the calls)
+shape_info AS MATERIALIZED (
+  -- one row per shape: its sequence's names and period (null when none) and its token's parts,
+  -- so that every call finds its row by an inner join on the small side (grouped, although
+  -- each shape_id is one row: a group-by's small cardinality estimate makes DuckDB build the
+  -- join's hash table on this side rather than on the calls)
   SELECT
-    n.seq_key,
-    any_value(n.run_id) AS run_id,
-    any_value(n.rank) AS rank,
-    any_value(n.source_file) AS source_file,
+    s.shape_id,
+    any_value(s.seq_key) AS seq_key,
+    any_value(s.run_id) AS run_id,
+    any_value(s.rank) AS rank,
+    any_value(s.source_file) AS source_file,
+    any_value(s.op) AS op,
+    any_value(s.msg_bytes) AS msg_bytes,
+    any_value(s.group_size) AS group_size,
+    any_value(s.comm_id) AS comm_id,
     any_value(c.period) AS period,
     any_value(c.start_pos) AS start_pos,
     any_value(c.end_pos) AS end_pos,
     any_value(c.share) AS share,
     any_value(c.n) AS n
-  FROM seq_names AS n
-  LEFT JOIN picked AS c ON c.seq_key = n.seq_key
-  GROUP BY n.seq_key
+  FROM shapes AS s
+  LEFT JOIN picked AS c ON c.seq_key = s.seq_key
+  GROUP BY s.shape_id
 )
 SELECT
   c.run_id,
@@ -236,7 +222,7 @@ SELECT
   c.source_file,
   o.source_line,
   o.pos,
-  t.token,
+  comm_op_token(c.op, c.msg_bytes, c.group_size, c.comm_id, o.peer_rank) AS token,
   c.period,
   coalesce(c.share, 1.0) AS period_score,
   CAST(
@@ -254,7 +240,7 @@ SELECT
   o.launch_ts_ns,
   o.shape_id,
   o.seq,
-  o.peer_rank
+  o.peer_rank,
+  c.seq_key
 FROM ops AS o
-JOIN seq_info AS c ON c.seq_key = o.seq_key
-JOIN tokens AS t ON t.th = o.th
+JOIN shape_info AS c ON c.shape_id = o.shape_id

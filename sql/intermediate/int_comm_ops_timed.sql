@@ -25,7 +25,7 @@ CREATE OR REPLACE VIEW int_comm_ops_timed(
   dur_ns,
   -- End, ns.
   end_ns,
-  -- Iteration whose work the row is (int_comm_op_iteration / int_kernel_iteration); null outside every iteration.
+  -- Iteration whose work the row is (int_comm_op_iteration_shaped / int_kernel_iteration); null outside every iteration.
   iteration,
   -- comm_ops (a call) | kernels (a comm kernel no call covers).
   source,
@@ -142,9 +142,15 @@ SELECT
   t.launch_ts_ns,
   t.clock
 FROM calls AS t
-LEFT JOIN int_comm_op_iteration AS ci
-  ON t.run_id = ci.run_id AND t.rank = ci.rank
-  AND t.source_file = ci.source_file AND t.source_line = ci.source_line
+-- the call's own iteration row, found by its shape and line (the shape names the call's run,
+-- rank and file: int_comm_op_shape_keys), from the narrow rows: their names are not needed
+LEFT JOIN int_comm_op_iteration_shaped AS ci
+  ON ci.shape_id = comm_op_shape_id(
+    t.run_id, t.rank, t.host, t.source_format, t.source_file, t.op, t.comm_id, t.group_size,
+    t.group_rank, t.dtype, t.msg_bytes, t.is_traffic, t.pid, t.algorithm, t.timing_source,
+    t.group_source
+  )
+  AND ci.source_line = t.source_line
 UNION ALL
 SELECT
   run_id,

@@ -37,9 +37,10 @@ WITH
   -- per-peer lines), in two parts. A call of a rank none of whose calls int_calls reworks (no
   -- record of another tool paired with it, no NCCL all-to-all group: int_calls' header) and
   -- that is no all-to-all (whose split may give it per-member lines) is its counted
-  -- int_comm_ops_classified row: such calls are counted per shape_id, peer and iteration from
-  -- their iteration rows (int_comm_op_iteration), and their shapes joined after; every other
-  -- call is read from int_call_lines as it is (none on a run logged by one tool without
+  -- int_comm_ops_classified row: such calls are counted per shape_id, peer and iteration
+  -- (int_comm_op_iteration_counts), and their shapes joined
+  -- after; every other call is read from int_call_lines as it is (none on a run logged by
+  -- one tool without
   -- all-to-alls: the semi join's empty build side then stops that read at once). A call is in
   -- exactly one part: its rank and its op decide.
   reworked_ranks AS MATERIALIZED (
@@ -70,16 +71,16 @@ WITH
     SELECT DISTINCT run_id, rank FROM shapes WHERE counted AND rank IS NOT NULL
   ),
   plain_counts AS (
-    -- the plain calls counted per shape, peer and iteration straight from their iteration rows
-    -- (int_comm_op_iteration: one row per call, with the call's shape_id and peer_rank beside
-    -- its iteration), so no call is joined to its iteration (1024 ranks: 18 M calls by 18 M
-    -- rows); plain_shapes has one row per shape_id, so the join keeps each call once
+    -- the plain calls counted per shape, peer and iteration from their iteration rows' counts
+    -- (int_comm_op_iteration_counts: the calls per shape, peer and iteration, no string), so
+    -- no call is joined to its iteration (1024 ranks: 18 M calls by 18 M rows) nor to its
+    -- names; plain_shapes has one row per shape_id, so the join keeps each call once
     SELECT
       i.shape_id,
       i.peer_rank,
       i.iteration AS it_iteration,
-      count(*) AS ncalls
-    FROM int_comm_op_iteration AS i
+      sum(i.calls)::BIGINT AS ncalls
+    FROM int_comm_op_iteration_counts AS i
     JOIN plain_shapes AS p ON p.shape_id = i.shape_id
     GROUP BY ALL
   ),
@@ -120,9 +121,14 @@ WITH
     SEMI JOIN other_ranks AS x ON x.run_id = o.run_id AND x.rank = o.rank
     -- (those ranks' iterations only: with none, no hash table of every call's is built)
     LEFT JOIN (
-      SELECT i.call_key, i.rank, i.source_line, i.iteration
-      FROM int_comm_op_iteration AS i
-      SEMI JOIN other_ranks AS x ON x.run_id = i.run_id AND x.rank = i.rank
+      SELECT i.call_key, k.rank, i.source_line, i.iteration
+      FROM int_comm_op_iteration_shaped AS i
+      JOIN (
+        -- the shapes of those ranks (a few thousand rows), each with its rank
+        SELECT k.shape_id, k.rank
+        FROM int_comm_op_shape_keys AS k
+        SEMI JOIN other_ranks AS x ON x.run_id = k.run_id AND x.rank = k.rank
+      ) AS k ON k.shape_id = i.shape_id
     ) AS it
       ON it.call_key = o.call_key AND it.rank = o.rank AND it.source_line = o.source_line
     WHERE o.is_traffic AND o.rank IS NOT NULL AND o.msg_bytes > 0
@@ -284,6 +290,10 @@ WITH
       OR (r.mode = 'all_to_all' AND (r.my_group_rank IS NULL) AND r.n > 1)
       OR (r.mode = 'scatter' AND r.root_global IS NULL)
   )
+-- a pattern's calls count once per destination however many channels reach it: the flows are
+-- summed per (pattern, destination) first (every row of one has the pattern's ncalls and one
+-- placement: a pattern has one mode), then per output row (an aggregate, not a window per
+-- (pattern, destination), whose many tiny partitions cost more than the rest of the view)
 SELECT
   run_id,
   it_iteration AS iteration,
@@ -293,25 +303,38 @@ SELECT
   op,
   global_group,
   n::INTEGER AS group_size,
-  sum(CASE WHEN local THEN 0 ELSE b * ncalls END)::DOUBLE AS bytes,
-  sum(CASE WHEN local THEN b * ncalls ELSE 0 END)::DOUBLE AS local_bytes,
+  sum(CASE WHEN local THEN 0 ELSE bn END)::DOUBLE AS bytes,
+  sum(CASE WHEN local THEN bn ELSE 0 END)::DOUBLE AS local_bytes,
   placement,
   rank AS logged_rank,
-  sum(ncalls)::BIGINT AS flows,
-  -- a pattern's calls count once per destination however many channels reach it
-  sum(ncalls) FILTER (WHERE first_of_dst)::BIGINT AS calls
+  sum(nflows)::BIGINT AS flows,
+  sum(ncalls)::BIGINT AS calls
 FROM (
   SELECT
-    *,
-    row_number() OVER (
-      PARTITION BY run_id, it_iteration, rank, op, source_format, algorithm, global_group,
-        traffic_class, my_group_rank, peer_global, n, s, dst
-    ) = 1 AS first_of_dst,
+    run_id,
+    it_iteration,
+    rank,
+    op,
+    source_format,
+    algorithm,
+    global_group,
+    traffic_class,
+    my_group_rank,
+    peer_global,
+    n,
+    s,
+    dst,
+    placement,
     -- src = dst: the bytes never leave the rank
     coalesce(dst = CASE WHEN placement = 'recv_only' THEN peer_global ELSE rank END, false)
-      AS local
+      AS local,
+    sum(b * ncalls) AS bn,
+    sum(ncalls) AS nflows,
+    any_value(ncalls) AS ncalls
   FROM flows
   WHERE b > 0
+  GROUP BY run_id, it_iteration, rank, op, source_format, algorithm, global_group, traffic_class,
+    my_group_rank, peer_global, n, s, dst, placement
 )
 GROUP BY run_id, iteration, src_rank, dst_rank, traffic_class, op, global_group, group_size,
   placement, logged_rank

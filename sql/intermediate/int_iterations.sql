@@ -24,10 +24,31 @@ CREATE OR REPLACE VIEW int_iterations(
   -- Communication calls assigned to the iteration (from the boundary file; markers: all files).
   ops
 ) AS
-WITH assigned AS (
-  SELECT run_id, rank, source_file, source_line, iteration, method, ts_ns, end_ns
-  FROM int_comm_op_iteration
+-- Algorithm: the calls are counted per (shape, iteration, method)
+-- (int_comm_op_iteration_counts: integers, no per-call string) and the counts take their run,
+-- rank and file from the shape after (int_comm_op_shape_keys, a few thousand rows): min, max,
+-- count and any_value over the calls of a (run, rank, file, iteration) are the same over these
+-- partial counts.
+WITH per_shape AS (
+  SELECT
+    shape_id,
+    iteration,
+    method,
+    min(first_ts) AS first_ts,
+    max(last_end) AS last_end,
+    min(first_line) AS first_line,
+    max(last_line) AS last_line,
+    sum(calls) AS ops,
+    sum(lined_calls) AS lined_ops
+  FROM int_comm_op_iteration_counts
   WHERE iteration IS NOT NULL AND (method <> 'detected' OR period IS NOT NULL)
+  GROUP BY shape_id, iteration, method
+),
+assigned AS (
+  SELECT k.run_id, k.rank, k.source_file, a.iteration, a.method, a.first_ts, a.last_end,
+    a.first_line, a.last_line, a.ops, a.lined_ops
+  FROM per_shape AS a
+  JOIN int_comm_op_shape_keys AS k ON k.shape_id = a.shape_id
 ),
 marked AS (
   SELECT
@@ -39,9 +60,9 @@ marked AS (
     w.end_ns,
     w.duration_ns,
     w.source_file,
-    min(a.source_line) FILTER (WHERE a.source_file = w.source_file) AS first_line,
-    max(a.source_line) FILTER (WHERE a.source_file = w.source_file) AS last_line,
-    count(a.source_line) AS ops
+    min(a.first_line) FILTER (WHERE a.source_file = w.source_file) AS first_line,
+    max(a.last_line) FILTER (WHERE a.source_file = w.source_file) AS last_line,
+    CAST(coalesce(sum(a.lined_ops), 0) AS BIGINT) AS ops
   FROM int_iterations_marked AS w
   LEFT JOIN assigned AS a
     ON w.run_id = a.run_id AND w.rank IS NOT DISTINCT FROM a.rank AND w.iteration = a.iteration
@@ -57,11 +78,11 @@ unmarked AS (
     a.source_file,
     a.iteration,
     any_value(a.method) AS source,
-    min(a.ts_ns) AS first_ts,
-    max(a.end_ns) AS last_end,
-    min(a.source_line) AS first_line,
-    max(a.source_line) AS last_line,
-    count(*) AS ops
+    min(a.first_ts) AS first_ts,
+    max(a.last_end) AS last_end,
+    min(a.first_line) AS first_line,
+    max(a.last_line) AS last_line,
+    CAST(sum(a.ops) AS BIGINT) AS ops
   FROM assigned AS a
   WHERE a.method IN ('source', 'detected')
     AND NOT EXISTS (
