@@ -1,6 +1,8 @@
 -- The calls cross-rank matching works on (int_instance_matched, under int_instance_members): every call of one lane per rank with its iteration, issue order, integer keys, resolved p2p peer and the columns the instance rows carry (issue 18 item 1).
--- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. int_instance_lane_shaped (the per-call values, stored narrow in derive) joined to its shapes (int_comm_op_shapes, read once), the p2p peer resolved here (per shape, and per shape and logged peer for the member lookup).
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. int_instance_lane_shaped (the per-call values, stored narrow in derive) joined to its shape's values (int_instance_shapes: int_comm_op_shapes with the host resolved, read once), the p2p peer resolved here (per shape, and per shape and logged peer for the member lookup).
 CREATE OR REPLACE VIEW int_instance_lane_calls(
+  -- The call's shape (int_instance_shapes.shape_id): every column below that is not per call is the shape's.
+  shape_id,
   -- Training run identifier.
   run_id,
   -- Global rank that issued the call.
@@ -53,11 +55,11 @@ CREATE OR REPLACE VIEW int_instance_lane_calls(
   global_group
 ) AS
 -- Algorithm: the lane's calls (int_instance_lane_shaped, stored narrow in derive) with their
--- shape's columns joined back (int_comm_op_shapes: a few thousand rows at 1024 ranks, so the
+-- shape's columns joined back (int_instance_shapes: a few thousand rows at 1024 ranks, so the
 -- group key, the host and a two-rank group's pair are computed per shape, not per call). Every
 -- intermediate is read once: in the catalog each reference inlines it.
 WITH
-  shapes AS MATERIALIZED (SELECT * FROM int_comm_op_shapes),
+  shapes AS MATERIALIZED (SELECT * FROM int_instance_shapes),
   members AS MATERIALIZED (SELECT * FROM int_groups_members),
   -- p2p peers: a two-rank group's other member, else the member with the logged group rank, else
   -- the logged rank itself on the world or an unknown group
@@ -81,23 +83,23 @@ WITH
       sh.rank,
       sh.op,
       sh.source_format,
-      hash(sh.global_group) AS gk,
-      sh.global_group IS NOT NULL AND sh.group_size > 1 AS on_group,
+      sh.gk,
+      sh.on_group,
       sh.traffic_class,
       sh.msg_bytes,
       sh.group_size,
       sh.timing_source,
-      coalesce(sh.host, n.host) AS host,
+      sh.host,
       sh.source_file,
       sh.global_group,
       sh.op IN ('send', 'recv') AS p2p,
       CASE WHEN sh.rank = pr.lo THEN pr.hi WHEN sh.rank = pr.hi THEN pr.lo END AS pair_peer,
       sh.global_group IS NULL OR sh.global_group = 'world' AS peer_is_global
     FROM shapes AS sh
-    LEFT JOIN int_rank_nodes AS n ON n.run_id = sh.run_id AND n.rank = sh.rank
     LEFT JOIN pairs AS pr ON pr.run_id = sh.run_id AND pr.global_group = sh.global_group
   )
 SELECT
+  l.shape_id,
   s.run_id,
   s.rank,
   l.call_key,
