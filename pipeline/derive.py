@@ -526,7 +526,6 @@ _AS_PARQUET = frozenset(
     {
         "int_comm_ops_shaped",
         "int_comm_op_iteration_shaped",
-        "int_instance_lane_shaped",
         "int_instance_matched",
         "int_instances",
     }
@@ -534,26 +533,21 @@ _AS_PARQUET = frozenset(
 """Call-sized intermediates that a derive in a database file (``ON_DISK_ROWS``) holds as a
 Parquet file in its private folder (removed with it), read through a view, instead of a table of
 the file. Why: at 1024 ranks (18 M calls) writing a table of the file cost about 16 s of CPU for
-the classified calls, the Parquet file about 10 s, and reading either back is ~1.5 s; the whole
-derive went from 137 to 119 s CPU (``bench/README.md``, session 8). The classified calls and the
-lane calls are stored narrow (``int_comm_ops_shaped``, ``int_instance_lane_shaped``: a shape_id
-and the numbers that differ per call, no strings) and read through views that join their
-shapes back (``_VIEW_ONLY``): the 33-column write of the classified calls was ~10 s CPU at 1024
-ranks, its narrow one ~3 s (``bench/README.md``, session 10). The shape_id is a hash of the
-call's own key (``comm_op_shape_id``), so neither narrow view reads ``int_comm_op_shapes``: in the
-catalog, where every intermediate is a live view, each reference would inline the classification
-again (``tests/pipeline/test_catalog_fanout.py``; session 11). ``int_comm_op_iteration`` carries
-each call's shape_id, seq and peer, so ``int_instance_lane_shaped`` is its lane's rows (the lane by
-shape, ``int_comm_op_shape_keys``) rather than a second read of the calls joined to their 18 M
-iteration rows, and the sequencing reads the narrow shaped calls with their names by shape (1024
-ranks, alternated with main at the same load: the three steps 0.57-0.63 of main's CPU, about 31
--> 18-19 s; ``bench/README.md``, session 12 helper i21-seq). ``int_instance_matched`` is stored
-narrow too (integers and a shape key; ``int_instance_members`` joins the shape's strings back),
-and ``int_instances`` (4.9 M instances at 1024 ranks) as Parquet rather than a table of the file
-(session 12 helper i21-inst). The iteration rows are stored narrow too
-(``int_comm_op_iteration_shaped``: no run_id, rank, source_file or token, all functions of the
-call's shape and peer; ``int_comm_op_iteration`` joins them back, ``_VIEW_ONLY``), and their
-grouping readers group per shape before taking the names (session 13 helper i21-iter)."""
+the classified calls, the Parquet file about 10 s, and reading either back is ~1.5 s
+(``bench/README.md``, session 8).
+
+The three per-call ones are stored narrow: a shape_id and the numbers that differ from call to
+call, no string. Every name a call shares with its shape (run, rank, file; op, size, group) is
+kept once per shape (``int_comm_op_shape_keys``, ``int_comm_op_shapes``, ``int_instance_shapes``:
+about 6,000 rows at 1024 ranks), and the wide rows are views that join them back
+(``_VIEW_ONLY``). The classified calls' 33-column write was ~10 s CPU at 1024 ranks, the narrow
+one ~3 s (session 10); the iteration rows' run_id, rank, source_file and token strings were
+about half of their write (session 13). The shape_id is a hash of the call's own key
+(``comm_op_shape_id``), so no narrow view reads ``int_comm_op_shapes``: in the catalog, where
+every intermediate is a live view, each reference would inline the classification again
+(``tests/pipeline/test_catalog_fanout.py``). ``int_instances`` (4.9 M instances at 1024 ranks) is
+written in the marts' codec and published as the ``collective_instances`` mart
+(:func:`published_as_is`). History and figures: ``bench/README.md``, sessions 8-13."""
 
 
 def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
@@ -669,7 +663,7 @@ def free_unread(
 _INLINE = frozenset({"int_comm_ops_sequenced"})
 """Large intermediates left as views while exactly one module reads them: that reader computes
 them inside its own query (one call-sized table fewer to write and hold: at 1024 ranks the
-sequenced calls are 18 M rows that only int_comm_op_iteration reads)."""
+sequenced calls are 18 M rows that only int_comm_op_iteration_shaped reads)."""
 
 _VIEW_IF_EMPTY: dict[str, str] = {"int_calls": "int_call_sources"}
 """Intermediate -> the (materialised) table whose emptiness leaves it a view in derive.
@@ -688,6 +682,7 @@ _VIEW_ONLY = frozenset(
     {
         "int_comm_ops_classified",
         "int_comm_op_iteration",
+        "int_instance_lane_shaped",
         "int_instance_lane_calls",
         "int_instance_members",
         "int_instance_calls",
@@ -706,7 +701,11 @@ string per instance that a table would store for each of 18 M calls at 1024 rank
 ``int_instance_calls`` is ``int_instance_members`` plus a join to the per-rank clock offsets;
 ``int_call_lines`` is ``int_calls`` with its all-to-all calls joined back to their NCCL lines),
 so each reader computes it inside its own query rather than derive storing a second call-sized
-copy (18 M rows at 1024 ranks)."""
+copy (18 M rows at 1024 ranks). ``int_instance_lane_shaped`` (a rank's lane of the narrow
+iteration rows, with the timed calls' times) is computed by its two readers (through
+``int_instance_lane_calls``: the groups and the matching) for less CPU than writing its 18 M rows
+(1024 ranks: the instance chain 19.2-20.8 -> 16.8-17.0 s CPU; ``bench/README.md``, session 13
+helper i21-inst2)."""
 
 
 def published_as_is(mods: Iterable[SqlModule]) -> frozenset[str]:

@@ -1,5 +1,5 @@
 -- The calls of int_instance_lane_calls as their shape (int_comm_op_shapes) and the values that differ from call to call: iteration, issue order, logged p2p peer, timing (issue 18 item 1).
--- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Materialised on its own so that the matching's query holds neither this join of the calls with their iterations nor its inputs (at 1024 ranks both are 18 M calls); narrow (twelve numbers a call: int_instance_lane_calls joins the shape's columns back and resolves the p2p peer) so that storing it writes no per-call strings. Reads the calls' iteration rows (int_comm_op_iteration, stored in derive, carries each call's shape_id, seq, peer and times: no second read of the 18 M calls and no join of them with their iterations) and takes the lane's calls by their shapes (int_comm_op_shape_keys: a few thousand rows), never int_comm_op_shapes or the classified calls: in the catalog every reference to those inlines the classification again.
+-- One row per call of a rank's lane (int_instance_members' header: the rank's timeline format, else its counted source) with a known rank. Narrow (twelve numbers a call: int_instance_lane_calls joins the shape's columns back and resolves the p2p peer). A derive keeps it a view (its two readers compute it within their queries for less than writing its 18 M rows at 1024 ranks). Reads the calls' narrow iteration rows (int_comm_op_iteration_shaped, stored in derive: each call's shape_id, seq, peer and times; no second read of the 18 M calls, no join of them with their iterations, no per-call string) and takes the lane's calls, with their run, rank and file, from their shapes (int_comm_op_shape_keys: a few thousand rows), never int_comm_op_shapes or the classified calls: in the catalog every reference to those inlines the classification again.
 CREATE OR REPLACE VIEW int_instance_lane_shaped(
   -- The call's shape: comm_op_shape_id of its key (int_comm_op_shapes.shape_id).
   shape_id,
@@ -43,21 +43,22 @@ WITH
   ),
   -- the shapes of the lane's calls (a few thousand rows: a lane is a rank's format)
   lane_shapes AS MATERIALIZED (
-    SELECT k.shape_id
+    SELECT k.shape_id, k.run_id, k.rank, k.source_file
     FROM int_comm_op_shape_keys AS k
     SEMI JOIN lane AS l
       ON l.run_id = k.run_id AND l.rank = k.rank
       AND l.source_format IS NOT DISTINCT FROM k.source_format
     WHERE k.rank IS NOT NULL
   ),
-  -- every lane call: its iteration row, which carries the call's shape and per-call values
+  -- every lane call: its narrow iteration row (the call's shape and per-call values), its
+  -- names from its shape
   calls AS (
     SELECT
       c.shape_id,
-      c.run_id,
-      c.rank,
+      l.run_id,
+      l.rank,
       c.call_key,
-      c.source_file,
+      l.source_file,
       c.source_line,
       c.seq,
       c.peer_rank,
@@ -67,8 +68,8 @@ WITH
         AS ci_iteration,
       -- an iteration that names a training step (not a position in a detected period)
       c.method IN ('source', 'marker') AS step_iteration
-    FROM int_comm_op_iteration AS c
-    SEMI JOIN lane_shapes AS l ON l.shape_id = c.shape_id
+    FROM int_comm_op_iteration_shaped AS c
+    JOIN lane_shapes AS l ON l.shape_id = c.shape_id
   )
 -- the per-call values; every other column of int_instance_lane_calls is the shape's
 SELECT
