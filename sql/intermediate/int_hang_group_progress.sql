@@ -156,17 +156,10 @@ WITH
   -- largest opCount of each shape_id, one integer per call; the format, process, communicator,
   -- rank and op are columns of the shape, int_comm_op_shape_keys), then per process communicator
   -- (a large run has millions of calls and few communicators), then onto the cross-rank
-  -- identities. Only the calls of NCCL shapes are read (none on a run without NCCL logs).
-  nccl_shapes AS MATERIALIZED (
-    SELECT shape_id, run_id, host, pid, comm_id, rank, op
-    FROM int_comm_op_shape_keys
-    WHERE source_format = 'nccl_debug' AND comm_id IS NOT NULL AND rank IS NOT NULL
-  ),
+  -- identities. Every call's opCount is read, the shapes joined after (a join before the
+  -- aggregate cost more than it saved: at 1024 ranks every call is an NCCL log's).
   shape_seq AS (
-    SELECT c.shape_id, max(c.seq) AS last_seq
-    FROM int_comm_ops_shaped AS c
-    SEMI JOIN nccl_shapes AS s ON s.shape_id = c.shape_id
-    GROUP BY c.shape_id
+    SELECT shape_id, max(seq) AS last_seq FROM int_comm_ops_shaped GROUP BY shape_id
   ),
   nccl_per_comm AS (
     SELECT
@@ -178,7 +171,8 @@ WITH
       max(q.last_seq) AS last_seq,
       bool_or(s.op IN ('send', 'recv')) AS has_p2p
     FROM shape_seq AS q
-    JOIN nccl_shapes AS s ON s.shape_id = q.shape_id
+    JOIN int_comm_op_shape_keys AS s ON s.shape_id = q.shape_id
+    WHERE s.source_format = 'nccl_debug' AND s.comm_id IS NOT NULL AND s.rank IS NOT NULL
     GROUP BY s.run_id, s.host, s.pid, s.comm_id, s.rank
   ),
   -- Processes whose log has COLL/P2P lines at all: a member among them with none on a
