@@ -1,5 +1,5 @@
 -- Lookup from a logged communicator (NCCL pointer per process, or process-group name) to its group of global ranks.
--- One row per (run_id, key_kind, comm_id, host, pid, global_rank): NCCL communicators per member process; process groups once per (comm_id, group_size). A process group of the world's size is the world group, whichever name it has (a Kineto call on the default group, group_source inferred_default, gets group_size W).
+-- One row per (run_id, key_kind, comm_id, host, pid, global_rank): NCCL communicators per member process; process groups once per (comm_id, group_size). A process group of the world's size is the world group, whichever name it has (a Kineto call on the default group, group_source inferred_default, gets group_size W). Inputs: stg_store__communicators (the NCCL communicators), int_comm_op_shape_keys (the process groups the calls name, read per distinct call shape), int_run_world.
 CREATE OR REPLACE VIEW int_groups_comm_keys(
   -- Training run identifier.
   run_id,
@@ -100,6 +100,9 @@ WITH
     LEFT JOIN by_hash AS h
       ON h.run_id = c.run_id AND h.comm_hash = c.comm_hash AND h.nranks = c.nranks
   ),
+  -- process groups from the calls' distinct shapes (int_comm_op_shape_keys: format, group,
+  -- size, rank and group_source are columns of a call's shape, and only their distinct values
+  -- count here)
   pg AS (
     SELECT
       o.run_id,
@@ -109,7 +112,7 @@ WITH
       array_to_string(list_sort(list(DISTINCT o.rank)), ',') AS member_list,
       count(DISTINCT o.rank) AS n_known,
       string_agg(DISTINCT o.group_source, ',' ORDER BY o.group_source) AS group_source
-    FROM stg_store__comm_ops AS o
+    FROM int_comm_op_shape_keys AS o
     LEFT JOIN rw AS w USING (run_id)
     WHERE coalesce(o.source_format, '') <> 'nccl_debug'
       AND o.comm_id IS NOT NULL

@@ -1,5 +1,5 @@
 -- Members of each group of global ranks (communicator or process group), with their rank inside the group.
--- One row per (run_id, global_group, global_rank) for groups whose members are known.
+-- One row per (run_id, global_group, global_rank) for groups whose members are known. Inputs: int_groups_comm_keys, stg_store__communicators (NCCL communicators' group ranks), int_comm_op_shape_keys (a process group's members and their logged group ranks, read per distinct call shape), int_run_world (the world group).
 CREATE OR REPLACE VIEW int_groups_members(
   -- Training run identifier.
   run_id,
@@ -37,7 +37,8 @@ WITH
       o.rank AS global_rank,
       min(o.group_rank) AS logged_group_rank
     FROM groups AS g
-    JOIN stg_store__comm_ops AS o
+    -- the calls' distinct shapes: rank, group and group rank are columns of a call's shape
+    JOIN int_comm_op_shape_keys AS o
       ON o.run_id = g.run_id AND o.comm_id = g.comm_id AND o.group_size = g.group_size
     WHERE g.key_kind = 'process_group' AND o.rank IS NOT NULL
     GROUP BY ALL

@@ -33,9 +33,18 @@ WITH
     SELECT * FROM stg_store__communicators WHERE source_format = 'flight_recorder'
   ),
   -- the dumps' entries, read once (four readers below; a dump holds a window of a rank's
-  -- calls, while this filter alone reads every call's format)
+  -- calls, while this filter alone reads every call's format); only for the runs whose call
+  -- shapes (int_comm_op_shape_keys) include a dump's: on a run without dumps the join's build
+  -- side is empty and the calls are not read
   ops AS MATERIALIZED (
-    SELECT * FROM stg_store__comm_ops WHERE source_format = 'flight_recorder'
+    SELECT o.run_id, o.rank, o.comm_id, o.op, o.seq, o.call_state
+    FROM stg_store__comm_ops AS o
+    SEMI JOIN (
+      SELECT DISTINCT run_id, source_format
+      FROM int_comm_op_shape_keys
+      WHERE source_format = 'flight_recorder'
+    ) AS f ON f.run_id = o.run_id AND f.source_format = o.source_format
+    WHERE o.source_format = 'flight_recorder'
   ),
   -- Ranks that left a dump: any row of a dump names its rank.
   dumped AS (
@@ -145,9 +154,10 @@ WITH
   ),
   -- Algorithm: one pass over the NCCL calls, per call shape first (int_comm_ops_shaped: the
   -- largest opCount of each shape_id, one integer per call; the format, process, communicator,
-  -- rank and op are columns of the shape, int_comm_op_shapes), then per process communicator
+  -- rank and op are columns of the shape, int_comm_op_shape_keys), then per process communicator
   -- (a large run has millions of calls and few communicators), then onto the cross-rank
-  -- identities.
+  -- identities. Every call's opCount is read, the shapes joined after (a join before the
+  -- aggregate cost more than it saved: at 1024 ranks every call is an NCCL log's).
   shape_seq AS (
     SELECT shape_id, max(seq) AS last_seq FROM int_comm_ops_shaped GROUP BY shape_id
   ),
@@ -161,7 +171,7 @@ WITH
       max(q.last_seq) AS last_seq,
       bool_or(s.op IN ('send', 'recv')) AS has_p2p
     FROM shape_seq AS q
-    JOIN int_comm_op_shapes AS s ON s.shape_id = q.shape_id
+    JOIN int_comm_op_shape_keys AS s ON s.shape_id = q.shape_id
     WHERE s.source_format = 'nccl_debug' AND s.comm_id IS NOT NULL AND s.rank IS NOT NULL
     GROUP BY s.run_id, s.host, s.pid, s.comm_id, s.rank
   ),

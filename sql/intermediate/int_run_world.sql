@@ -1,5 +1,5 @@
 -- Per run: world size, parallel config and rank-mapping strides, link capacities (from run_config or inferred). The one definition of a run's world size (APNet'24 N = p x t x d): every intermediate, mart and the report (mart run_world) read it here.
--- One row per run_id seen in comm_ops, communicators, trace_meta or run_config. Inputs: stg_store__comm_ops, stg_store__communicators, stg_store__trace_meta, run_config. Without a config the world is the largest of: a call's group size, a communicator's size, the world size a trace file states (Kineto distributedInfo: one traced rank of an 8-rank job has a world of 8), and every rank seen + 1.
+-- One row per run_id seen in comm_ops, communicators, trace_meta or run_config. Inputs: int_comm_op_shape_keys (the calls' distinct shapes: a call's run, rank and group size are columns of its shape, so their maxima over the shapes are those over the calls), stg_store__communicators, stg_store__trace_meta, run_config. Without a config the world is the largest of: a call's group size, a communicator's size, the world size a trace file states (Kineto distributedInfo: one traced rank of an 8-rank job has a world of 8), and every rank seen + 1.
 CREATE OR REPLACE VIEW int_run_world(
   -- Training run identifier.
   run_id,
@@ -33,7 +33,9 @@ CREATE OR REPLACE VIEW int_run_world(
   world_source
 ) AS
 WITH
-  ops AS MATERIALIZED (SELECT run_id, rank, group_size FROM stg_store__comm_ops),
+  -- the calls per shape (a few thousand rows at 1024 ranks, 18 M calls): max and UNION need
+  -- only the distinct values
+  ops AS MATERIALIZED (SELECT run_id, rank, group_size FROM int_comm_op_shape_keys),
   comms AS MATERIALIZED (SELECT run_id, nranks, global_rank FROM stg_store__communicators),
   metas AS MATERIALIZED (SELECT run_id, rank, world_size FROM stg_store__trace_meta),
   runs AS (

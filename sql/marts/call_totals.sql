@@ -1,5 +1,5 @@
 -- Logical communication calls per operation and traffic class (issue 19): each call once however many tools logged it (int_calls), with how many of them a source timed; what `commscope summary` prints as the run's traffic.
--- One row per (run_id, op, traffic_class) with at least one call. Input: int_calls, as int_calls_tallied (its calls counted per rank, op, class, size, duration source and flags: the sums and the median size weigh each value by its count). Sizes are int_calls.msg_bytes (the anchor's, else the best other source's); durations are never summed here (timed_calls counts the calls with one).
+-- One row per (run_id, op, traffic_class) with at least one call. Input: int_calls, as int_calls_tallied (its calls counted per rank, op, class, size, duration source and flags: the sums and the median size weigh each value by its count; the median is the macro weighted_median, sql/macros/weighted_median.sql). Sizes are int_calls.msg_bytes (the anchor's, else the best other source's); durations are never summed here (timed_calls counts the calls with one).
 CREATE OR REPLACE VIEW call_totals(
   -- Training run identifier.
   run_id,
@@ -26,36 +26,16 @@ CREATE OR REPLACE VIEW call_totals(
 ) AS
 WITH
   tallied AS (SELECT * FROM int_calls_tallied),
-  -- the median size of each row: the value at the middle of its calls' cumulative counts
-  -- (DuckDB's median: for an even count the mean of the two middle values, lo * 0.5 + hi * 0.5)
-  size_cum AS (
-    SELECT
-      *,
-      sum(n) OVER (
-        PARTITION BY run_id, op, traffic_class ORDER BY msg_bytes
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS upto,
-      sum(n) OVER (PARTITION BY run_id, op, traffic_class) AS total
-    FROM (
-      SELECT run_id, op, traffic_class, msg_bytes, sum(calls) AS n
-      FROM tallied
-      WHERE msg_bytes IS NOT NULL
-      GROUP BY ALL
-    )
+  sizes AS (
+    SELECT {'run_id': run_id, 'op': op, 'traffic_class': traffic_class} AS k, msg_bytes AS v,
+      calls AS w
+    FROM tallied
   ),
+  -- the median size of each row: the median of its calls' sizes, each counted (the macro
+  -- weighted_median, sql/macros/weighted_median.sql)
   size_median AS (
-    SELECT
-      run_id,
-      op,
-      traffic_class,
-      CASE
-        WHEN any_value(total) % 2 = 1
-          THEN min(msg_bytes) FILTER (WHERE upto > (total - 1) // 2)::DOUBLE
-        ELSE min(msg_bytes) FILTER (WHERE upto > (total - 1) // 2)::DOUBLE * 0.5
-          + min(msg_bytes) FILTER (WHERE upto > total // 2)::DOUBLE * 0.5
-      END AS median_msg_bytes
-    FROM size_cum
-    GROUP BY run_id, op, traffic_class
+    SELECT m.k.run_id, m.k.op, m.k.traffic_class, m.median AS median_msg_bytes
+    FROM weighted_median(sizes) AS m
   ),
   totals AS (
     SELECT

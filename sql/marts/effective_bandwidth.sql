@@ -1,4 +1,4 @@
--- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. A group size the log does not give comes from the run config by the macro config_group_size (sql/macros/config_group_size.sql), flagged group_source run_config. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), read as int_calls_tallied (its calls counted per size, group, class and source: the counts, sizes and the correction factor, whose median is taken over the counted values) and, for the calls with a duration or a logged busbw, one by one (the medians of durations and bandwidths), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
+-- Effective bandwidth per collective, traffic class, group and message-size bucket: algbw and busbw recomputed with the TRUE group size (nccl-tests definitions, macros comm_alg_bytes and comm_bus_factor of sql/macros/comm_bus_factor.sql), beside DeepSpeed's world-size busbw and the correction; C_TP/C_PP/C_DP/C_EP per run: the one C per class of int_class_bandwidth (Σ bus bytes / Σ transfer time, the transfer being the part of a call after the group's last member posted; APNet'24 eqs 2-4, model_spec §C), with its whole-call counterpart and xfer_source beside it. A group size the log does not give comes from the run config by the macro config_group_size (sql/macros/config_group_size.sql), flagged group_source run_config. Inputs: int_calls (each logical call once, with the best size and duration of the sources that logged it: an NCCL log's call timed by its Kineto kernel), read as int_calls_tallied (its calls counted per size, group, class and source: the counts, sizes and the correction factor, whose median is taken over the counted values: the macro weighted_median, sql/macros/weighted_median.sql) and, for the calls with a duration or a logged busbw, one by one (the medians of durations and bandwidths), stg_store__comm_summaries, int_run_world, int_groups_members, int_rank_nodes, int_class_bandwidth. Bandwidths in GB/s = 1e9 bytes/s (decimal), Gbit/s = 1e9 bit/s.
 -- comm_ops: one row per (run_id, op, traffic_class, group_size, size_bucket_bytes) with source 'comm_ops'; DeepSpeed summaries: one row per printed summary row (summary_line) with source 'comm_summaries'. Sizes: msg_bytes is the canonical size of every source (all_gather the per-rank send buffer, reduce_scatter the per-rank shard, all_to_all the full per-rank send buffer); algbw S = comm_alg_bytes (msg x n for all_gather, reduce_scatter, gather, scatter, else msg; DeepSpeed logs reduce_scatter's full input and no group, so its shard is msg / n once n is known), busbw = algbw x comm_bus_factor (2(n-1)/n all_reduce, (n-1)/n all_gather, reduce_scatter, all_to_all, gather, scatter, 1 otherwise). Only timed calls give bandwidth: a call with timing_source 'none' or no dur_ns counts in calls, never in a bandwidth; timing_source says which clock the bandwidths come from. Group size of calls that log none (DeepSpeed): the config's DP size when tp = 1, TP size when dp = 1, EP (else DP) size for all_to_all, else unknown; a Kineto call on the default group has the world size (group_source inferred_default).
 CREATE OR REPLACE VIEW effective_bandwidth(
   -- Training run identifier.
@@ -84,8 +84,8 @@ WITH
   -- Algorithm: two reads of the calls. (a) every call, counted per value of what the rows
   -- group and sum by (int_calls_tallied: a few thousand rows at 1024 ranks): calls, bytes,
   -- groups, capacity and the correction factor, a function of those values, whose median is
-  -- taken with the counts as weights. (b) one by one, only the calls with a duration or a
-  -- logged busbw (int_calls_tallied.bw_per_call; none on an NCCL-log-only run, whose calls are
+  -- taken with the counts as weights (weighted_median). (b) one by one, only the calls with a
+  -- duration or a logged busbw (int_calls_tallied.bw_per_call; none on an NCCL-log-only run, whose calls are
   -- then not read a second time): the medians of durations and bandwidths.
   counted AS NOT MATERIALIZED (
     SELECT
@@ -265,38 +265,24 @@ WITH
     GROUP BY ALL
   ),
   -- the median correction factor of each row, a function of the calls' counted values: the
-  -- value at the middle of their cumulative counts (DuckDB's median: for an even count the
-  -- mean of the two middle values, lo * 0.5 + hi * 0.5)
-  correction_cum AS (
+  -- median of the counted values (the macro weighted_median, sql/macros/weighted_median.sql;
+  -- a summary row is one value)
+  corrections AS (
     SELECT
-      *,
-      sum(k) OVER (
-        PARTITION BY run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key
-        ORDER BY correction
-        ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW
-      ) AS upto,
-      sum(k) OVER (
-        PARTITION BY run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key
-      ) AS total
-    FROM (
-      SELECT
-        run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key, correction,
-        sum(CASE WHEN part = 'summary' THEN 1 ELSE calls END) AS k
-      FROM per_call
-      WHERE part IN ('counted', 'summary') AND correction IS NOT NULL
-      GROUP BY ALL
-    )
+      {
+        'run_id': run_id, 'source': source, 'op': op, 'traffic_class': traffic_class,
+        'n_key': n_key, 'size_bucket_bytes': size_bucket_bytes, 'line_key': line_key
+      } AS k,
+      correction AS v,
+      CASE WHEN part = 'summary' THEN 1 ELSE calls END AS w
+    FROM per_call
+    WHERE part IN ('counted', 'summary')
   ),
   correction_median AS (
     SELECT
-      run_id, source, op, traffic_class, n_key, size_bucket_bytes, line_key,
-      CASE
-        WHEN any_value(total) % 2 = 1 THEN min(correction) FILTER (WHERE upto > (total - 1) // 2)
-        ELSE min(correction) FILTER (WHERE upto > (total - 1) // 2) * 0.5
-          + min(correction) FILTER (WHERE upto > total // 2) * 0.5
-      END AS correction_factor
-    FROM correction_cum
-    GROUP BY ALL
+      m.k.run_id, m.k.source, m.k.op, m.k.traffic_class, m.k.n_key, m.k.size_bucket_bytes,
+      m.k.line_key, m.median AS correction_factor
+    FROM weighted_median(corrections) AS m
   ),
   -- durations and bandwidths of each row (its timed calls one by one)
   timings AS (

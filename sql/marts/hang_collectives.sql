@@ -155,19 +155,36 @@ WITH
   ),
   -- The calls are read only for the groups with a finding (`states`; none on a run whose
   -- members all completed, or posted, the same collectives: then the join's empty build side
-  -- stops each scan of the calls at its first vector). The format is matched in the join, not
-  -- filtered: a filter that no call passes would read every call before the join saw one.
-  fr_wanted AS (
-    SELECT DISTINCT run_id, group_name, source AS source_format
+  -- stops the scan of the calls before it starts), and once for both sources (each read of the
+  -- calls costs their files' metadata, ~0.2 s at 1024 ranks, even when no row is wanted). The
+  -- format is matched in the join, not filtered: a filter that no call passes would read every
+  -- call before the join saw one.
+  nccl_wanted AS (
+    SELECT run_id, group_name, seq, source AS source_format FROM states WHERE source = 'nccl_debug'
+  ),
+  -- the processes' communicators of those groups only
+  nccl_wanted_comms AS (
+    SELECT c.*, w.source_format
+    FROM int_hang_nccl_comms AS c
+    INNER JOIN (SELECT DISTINCT run_id, group_name, source_format FROM nccl_wanted) AS w
+      ON w.run_id = c.run_id AND w.group_name = c.group_name
+  ),
+  -- the communicators whose calls are read: a Flight Recorder group by its name, an NCCL
+  -- communicator by its pointer (the process and rank are matched below)
+  wanted_comms AS (
+    SELECT DISTINCT run_id, group_name AS comm_id, source AS source_format
     FROM states
     WHERE source = 'flight_recorder'
+    UNION
+    SELECT run_id, comm_id, source_format FROM nccl_wanted_comms
   ),
-  fr_ops AS (
-    SELECT o.*
+  wanted_ops AS MATERIALIZED (
+    SELECT
+      o.run_id, o.source_format, o.comm_id, o.host, o.pid, o.rank, o.seq, o.op, o.raw_op,
+      o.msg_bytes, o.dtype, o.launch_ts_ns
     FROM stg_store__comm_ops AS o
-    SEMI JOIN fr_wanted AS w
-      ON w.run_id = o.run_id AND w.group_name = o.comm_id AND w.source_format = o.source_format
-    WHERE o.op NOT IN ('send', 'recv')
+    SEMI JOIN wanted_comms AS w
+      ON w.run_id = o.run_id AND w.comm_id = o.comm_id AND w.source_format = o.source_format
   ),
   -- The collective itself: the earliest-created entry of (group, seq) in any dump.
   fr_first AS (
@@ -181,19 +198,9 @@ WITH
       arg_min(msg_bytes, coalesce(launch_ts_ns, 9223372036854775807)) AS msg_bytes,
       arg_min(dtype, coalesce(launch_ts_ns, 9223372036854775807)) AS dtype,
       min(launch_ts_ns) AS first_created_ns
-    FROM fr_ops
-    WHERE seq IS NOT NULL AND comm_id IS NOT NULL
+    FROM wanted_ops
+    WHERE source_format = 'flight_recorder' AND op NOT IN ('send', 'recv') AND seq IS NOT NULL
     GROUP BY run_id, comm_id, seq
-  ),
-  nccl_wanted AS (
-    SELECT run_id, group_name, seq, source AS source_format FROM states WHERE source = 'nccl_debug'
-  ),
-  -- the processes' communicators of those groups only
-  nccl_wanted_comms AS (
-    SELECT c.*, w.source_format
-    FROM int_hang_nccl_comms AS c
-    INNER JOIN (SELECT DISTINCT run_id, group_name, source_format FROM nccl_wanted) AS w
-      ON w.run_id = c.run_id AND w.group_name = c.group_name
   ),
   -- NCCL: the collective as the members that posted it logged it (op and size agree on a
   -- collective; the lowest rank's line), no creation time; only the (group, seq) found.
@@ -208,7 +215,7 @@ WITH
       arg_min(o.msg_bytes, o.rank) AS msg_bytes,
       arg_min(o.dtype, o.rank) AS dtype,
       CAST(NULL AS BIGINT) AS first_created_ns
-    FROM stg_store__comm_ops AS o
+    FROM wanted_ops AS o
     INNER JOIN nccl_wanted_comms AS c
       ON c.run_id = o.run_id AND c.comm_id = o.comm_id AND c.pid = o.pid AND c.host = o.host
       AND c.global_rank = o.rank AND c.source_format = o.source_format
