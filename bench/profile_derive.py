@@ -87,7 +87,6 @@ def main() -> int:
 
     folder = d._private_folder(con)  # as derive: call-sized intermediates as Parquet there
 
-    published = d.published_as_is(mods)
     mart_dir = Path(tempfile.mkdtemp(prefix="commscope-profile-marts-"))
 
     def run(name: str, sql: str | Callable[[], object], count: str | None = None) -> None:
@@ -129,7 +128,7 @@ def main() -> int:
             continue
         if mod.name in d._AS_PARQUET and folder is not None:  # as derive: a Parquet file
             pq = folder / f"{mod.name}.parquet"
-            codec = "zstd" if mod.name in published else "lz4_raw"
+            codec = d.parquet_codec(mod.name, mods)
             run(
                 mod.name,
                 lambda name=mod.name, codec=codec: d._materialise_parquet(con, name, folder, codec),

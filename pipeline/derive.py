@@ -476,7 +476,6 @@ def materialise_intermediates(
     """
     mods = discover()
     inlined = inlined_intermediates(mods)
-    published = published_as_is(mods)
     for i, mod in enumerate(mods):
         if not _handled_view(mod, inlined) or (only is not None and mod.name not in only):
             continue
@@ -484,9 +483,7 @@ def materialise_intermediates(
         if stays_view(con, mod.name):
             inlined |= {mod.name}
         elif mod.name in _AS_PARQUET and parquet_folder is not None:
-            _materialise_parquet(
-                con, mod.name, parquet_folder, "zstd" if mod.name in published else "lz4_raw"
-            )
+            _materialise_parquet(con, mod.name, parquet_folder, parquet_codec(mod.name, mods))
         else:
             materialise_view(con, mod.name)
         if free:
@@ -563,12 +560,8 @@ def _private_folder(con: duckdb.DuckDBPyConnection) -> Path | None:
 def _materialise_parquet(
     con: duckdb.DuckDBPyConnection, name: str, folder: Path, compression: str = "lz4_raw"
 ) -> None:
-    """Write intermediate ``name`` to ``folder/<name>.parquet`` and make ``name`` a view of it.
-
-    ``compression``: lz4_raw (cheapest to read back) unless a mart publishes the file as it is
-    (:func:`published_as_is`): then the marts' codec, zstd, which costs about the same CPU to
-    write (1024 ranks, ``int_instances``: 2.7 against 2.6 s) at 0.4 of the size.
-    """
+    """Write intermediate ``name`` to ``folder/<name>.parquet`` in ``compression`` (derive's
+    choice: :func:`parquet_codec`) and make ``name`` a view of it."""
     path = quote_literal(str(folder / f"{name}.parquet"))
     q = quote_ident(name)
     con.execute(f"COPY (SELECT * FROM {q}) TO {path} (FORMAT parquet, COMPRESSION {compression})")
@@ -708,6 +701,18 @@ iteration rows, with the timed calls' times) is computed by its two readers (thr
 helper i21-inst2)."""
 
 
+_MART_CODEC = "zstd"
+"""The Parquet compression of every published mart file."""
+
+
+def parquet_codec(name: str, mods: Iterable[SqlModule]) -> str:
+    """The compression derive writes call-sized intermediate ``name`` in: lz4_raw (cheapest to
+    read back) unless a mart publishes the file as it is (:func:`published_as_is`), then the
+    marts' codec, which costs about the same CPU to write (1024 ranks, ``int_instances``: 2.7
+    against 2.6 s) at 0.4 of the size."""
+    return _MART_CODEC if name in published_as_is(mods) else "lz4_raw"
+
+
 def published_as_is(mods: Iterable[SqlModule]) -> frozenset[str]:
     """The call-sized intermediates (``_AS_PARQUET``) that a mart publishes whole
     (``CREATE VIEW m AS SELECT * FROM int_x``): derive writes them in the marts' codec and
@@ -766,7 +771,7 @@ def _copy_atomic(con: duckdb.DuckDBPyConnection, sql: str, dest: Path, run_id: s
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_for(dest)
     con.execute(
-        f"COPY ({sql}) TO {quote_literal(str(tmp))} (FORMAT parquet, COMPRESSION zstd)",
+        f"COPY ({sql}) TO {quote_literal(str(tmp))} (FORMAT parquet, COMPRESSION {_MART_CODEC})",
         {"run_id": run_id},
     )
     tmp.replace(dest)
@@ -791,6 +796,7 @@ __all__ = [
     "materialise_intermediates",
     "materialise_view",
     "missing_marts",
+    "parquet_codec",
     "predictions",
     "published_as_is",
     "register_tables",
